@@ -1,0 +1,246 @@
+"""The one error tree of accel.
+
+Every error that leaves a public accel API is an :class:`AccelError` with a stable ``code``.
+Vendor exceptions are mapped at each plugin's boundary module and kept as ``__cause__``::
+
+    AccelError
+    ├── ConfigError                 bad configuration or arguments (unknown backend, bad env)
+    ├── ValidationError             a model value is nonsense (names the field)
+    ├── ProfileError                a simulator profile file is malformed
+    ├── PluginError
+    │   ├── PluginLoadError         the entry point could not be imported
+    │   ├── IncompatiblePluginError no common plugin API version
+    │   └── BackendUnavailableError the backend is absent or failed to open
+    ├── DeviceError                 a device-level failure (carries ``device_id``)
+    │   ├── DeviceLostError         the device fell off the bus / is gone
+    │   └── NotSupportedError       the device or driver cannot report this
+    ├── PermissionDeniedError       the caller lacks permission (containers, non-root)
+    ├── DriverError                 the vendor library or driver failed (carries ``vendor_code``)
+    │   ├── LibraryNotFoundError    the vendor library is not installed
+    │   └── DriverVersionError      driver / library mismatch or too old
+    ├── ToolError                   a vendor CLI failed (carries ``tool`` and ``argv``)
+    │   ├── ToolNotFoundError
+    │   ├── ToolNotExecutableError
+    │   ├── ToolTimeoutError
+    │   ├── ToolExitError
+    │   ├── ToolOutputTooLargeError
+    │   └── ReplayMissingError      a replay directory has no recording for the argv
+    ├── ParseError                  vendor output could not be parsed (names tool, command, line)
+    └── SchedulerError              an invalid scheduling request or state (accel.scheduler)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "AccelError",
+    "BackendUnavailableError",
+    "ConfigError",
+    "DeviceError",
+    "DeviceLostError",
+    "DriverError",
+    "DriverVersionError",
+    "IncompatiblePluginError",
+    "LibraryNotFoundError",
+    "NotSupportedError",
+    "ParseError",
+    "PermissionDeniedError",
+    "PluginError",
+    "PluginLoadError",
+    "ProfileError",
+    "ReplayMissingError",
+    "SchedulerError",
+    "ToolError",
+    "ToolExitError",
+    "ToolNotExecutableError",
+    "ToolNotFoundError",
+    "ToolOutputTooLargeError",
+    "ToolTimeoutError",
+    "ValidationError",
+]
+
+
+class AccelError(Exception):
+    """Root of every accel error.  ``code`` is stable and machine-readable."""
+
+    code: str = "accel.error"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(AccelError):
+    code = "config.invalid"
+
+
+class ValidationError(AccelError):
+    """A model value failed validation.  ``field`` names the offending field path."""
+
+    code = "model.invalid"
+
+    def __init__(self, message: str, *, field: str | None = None, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.field = field
+
+
+class ProfileError(AccelError):
+    code = "sim.profile-invalid"
+
+
+class PluginError(AccelError):
+    code = "plugin.error"
+
+    def __init__(self, message: str, *, plugin: str | None = None, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.plugin = plugin
+
+
+class PluginLoadError(PluginError):
+    code = "plugin.load-failed"
+
+
+class IncompatiblePluginError(PluginError):
+    code = "plugin.incompatible"
+
+
+class BackendUnavailableError(PluginError):
+    code = "plugin.unavailable"
+
+
+class DeviceError(AccelError):
+    code = "device.error"
+
+    def __init__(self, message: str, *, device_id: str | None = None, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.device_id = device_id
+
+
+class DeviceLostError(DeviceError):
+    code = "device.lost"
+
+
+class NotSupportedError(DeviceError):
+    code = "device.not-supported"
+
+
+class PermissionDeniedError(AccelError):
+    code = "permission.denied"
+
+
+class DriverError(AccelError):
+    """The vendor library or driver reported an error.  ``vendor_code`` keeps its own code."""
+
+    code = "driver.error"
+
+    def __init__(self, message: str, *, vendor_code: str | None = None, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.vendor_code = vendor_code
+
+
+class LibraryNotFoundError(DriverError):
+    code = "driver.library-not-found"
+
+
+class DriverVersionError(DriverError):
+    code = "driver.version-mismatch"
+
+
+class ToolError(AccelError):
+    """A vendor command-line tool failed.  ``tool`` is its name, ``argv`` the full command."""
+
+    code = "tool.error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tool: str | None = None,
+        argv: Sequence[str] = (),
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message, code=code)
+        self.tool = tool
+        self.argv = tuple(argv)
+
+
+class ToolNotFoundError(ToolError):
+    code = "tool.not-found"
+
+
+class ToolNotExecutableError(ToolError):
+    code = "tool.not-executable"
+
+
+class ToolTimeoutError(ToolError):
+    code = "tool.timeout"
+
+
+class ToolExitError(ToolError):
+    code = "tool.exit-status"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tool: str | None = None,
+        argv: Sequence[str] = (),
+        returncode: int = 1,
+        stderr: str = "",
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message, tool=tool, argv=argv, code=code)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+class ToolOutputTooLargeError(ToolError):
+    code = "tool.output-too-large"
+
+
+class ReplayMissingError(ToolError):
+    code = "tool.replay-missing"
+
+
+class ParseError(AccelError):
+    """Vendor output could not be parsed.  Names the tool, the command and the offending line."""
+
+    code = "parse.error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tool: str | None = None,
+        command: str | None = None,
+        line: str | None = None,
+        lineno: int | None = None,
+        code: str | None = None,
+    ) -> None:
+        where = []
+        if tool:
+            where.append(f"tool {tool!r}")
+        if command:
+            where.append(f"command {command!r}")
+        if lineno is not None:
+            where.append(f"line {lineno}")
+        full = message
+        if where:
+            full = f"{message} ({', '.join(where)})"
+        if line is not None:
+            full = f"{full}: {line.strip()[:200]!r}"
+        super().__init__(full, code=code)
+        self.tool = tool
+        self.command = command
+        self.line = line
+        self.lineno = lineno
+
+
+class SchedulerError(AccelError):
+    code = "scheduler.error"
