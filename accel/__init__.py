@@ -1,0 +1,39 @@
+"""accel: one typed device model for every AI accelerator vendor.
+
+    >>> import accel
+    >>> with accel.open_session(sim="dgx-h100") as session:   # doctest: +SKIP
+    ...     inv = session.inventory()
+    ...     [d.model for d in inv.devices]
+
+``import accel`` loads no vendor library: backends are found through the ``accel.backends``
+entry points and opened only when asked.
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib import metadata as _metadata
+from typing import TYPE_CHECKING, Any
+
+from .errors import AccelError
+
+if TYPE_CHECKING:
+    from .discovery import DiscoveryReport, Session, discover, open_session
+
+__all__ = ["AccelError", "DiscoveryReport", "Session", "__version__", "discover", "open_session"]
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+try:
+    __version__ = _metadata.version("accel-sdk")
+except _metadata.PackageNotFoundError:  # running from a source tree
+    __version__ = "0.0.0+unknown"
+
+
+def __getattr__(name: str) -> Any:
+    # Discovery pulls in stevedore; load it on first use so ``import accel`` stays cheap.
+    if name in {"DiscoveryReport", "Session", "discover", "open_session"}:
+        from . import discovery
+
+        return getattr(discovery, name)
+    raise AttributeError(f"module 'accel' has no attribute {name!r}")

@@ -1,0 +1,111 @@
+"""The abstract, typed device model: the only thing schedulers see.
+
+All models are frozen pydantic v2 models with SI units in field names (``*_bytes``,
+``*_watts``, ``*_hertz``, ``*_ratio`` in 0..1).  ``None`` means "unknown this time"; what a
+backend can never report is named in ``unsupported``.
+"""
+
+from ._pci import normalize_bus_id
+from ._schema import json_schema
+from ._validate import validate
+from .device import (
+    Binding,
+    Capabilities,
+    ComputeInfo,
+    Device,
+    DeviceKind,
+    FormFactor,
+    MemoryKind,
+    MemoryRegion,
+    PartitionMode,
+    PartitionScheme,
+    PciInfo,
+    PowerLimits,
+    SharingInfo,
+    SharingMode,
+    ThermalLimits,
+    VersionInfo,
+    device_id_for,
+)
+from .health import (
+    Action,
+    ConditionScope,
+    Health,
+    HealthCondition,
+    HealthState,
+    Operational,
+    Severity,
+    Subsystem,
+    derive_state,
+)
+from .inventory import SCHEMA_VERSION, Host, HostInventory, NumaNode, SourceInfo
+from .partition import Partition, PartitionFamily, PartitionProfile, Placement
+from .telemetry import LinkCounters, ProcessUsage, Telemetry
+from .topology import (
+    FAST_LINKS,
+    DistanceLevel,
+    DistanceMatrix,
+    Domain,
+    DomainKind,
+    Link,
+    LinkState,
+    LinkType,
+    distance_matrix,
+    level_of,
+    pcie_level,
+)
+
+__all__ = [
+    "FAST_LINKS",
+    "SCHEMA_VERSION",
+    "Action",
+    "Binding",
+    "Capabilities",
+    "ComputeInfo",
+    "ConditionScope",
+    "Device",
+    "DeviceKind",
+    "DistanceLevel",
+    "DistanceMatrix",
+    "Domain",
+    "DomainKind",
+    "FormFactor",
+    "Health",
+    "HealthCondition",
+    "HealthState",
+    "Host",
+    "HostInventory",
+    "Link",
+    "LinkCounters",
+    "LinkState",
+    "LinkType",
+    "MemoryKind",
+    "MemoryRegion",
+    "NumaNode",
+    "Operational",
+    "Partition",
+    "PartitionFamily",
+    "PartitionMode",
+    "PartitionProfile",
+    "PartitionScheme",
+    "PciInfo",
+    "Placement",
+    "PowerLimits",
+    "ProcessUsage",
+    "Severity",
+    "SharingInfo",
+    "SharingMode",
+    "SourceInfo",
+    "Subsystem",
+    "Telemetry",
+    "ThermalLimits",
+    "VersionInfo",
+    "derive_state",
+    "device_id_for",
+    "distance_matrix",
+    "json_schema",
+    "level_of",
+    "normalize_bus_id",
+    "pcie_level",
+    "validate",
+]
