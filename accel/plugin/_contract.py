@@ -1,0 +1,203 @@
+"""The contract between accel and a backend plugin.
+
+A vendor plugin ships two objects:
+
+* a light :class:`BackendPlugin` named by an ``accel.backends`` entry point.  Importing its
+  module must not import the vendor library.  ``probe()`` is cheap and never raises;
+  ``open()`` loads the vendor library and returns a :class:`Backend`.
+* the :class:`Backend`: snapshots of inventory, telemetry and health as :mod:`accel.model`
+  objects.  Every vendor error is mapped to :mod:`accel.errors` at the plugin's boundary.
+
+Optional surfaces are :func:`typing.runtime_checkable` protocols (:class:`SupportsEvents`,
+:class:`SupportsProcesses`, :class:`SupportsPartitions`): callers test them with
+``isinstance``, never by vendor name.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
+
+from ..model import (
+    Health,
+    HealthCondition,
+    HostInventory,
+    Partition,
+    PartitionProfile,
+    ProcessUsage,
+    Telemetry,
+)
+from ..model._base import Model
+from ._capabilities import Capability
+from ._version import ApiVersion
+
+if TYPE_CHECKING:
+    from ..tools import Runner
+
+__all__ = [
+    "Backend",
+    "BackendConfig",
+    "BackendPlugin",
+    "DeviceEvent",
+    "PluginInfo",
+    "ProbeResult",
+    "ProbeStatus",
+    "SupportsEvents",
+    "SupportsPartitions",
+    "SupportsProcesses",
+]
+
+
+class PluginInfo(Model):
+    """What a plugin says about itself.  Every capability is absent unless declared."""
+
+    name: str
+    vendor: str
+    version: str
+    api_versions: frozenset[ApiVersion]
+    capabilities: frozenset[Capability] = frozenset()
+    description: str | None = None
+    #: The vendor API or tool the backend reads through (``nvml``, ``npu-smi``...).
+    api: str | None = None
+
+    def declares(self, capability: Capability) -> bool:
+        return capability in self.capabilities
+
+
+class ProbeStatus(StrEnum):
+    PRESENT = "present"
+    ABSENT = "absent"
+    ERROR = "error"
+
+
+class ProbeResult(Model):
+    """Outcome of a cheap probe; ``reason`` says why (the PCI ids seen, the missing library...)."""
+
+    status: ProbeStatus
+    reason: str = ""
+    device_count: int | None = None
+
+    @classmethod
+    def present(cls, reason: str = "", device_count: int | None = None) -> ProbeResult:
+        return cls(status=ProbeStatus.PRESENT, reason=reason, device_count=device_count)
+
+    @classmethod
+    def absent(cls, reason: str) -> ProbeResult:
+        return cls(status=ProbeStatus.ABSENT, reason=reason)
+
+    @classmethod
+    def error(cls, reason: str) -> ProbeResult:
+        return cls(status=ProbeStatus.ERROR, reason=reason)
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """How a backend is opened.
+
+    ``sysfs_root`` and ``dev_root`` let tests point a backend at a fake tree; ``runner`` is the
+    :mod:`accel.tools` runner CLI backends must use (a replay runner in tests); ``options``
+    carries backend-specific settings (``profile`` for ``sim``, ``scenario`` for a fake).
+    """
+
+    options: Mapping[str, Any] = field(default_factory=dict)
+    sysfs_root: Path = Path("/sys")
+    dev_root: Path = Path("/dev")
+    runner: Runner | None = None
+    tool_timeout_s: float = 10.0
+    probe_timeout_s: float = 5.0
+
+    def option(self, key: str, default: Any = None) -> Any:
+        return self.options.get(key, default)
+
+
+class Backend(abc.ABC):
+    """An open backend.  Methods return frozen snapshots; ``close()`` is idempotent."""
+
+    @property
+    @abc.abstractmethod
+    def name(self) -> str:
+        """The backend id (the entry-point name)."""
+
+    @abc.abstractmethod
+    def inventory(self) -> HostInventory:
+        """All devices with memory, topology and health as of now."""
+
+    @abc.abstractmethod
+    def telemetry(self, ids: Sequence[str] | None = None) -> tuple[Telemetry, ...]:
+        """One sample per device (``ids`` filters; unknown ids raise ``DeviceError``)."""
+
+    @abc.abstractmethod
+    def health(self, ids: Sequence[str] | None = None) -> dict[str, Health]:
+        """Health per device id.  A lost device is reported ``lost``; the others still answer."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the vendor library.  Safe to call twice and after a failure."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class BackendPlugin(abc.ABC):
+    """The light object an ``accel.backends`` entry point names.
+
+    Subclasses set :attr:`info` and implement :meth:`probe` and :meth:`open`.  Nothing here
+    may import the vendor library at module import time.
+    """
+
+    info: PluginInfo
+
+    @abc.abstractmethod
+    def probe(self, config: BackendConfig) -> ProbeResult:
+        """Cheap and safe: never raises, never loads the vendor library if avoidable."""
+
+    @abc.abstractmethod
+    def open(self, config: BackendConfig) -> Backend:
+        """Load the vendor library and return a :class:`Backend` (raises ``accel.errors``)."""
+
+
+class DeviceEvent(Model):
+    """A health event of one device (an XID, a RAS interrupt) as a typed condition."""
+
+    device_id: str
+    timestamp: datetime
+    condition: HealthCondition
+
+
+@runtime_checkable
+class SupportsEvents(Protocol):
+    def poll_events(self, timeout_s: float = 0.0) -> tuple[DeviceEvent, ...]:
+        """Events since the last poll; waits up to ``timeout_s`` for the first one."""
+        ...
+
+
+@runtime_checkable
+class SupportsProcesses(Protocol):
+    def processes(self, ids: Sequence[str] | None = None) -> tuple[ProcessUsage, ...]:
+        """Processes using the devices (``memory_bytes`` is ``None`` when unknown)."""
+        ...
+
+
+@runtime_checkable
+class SupportsPartitions(Protocol):
+    def partitions(self) -> tuple[Partition, ...]:
+        """Live hardware partitions."""
+        ...
+
+    def partition_profiles(self) -> tuple[PartitionProfile, ...]:
+        """Profiles each device can be partitioned into."""
+        ...
