@@ -111,6 +111,8 @@ class BackendConfig:
     runner: Runner | None = None
     tool_timeout_s: float = 10.0
     probe_timeout_s: float = 5.0
+    #: Let the core fill PCIe place and NUMA from ``sysfs_root`` (off for replays and fakes).
+    enrich_from_sysfs: bool = True
 
     def option(self, key: str, default: Any = None) -> Any:
         return self.options.get(key, default)
