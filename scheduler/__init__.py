@@ -1,0 +1,78 @@
+"""accel.scheduler: placement of whole, partitioned and shared accelerators.
+
+The scheduler consumes :class:`accel.model.HostInventory` snapshots (or plain
+:class:`HostSpec` values) and nothing else.  Pipeline: filter -> score -> reserve -> bind
+(:class:`Scheduler`), with pluggable scorers (:func:`make_scorer`, entry-point group
+``accel.scheduler.scorers``) and topology-aware all-or-nothing gangs (:class:`GangPlacer`).
+"""
+
+from __future__ import annotations
+
+from ._errors import InvalidRequestError, SchedulerStateError, UnknownPolicyError
+from ._fgd import TypicalPod, TypicalPods
+from ._replay import (
+    ReplayResult,
+    TracePod,
+    binned_allocation,
+    load_openb_nodes,
+    load_openb_pods,
+    openb_order,
+    replay,
+)
+from ._request import MILLI, DeviceSelector, Request, Share, TopologyConstraint, TopologyLevel
+from ._scheduler import Decision, Filter, Scheduler
+from ._scorers import (
+    BestFitScorer,
+    DotProductScorer,
+    FGDScorer,
+    GpuClusteringScorer,
+    GpuPackingScorer,
+    PackingFGDScorer,
+    RandomScorer,
+    Scorer,
+    SpreadScorer,
+    available_scorers,
+    make_scorer,
+    register_scorer,
+)
+from ._state import Allocation, ClusterState, DeviceSpec, HostSpec
+
+__all__ = [
+    "MILLI",
+    "Allocation",
+    "BestFitScorer",
+    "ClusterState",
+    "Decision",
+    "DeviceSelector",
+    "DeviceSpec",
+    "DotProductScorer",
+    "FGDScorer",
+    "Filter",
+    "GpuClusteringScorer",
+    "GpuPackingScorer",
+    "HostSpec",
+    "InvalidRequestError",
+    "PackingFGDScorer",
+    "RandomScorer",
+    "ReplayResult",
+    "Request",
+    "Scheduler",
+    "SchedulerStateError",
+    "Scorer",
+    "Share",
+    "SpreadScorer",
+    "TopologyConstraint",
+    "TopologyLevel",
+    "TracePod",
+    "TypicalPod",
+    "TypicalPods",
+    "UnknownPolicyError",
+    "available_scorers",
+    "binned_allocation",
+    "load_openb_nodes",
+    "load_openb_pods",
+    "make_scorer",
+    "openb_order",
+    "register_scorer",
+    "replay",
+]

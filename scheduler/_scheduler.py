@@ -1,0 +1,180 @@
+"""The placement pipeline: filter -> score -> reserve -> bind.
+
+:class:`Scheduler` owns a :class:`ClusterState` and one :class:`Scorer`.  For each request it
+
+1. **filters** hosts (CPU, memory, pod slots, device fit, selectors, health, then any extra
+   :class:`Filter` objects),
+2. **scores** the feasible hosts (cached per request shape; only hosts whose version changed are
+   rescored),
+3. **reserves** the best host (ties broken by a fixed host rank, seeded) and the device slots
+   on it (the scorer's choice for single-device requests; otherwise the lowest-index fitting,
+   healthy-before-degraded slots),
+4. **binds** by updating the state and returns the :class:`Allocation`.
+
+Unhealthy or lost devices never pass the filter; degraded devices are chosen last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from ._errors import InvalidRequestError
+from ._request import Request
+from ._scorers import Scorer, make_scorer
+from ._state import Allocation, ClusterState
+
+__all__ = ["Decision", "Filter", "Scheduler"]
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@runtime_checkable
+class Filter(Protocol):
+    """An extra filter stage: return which of ``hosts`` may take ``req``."""
+
+    def __call__(self, state: ClusterState, req: Request, hosts: IntArray) -> BoolArray: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Where a request would go (or ``host is None`` with a reason when nothing fits)."""
+
+    request: Request
+    host: int | None
+    devices: tuple[int, ...] = ()
+    score: float = float("nan")
+    feasible_hosts: int = 0
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class _CacheEntry:
+    seen: IntArray
+    scores: FloatArray
+    slots: IntArray
+    hits: int = 0
+
+
+@dataclass(slots=True)
+class _Stats:
+    decisions: int = 0
+    placed: int = 0
+    failed: int = 0
+    rescored_hosts: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+class Scheduler:
+    """Places requests on a :class:`ClusterState` with one scoring policy.
+
+    ``workload`` is the target workload (the pod mix fragmentation-aware scorers optimise for);
+    ``seed`` fixes the host rank used to break score ties and any randomness in the scorer.
+    """
+
+    def __init__(self, state: ClusterState, scorer: str | Scorer = "fgd", *,
+                 workload: Sequence[Request] | None = None, seed: int = 0,
+                 filters: Sequence[Filter] = (), host_rank: IntArray | None = None) -> None:
+        self.state = state
+        self.scorer = make_scorer(scorer) if isinstance(scorer, str) else scorer
+        if not isinstance(self.scorer, Scorer):
+            raise InvalidRequestError("scorer must be a Scorer or a registered name", field="scorer")
+        if self.scorer.uses_workload and not workload:
+            raise InvalidRequestError(f"scorer {self.scorer.name!r} needs a target workload",
+                                      field="workload")
+        self.scorer.attach(state, workload, seed)
+        self.filters = tuple(filters)
+        rng = np.random.default_rng(seed)
+        if host_rank is None:
+            host_rank = rng.permutation(state.n_hosts).astype(np.int64)
+        if len(host_rank) != state.n_hosts:
+            raise InvalidRequestError("host_rank must have one entry per host", field="host_rank")
+        self.host_rank = np.asarray(host_rank, dtype=np.int64)
+        self._cache: dict[Hashable, _CacheEntry] = {}
+        self.stats = _Stats()
+        self._all = np.arange(state.n_hosts, dtype=np.int64)
+
+    # -- stages --------------------------------------------------------------------------------------
+    def filter(self, req: Request) -> IntArray:
+        """Indices of hosts that pass every filter."""
+        ok = self.state.feasible(req)
+        hosts = self._all[ok]
+        for flt in self.filters:
+            if len(hosts) == 0:
+                break
+            hosts = hosts[np.asarray(flt(self.state, req, hosts), dtype=bool)]
+        return hosts
+
+    def score(self, req: Request, hosts: IntArray) -> tuple[FloatArray, IntArray]:
+        """Scores and preferred slots of ``hosts`` (incremental when the scorer is cacheable)."""
+        sc = self.scorer
+        if not sc.cacheable:
+            return sc.score(self.state, req, hosts)
+        key = sc.cache_key(req)
+        entry = self._cache.get(key)
+        n = self.state.n_hosts
+        if entry is None:
+            entry = _CacheEntry(np.full(n, -1, dtype=np.int64), np.zeros(n), np.full(n, -1, dtype=np.int64))
+            self._cache[key] = entry
+        stale = hosts[entry.seen[hosts] != self.state.version[hosts]]
+        if len(stale):
+            s, slot = sc.score(self.state, req, stale)
+            entry.scores[stale] = s
+            entry.slots[stale] = slot
+            entry.seen[stale] = self.state.version[stale]
+            self.stats.rescored_hosts += len(stale)
+        entry.hits += 1
+        return entry.scores[hosts], entry.slots[hosts]
+
+    def decide(self, req: Request) -> Decision:
+        """Filter, score and pick a host and devices without changing the state."""
+        self.stats.decisions += 1
+        hosts = self.filter(req)
+        if len(hosts) == 0:
+            return Decision(req, None, reason="no host passes the filters")
+        scores, slots = self.score(req, hosts)
+        best = scores.max()
+        if not np.isfinite(best):
+            return Decision(req, None, feasible_hosts=len(hosts), reason="no host scored")
+        tied = np.nonzero(scores == best)[0]
+        pick = int(tied[np.argmin(self.host_rank[hosts[tied]])]) if len(tied) > 1 else int(tied[0])
+        host = int(hosts[pick])
+        devices = self.reserve_devices(req, host, int(slots[pick]))
+        return Decision(req, host, devices, float(best), len(hosts))
+
+    def reserve_devices(self, req: Request, host: int, hint: int = -1) -> tuple[int, ...]:
+        """Device slots on ``host`` for ``req`` (scorer's hint for single-device requests)."""
+        if not req.wants_devices:
+            return ()
+        if req.devices == 0:
+            slot = hint if hint >= 0 else self.scorer.choose_slot(self.state, req, host)
+            return (slot,)
+        fit = self.state.slot_fit(req, np.array([host]))[0]
+        order = np.nonzero(fit & ~self.state.dev_degraded[host])[0].tolist()
+        order += np.nonzero(fit & self.state.dev_degraded[host])[0].tolist()
+        return tuple(order[: req.devices])
+
+    def bind(self, decision: Decision) -> Allocation:
+        """Apply a decision to the state."""
+        if decision.host is None:
+            raise InvalidRequestError(f"{decision.request.name}: cannot bind an empty decision")
+        return self.state.allocate(decision.request, decision.host, decision.devices)
+
+    def place(self, req: Request) -> Allocation | None:
+        """The whole pipeline; ``None`` when the request does not fit anywhere."""
+        decision = self.decide(req)
+        if decision.host is None:
+            self.stats.failed += 1
+            return None
+        self.stats.placed += 1
+        return self.bind(decision)
+
+    def release(self, alloc: Allocation) -> None:
+        """Return an allocation's resources."""
+        self.state.release(alloc)
