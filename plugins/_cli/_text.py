@@ -1,0 +1,130 @@
+"""Source lines and parse errors: every parser reports *where* it failed.
+
+A vendor-output parser works on :class:`SourceLine` objects (text plus its 1-based line number
+in the tool's stdout) and raises :class:`accel.errors.ParseError` built by a
+:class:`ParseContext`, which names the tool, the exact command and the offending line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from accel.errors import ParseError
+
+__all__ = ["ParseContext", "SourceLine", "split_lines"]
+
+# Characters that break naive parsers but carry no meaning in a table: BOM, NUL, ANSI colour.
+_INVISIBLE = str.maketrans({"\ufeff": None, "\x00": None})
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    """One line of tool output: ``text`` without the newline, ``lineno`` counted from 1."""
+
+    text: str
+    lineno: int
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def blank(self) -> bool:
+        """True for an empty or whitespace-only line."""
+        return not self.text.strip()
+
+
+def _strip_ansi(text: str) -> str:
+    # ESC [ ... final-byte; Hygon's rocminfo banner is coloured this way.
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\x1b" and i + 1 < len(text) and text[i + 1] == "[":
+            j = i + 2
+            while j < len(text) and not ("@" <= text[j] <= "~"):
+                j += 1
+            i = j + 1
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def split_lines(text: str, *, expand_tabs: int | None = 8) -> list[SourceLine]:
+    """Split tool output into :class:`SourceLine` objects.
+
+    Line endings (``\\n``, ``\\r\\n``, a stray ``\\r``) are dropped, trailing whitespace is kept
+    (column positions matter for aligned tables), ANSI colour sequences, BOMs and NULs are
+    removed, and tabs are expanded to ``expand_tabs`` columns (``None`` keeps them) so that a
+    header starting with a TAB (``npu-smi info -t topo``) lines up with its rows.
+    """
+    result: list[SourceLine] = []
+    for i, raw in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), start=1):
+        line = (
+            _strip_ansi(raw.translate(_INVISIBLE))
+            if ("\x1b" in raw or "\ufeff" in raw or "\x00" in raw)
+            else raw
+        )
+        if expand_tabs is not None and "\t" in line:
+            line = line.expandtabs(expand_tabs)
+        result.append(SourceLine(line, i))
+    if result and not result[-1].text:
+        result.pop()  # the newline at the end of the output is not a line
+    return result
+
+
+@dataclass(frozen=True)
+class ParseContext:
+    """Which tool and command produced the text being parsed; builds the errors.
+
+    ``command`` is the command line as a person would type it (``"npu-smi info -t topo"``)::
+
+        ctx = ParseContext("npu-smi", "npu-smi info")
+        raise ctx.error("no 'Bus-Id' column in the header", line)
+
+    Unit and value helpers of :mod:`accel.plugins._cli` raise a bare :class:`ParseError`
+    (no tool, no line); wrap the code that reads one line in :meth:`at` so the error that
+    leaves the parser names all three::
+
+        with ctx.at(line):
+            total = parse_bytes(cell, bare_unit="MiB")
+    """
+
+    tool: str
+    command: str
+
+    def error(
+        self, message: str, line: SourceLine | str | None = None, lineno: int | None = None
+    ) -> ParseError:
+        """A :class:`ParseError` naming this tool, this command and (optionally) the line."""
+        if isinstance(line, SourceLine):
+            return ParseError(
+                message, tool=self.tool, command=self.command, line=line.text, lineno=line.lineno
+            )
+        return ParseError(message, tool=self.tool, command=self.command, line=line, lineno=lineno)
+
+    @contextlib.contextmanager
+    def at(self, line: SourceLine | None) -> Iterator[None]:
+        """Re-raise a :class:`ParseError` (or :class:`ValueError`) inside the block as one that
+        names this tool, command and ``line``.  An error that already names a tool passes."""
+        try:
+            yield
+        except ParseError as exc:
+            if exc.tool is not None:
+                raise
+            raise self.error(_bare_message(exc), line) from exc
+        except ValueError as exc:
+            raise self.error(str(exc), line) from exc
+
+    def require(self, lines: Sequence[SourceLine], what: str) -> None:
+        """Raise "empty output" when ``lines`` has no non-blank line (``what`` names the expectation)."""
+        if not any(not ln.blank for ln in lines):
+            raise self.error(f"empty output: expected {what}")
+
+
+def _bare_message(exc: ParseError) -> str:
+    # ParseError.message already has the location suffixes appended; for a bare error it is
+    # just the message (plus ": 'line'" when only the line was given).
+    return exc.message
