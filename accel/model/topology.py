@@ -124,6 +124,9 @@ _LINK_LEVEL = {
 }
 
 
+_PCIE_TYPES = frozenset({LinkType.PCIE_PIX, LinkType.PCIE_PXB, LinkType.PCIE_PHB, LinkType.NUMA, LinkType.SYSTEM})
+
+
 def level_of(link_type: LinkType) -> DistanceLevel:
     """The distance level a direct link of this type gives."""
     if link_type in FAST_LINKS:
@@ -228,6 +231,8 @@ class DistanceMatrix(Model):
     levels: tuple[tuple[DistanceLevel, ...], ...]
     #: For LINK entries, the best link type and count, e.g. ``nvswitch``, ``NV18``.
     link_labels: tuple[tuple[str | None, ...], ...]
+    #: The PCIe / NUMA level of each pair ignoring vendor links (PIX ... NODE, SYS).
+    pcie_levels: tuple[tuple[DistanceLevel, ...], ...] = ()
 
     def level(self, a: str, b: str) -> DistanceLevel:
         i, j = self.device_ids.index(a), self.device_ids.index(b)
@@ -263,6 +268,13 @@ def distance_matrix(
         for j in range(i + 1, n):
             lvl = pcie_level(devices[i], devices[j])
             best[i][j] = best[j][i] = lvl
+    pcie = [[best[i][j] for j in range(n)] for i in range(n)]
+    for link in links:
+        if link.type in _PCIE_TYPES and link.state is not LinkState.DOWN:
+            # Vendor tools that print PCIe levels (npu-smi -t topo) refine the path view too.
+            ia, ib = index.get(link.a), index.get(link.b)
+            if ia is not None and ib is not None and pcie[ia][ib] is DistanceLevel.UNKNOWN:
+                pcie[ia][ib] = pcie[ib][ia] = level_of(link.type)
     for link in links:
         if link.state is LinkState.DOWN:
             continue
@@ -283,4 +295,5 @@ def distance_matrix(
         device_ids=ids,
         levels=tuple(tuple(r) for r in best),
         link_labels=tuple(tuple(r) for r in labels),
+        pcie_levels=tuple(tuple(r) for r in pcie),
     )

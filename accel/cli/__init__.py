@@ -1,0 +1,121 @@
+"""The ``accel`` command.
+
+Exit codes (stable, for scripts):
+
+====  ==========================================================================
+0     success
+1     an accel error at run time (a backend failed, a device is lost, a tool hung)
+2     bad usage or configuration (unknown backend, bad option, malformed profile)
+3     no accelerator found (no backend present; try ``--sim <profile>``)
+4     ``accel health``: at least one device is not healthy
+130   interrupted
+====  ==========================================================================
+
+Every command takes ``--json`` and then prints the model (``HostInventory``, ``Device``,
+``Health``...) instead of a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import AccelError, ConfigError, ProfileError, ValidationError
+
+__all__ = ["EXIT_ERROR", "EXIT_NO_DEVICES", "EXIT_OK", "EXIT_UNHEALTHY", "EXIT_USAGE", "main"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NO_DEVICES = 3
+EXIT_UNHEALTHY = 4
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, exit 2, like every other usage error
+        raise _UsageError(message)
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _selection_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("backend selection")
+    g.add_argument("--sim", metavar="PROFILE", help="use the simulator with this profile (see `accel sim profiles`)")
+    g.add_argument("--backend", "-b", action="append", metavar="NAME", help="only this backend (repeatable)")
+    g.add_argument(
+        "--option", "-o", action="append", default=[], metavar="KEY=VALUE",
+        help="a backend option, e.g. scenario=h100-nvswitch-8 or faults=device_lost:3 (repeatable)",
+    )
+    g.add_argument("--replay", metavar="DIR", help="answer vendor tools from recorded runs in DIR")
+    g.add_argument("--sysfs", metavar="DIR", help="read PCI/NUMA facts from this sysfs root instead of /sys")
+    g.add_argument("--timeout", type=float, default=10.0, metavar="S", help="vendor tool timeout (default 10 s)")
+    p.add_argument("--json", action="store_true", help="print the model as JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="accel", description="One device model for every AI accelerator vendor.")
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"accel {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name, helptext in [
+        ("ls", "list devices with memory and health"),
+        ("topo", "topology matrix (like nvidia-smi topo -m) and link domains"),
+        ("health", "health state and conditions of every device"),
+        ("plugins", "the discovery report: present, absent, failed, rejected"),
+    ]:
+        _selection_args(sub.add_parser(name, help=helptext, description=helptext))
+    show = sub.add_parser("show", help="everything about one device", description="everything about one device")
+    show.add_argument("device", help="device id, uuid, PCI bus id or list position")
+    _selection_args(show)
+    watch = sub.add_parser("watch", help="refreshing telemetry view", description="refreshing telemetry view")
+    watch.add_argument("--count", type=int, default=0, help="stop after N refreshes (0: until interrupted)")
+    watch.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes")
+    _selection_args(watch)
+    schema = sub.add_parser("schema", help="print the versioned JSON Schema of the model")
+    schema.add_argument("--kind", choices=["inventory", "telemetry"], default="inventory")
+    schema.add_argument("--json", action="store_true", help="accepted for symmetry; the schema is JSON")
+    sim = sub.add_parser("sim", help="simulator utilities")
+    simsub = sim.add_subparsers(dest="sim_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    simsub.required = True
+    prof = simsub.add_parser("profiles", help="list the built-in simulator profiles")
+    prof.add_argument("--json", action="store_true")
+    from . import _extensions
+
+    _extensions.add_parsers(sub, _selection_args)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``accel`` console script; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+    except _UsageError as exc:
+        print(f"accel: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from . import _commands
+
+    try:
+        code: int = _commands.dispatch(args)
+        return code
+    except (ConfigError, ProfileError, ValidationError) as exc:
+        print(f"accel: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except AccelError as exc:
+        print(f"accel: error: {exc} [{exc.code}]", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+def dump(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=False, default=str)

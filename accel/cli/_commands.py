@@ -1,0 +1,262 @@
+"""The commands behind ``accel``: each builds a session, reads, and renders text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..discovery import DiscoveryReport, EntryStatus, Session, discover, open_session
+from ..errors import BackendUnavailableError, ConfigError, DeviceError, ProfileError
+from ..model import Device, HostInventory, json_schema
+from ..plugin import BackendConfig
+from . import EXIT_NO_DEVICES, EXIT_OK, EXIT_UNHEALTHY, _extensions, _render, dump
+
+__all__ = ["dispatch"]
+
+
+def _parse_options(items: list[str]) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--option expects KEY=VALUE, got {item!r}")
+        options[key.strip()] = value.strip()
+    return options
+
+
+def _configs(args: argparse.Namespace) -> tuple[list[str] | None, dict[str, BackendConfig], BackendConfig]:
+    options = _parse_options(getattr(args, "option", []) or [])
+    backends: list[str] | None = list(args.backend) if getattr(args, "backend", None) else None
+    runner = None
+    if getattr(args, "replay", None):
+        from ..tools import ReplayRunner
+
+        if not Path(args.replay).is_dir():
+            raise ConfigError(f"--replay: {args.replay!r} is not a directory")
+        runner = ReplayRunner(args.replay)
+    sysfs = getattr(args, "sysfs", None)
+    if sysfs is not None and not Path(sysfs).is_dir():
+        raise ConfigError(f"--sysfs: {sysfs!r} is not a directory")
+    timeout = float(getattr(args, "timeout", 10.0) or 10.0)
+    if timeout <= 0:
+        raise ConfigError("--timeout must be positive")
+    # Replays, fakes and the simulator describe another machine: do not mix in this host's /sys.
+    synthetic = runner is not None or "scenario" in options or bool(getattr(args, "sim", None))
+    base = BackendConfig(
+        options=options,
+        sysfs_root=Path(sysfs) if sysfs else Path("/sys"),
+        runner=runner,
+        tool_timeout_s=timeout,
+        probe_timeout_s=max(timeout, 1.0),
+        enrich_from_sysfs=bool(sysfs) or not synthetic,
+    )
+    configs: dict[str, BackendConfig] = {}
+    if getattr(args, "sim", None):
+        sim_options = {**options, "profile": args.sim}
+        configs["sim"] = BackendConfig(
+            options=sim_options, tool_timeout_s=timeout, probe_timeout_s=max(timeout, 1.0), enrich_from_sysfs=False
+        )
+        backends = sorted(set(backends or []) | {"sim"})
+    return backends, configs, base
+
+
+def _session(args: argparse.Namespace) -> Session:
+    backends, configs, base = _configs(args)
+    session = open_session(configs, default_config=base, backends=backends)
+    if backends:
+        # The user named these backends: a failure to open one of them is the answer, not a warning.
+        for name in backends:
+            entry = session.report.entry(name)
+            fatal = isinstance(entry.error, (ConfigError, ProfileError)) or not session.backends
+            if entry.status is EntryStatus.FAILED and entry.error is not None and fatal:
+                session.close()
+                raise entry.error
+            if entry.status is EntryStatus.FAILED and entry.error is None and not session.backends:
+                session.close()
+                raise BackendUnavailableError(f"backend {name!r}: {entry.reason}", plugin=name)
+            if entry.status is EntryStatus.ABSENT and not session.backends:
+                session.close()
+                raise BackendUnavailableError(f"backend {name!r} is absent: {entry.reason}", plugin=name)
+    return session
+
+
+def _warn_failures(report: DiscoveryReport, *, only_selected: bool = True) -> None:
+    for entry in report.entries:
+        if entry.status is EntryStatus.FAILED and (entry.stage is not None and entry.stage.value in ("open", "read")):
+            print(f"accel: warning: backend {entry.name}: {entry.reason}", file=sys.stderr)
+
+
+def _no_devices(session: Session, inv: HostInventory) -> bool:
+    if inv.devices:
+        return False
+    if not session.backends:
+        failed = [e for e in session.report.entries if e.status is EntryStatus.FAILED]
+        extra = f" ({len(failed)} failed, see `accel plugins`)" if failed else ""
+        print(
+            f"accel: no accelerator found on this machine{extra}; try `accel ls --sim dgx-h100` "
+            "or `accel sim profiles`",
+            file=sys.stderr,
+        )
+    else:
+        print("accel: the present backends report no devices", file=sys.stderr)
+    return True
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    with _session(args) as session:
+        inv = session.inventory()
+        _warn_failures(session.report)
+        if args.json:
+            print(inv.model_dump_json(indent=2))
+            return EXIT_OK if inv.devices else EXIT_NO_DEVICES
+        if _no_devices(session, inv):
+            return EXIT_NO_DEVICES
+        print(_render.device_table(inv))
+        return EXIT_OK
+
+
+def _find(inv: HostInventory, key: str) -> Device:
+    for dev in inv.devices:
+        if key in (dev.id, dev.uuid, dev.pci.bus_id if dev.pci else None):
+            return dev
+    if key.isdigit() and int(key) < len(inv.devices):
+        return inv.devices[int(key)]
+    raise DeviceError(f"no device {key!r}; `accel ls` lists the ids", device_id=key)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with _session(args) as session:
+        inv = session.inventory()
+        _warn_failures(session.report)
+        if _no_devices(session, inv):
+            return EXIT_NO_DEVICES
+        dev = _find(inv, args.device)
+        print(dev.model_dump_json(indent=2) if args.json else _render.device_text(dev))
+        return EXIT_OK
+
+
+def cmd_topo(args: argparse.Namespace) -> int:
+    with _session(args) as session:
+        inv = session.inventory()
+        _warn_failures(session.report)
+        matrix = inv.distance_matrix()
+        if args.json:
+            n = len(matrix.device_ids)
+            doc = {
+                "devices": list(matrix.device_ids),
+                "matrix": [[matrix.levels[i][j].value for j in range(n)] for i in range(n)],
+                "labels": [[matrix.label(i, j) for j in range(n)] for i in range(n)],
+                "pcie": [[matrix.pcie_levels[i][j].value for j in range(n)] for i in range(n)],
+                "links": [link.model_dump(mode="json") for link in inv.links],
+                "domains": [d.model_dump(mode="json") for d in inv.domains],
+                "numa": {d.id: d.numa_node for d in inv.devices},
+                "cpu_affinity": {d.id: d.cpu_affinity for d in inv.devices},
+            }
+            print(dump(doc))
+            return EXIT_OK if inv.devices else EXIT_NO_DEVICES
+        if _no_devices(session, inv):
+            return EXIT_NO_DEVICES
+        print(_render.topo_text(inv, matrix))
+        return EXIT_OK
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    with _session(args) as session:
+        health = session.health()
+        _warn_failures(session.report)
+        if args.json:
+            print(dump({k: v.model_dump(mode="json") for k, v in health.items()}))
+        else:
+            if not health and not session.backends:
+                print("accel: no accelerator found; try `accel health --sim dgx-h100`", file=sys.stderr)
+                return EXIT_NO_DEVICES
+            print(_render.health_table(health))
+        if not health:
+            return EXIT_NO_DEVICES
+        return EXIT_OK if all(h.state.value == "healthy" for h in health.values()) else EXIT_UNHEALTHY
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    if args.count < 0 or args.interval < 0:
+        raise ConfigError("--count and --interval must not be negative")
+    with _session(args) as session:
+        shown = 0
+        interactive = sys.stdout.isatty() and not args.json
+        while args.count == 0 or shown < args.count:
+            if shown:
+                time.sleep(args.interval)
+            samples = session.telemetry()
+            if args.json:
+                print(json.dumps([s.model_dump(mode="json") for s in samples]), flush=True)
+            else:
+                if interactive:
+                    print("\x1b[2J\x1b[H", end="")
+                print(f"accel watch  refresh {shown + 1}  every {args.interval:g} s")
+                print(_render.telemetry_table(samples), flush=True)
+            shown += 1
+        _warn_failures(session.report)
+        return EXIT_OK
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    backends, configs, base = _configs(args)
+    report = discover(configs, default_config=base, backends=backends)
+    if args.json:
+        print(dump(report.as_dict()))
+        return EXIT_OK
+    rows = [
+        [e.name, e.status.value, e.plugin_version or "-", str(e.api_version or "-"), e.reason or "-"]
+        for e in report.entries
+    ]
+    print(_render.table(["BACKEND", "STATUS", "VERSION", "API", "REASON"], rows))
+    return EXIT_OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    print(dump(json_schema(args.kind)))
+    return EXIT_OK
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    from ..sim._profile import list_profiles, load_profile
+
+    rows: list[dict[str, Any]] = []
+    for name in list_profiles():
+        built = load_profile(name)
+        rows.append(
+            {
+                "name": name,
+                "devices": len(built.devices),
+                "models": sorted({d.model for d in built.devices}),
+                "description": built.profile.description,
+            }
+        )
+    if args.json:
+        print(dump(rows))
+    else:
+        table_rows = [[r["name"], str(r["devices"]), r["description"]] for r in rows]
+        print(_render.table(["PROFILE", "DEVICES", "DESCRIPTION"], table_rows))
+    return EXIT_OK
+
+
+_COMMANDS = {
+    "ls": cmd_ls,
+    "show": cmd_show,
+    "topo": cmd_topo,
+    "health": cmd_health,
+    "watch": cmd_watch,
+    "plugins": cmd_plugins,
+    "schema": cmd_schema,
+    "sim": cmd_sim,
+}
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    fn = _COMMANDS.get(args.command)
+    if fn is None:
+        return _extensions.run(args)
+    return fn(args)
