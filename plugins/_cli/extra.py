@@ -1,0 +1,730 @@
+"""Backend machinery shared by the CLI plugins (Moore Threads, Iluvatar, MetaX, Kunlunxin, Enflame).
+
+The parsing toolkit of :mod:`accel.plugins._cli` turns tool output into values; this module
+turns those values into a backend, the same way for every CLI vendor:
+
+* :class:`CliPlugin`: the entry-point object, probing with the toolkit's ``probe_cli`` and
+  opening over ``runner_for`` (shipped replay scenarios are a test facility).
+* :class:`UnitReading` and :func:`build_unit`: one schedulable unit as a tool prints it, made
+  into a :class:`~accel.model.Device` plus a :class:`~accel.model.Telemetry` sample with the
+  same rules everywhere (stable id from the UUID else the bus id, ``used > total`` becomes a
+  health condition instead of a validation crash).
+* :class:`Snapshot` and :class:`CliBackend`: a :class:`~accel.plugin.Backend` whose three reads
+  are answered from one collection of tool runs.
+
+Text helpers the toolkit lacked (candidates to fold into :mod:`accel.plugins._cli`):
+
+* :func:`read_records`: multi-row device records read against header rows that a caller
+  located by landmark (or knows), for tables :func:`~accel.plugins._cli.find_box_tables` cannot
+  frame: ``mthreads-gmi`` has no outer border, old ``efsmi`` doubles its rules, a pasted
+  ``ixsmi`` fragment has no header at all.
+* :class:`Lenient`: read one field and, when its text is garbage, record a monitoring
+  condition on the unit instead of losing the whole device.
+* :func:`parse_listing`: ``GPU 0: <name> (UUID: ...)`` / ``XPU 0: <name>  GPU-<uuid>`` lines of
+  the ``-L`` option of nvidia-smi look-alikes.
+* :func:`matrix_links`: a ``topo -m`` matrix into typed links and link domains.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+import socket
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any, ClassVar, TypeVar
+
+from accel.errors import AccelError, BackendUnavailableError, DeviceError, ParseError
+from accel.model import (
+    Action,
+    Binding,
+    Capabilities,
+    Device,
+    DeviceKind,
+    Domain,
+    DomainKind,
+    Health,
+    HealthCondition,
+    Host,
+    HostInventory,
+    Link,
+    LinkState,
+    LinkType,
+    MemoryKind,
+    Partition,
+    ProcessUsage,
+    Severity,
+    SourceInfo,
+    Subsystem,
+    Telemetry,
+    device_id_for,
+    validate,
+)
+from accel.plugin import Backend, BackendConfig, BackendPlugin, ProbeResult
+from accel.tools import Runner
+
+from ._probe import CliProbeSpec, probe_cli
+from ._session import runner_for
+from ._tables import AlignedTable, BoxRecord, BoxRow, assign_fields, header_fields
+from ._text import ParseContext, SourceLine, split_lines
+from ._values import clean, parse_bus_id
+
+__all__ = [
+    "CliBackend",
+    "CliPlugin",
+    "Lenient",
+    "Listed",
+    "Snapshot",
+    "UnitReading",
+    "build_unit",
+    "build_units",
+    "is_rule",
+    "link_domains",
+    "matrix_links",
+    "memory_condition",
+    "merge_readings",
+    "parse_listing",
+    "read_records",
+    "source_info",
+    "split_cells",
+    "unreadable",
+    "visible_binding",
+]
+
+
+
+# --------------------------------------------------------------------------------------------
+# One unit as a tool shows it
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class UnitReading:
+    """One schedulable unit as a vendor tool prints it; every field may be unknown (``None``).
+
+    Parsers fill what their tool shows (bytes, watts, celsius, ratios already converted) and
+    the vendor module adds conditions; :func:`build_unit` makes the model objects.
+    """
+
+    index: int | None = None
+    model: str | None = None
+    bus_id: str | None = None
+    uuid: str | None = None
+    serial_number: str | None = None
+    board_id: str | None = None
+    pci_vendor_id: str | None = None
+    pci_device_id: str | None = None
+    link_gen_current: int | None = None
+    link_gen_max: int | None = None
+    link_width_current: int | None = None
+    link_width_max: int | None = None
+    is_virtual_function: bool | None = None
+    memory_kind: MemoryKind = MemoryKind.UNKNOWN
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    memory_reserved_bytes: int | None = None
+    ecc_enabled: bool | None = None
+    ecc_pending: bool | None = None
+    utilization_ratio: float | None = None
+    memory_utilization_ratio: float | None = None
+    temperature_celsius: float | None = None
+    power_watts: float | None = None
+    power_limit_watts: float | None = None
+    fan_ratio: float | None = None
+    clocks_hertz: dict[str, float] = field(default_factory=dict)
+    ecc_uncorrected_total: int | None = None
+    firmware: dict[str, str] = field(default_factory=dict)
+    conditions: list[HealthCondition] = field(default_factory=list)
+    extras: dict[str, str | int | float | bool] = field(default_factory=dict)
+
+    def stable_id(self, vendor: str) -> str:
+        """``<vendor>:<uuid>`` or ``<vendor>:pci-<bdf>``; :class:`ParseError` without either."""
+        try:
+            return device_id_for(vendor, uuid=self.uuid, bus_id=self.bus_id)
+        except ValueError as exc:
+            where = f"device {self.index}" if self.index is not None else "a device"
+            raise ParseError(f"{where} has neither a UUID nor a PCI bus id; no stable id") from exc
+
+
+def memory_condition(total: int | None, used: int | None, *, tool: str) -> HealthCondition | None:
+    """The condition for a used-memory reading above the total (an IOMMU misconfiguration
+    makes Moore Threads S4000 show 32 GiB total with 44 GiB used), else ``None``."""
+    if total is None or used is None or used <= total:
+        return None
+    return HealthCondition(
+        subsystem=Subsystem.MEMORY,
+        reason="MemoryTotalBelowUsed",
+        # Degraded, not unhealthy: the device computes, but its memory accounting is wrong.
+        severity=Severity.ERROR,
+        action=Action.INVESTIGATE,
+        message=(
+            f"{tool} reports {used} bytes used of {total} bytes total; the total is wrong "
+            "(IOMMU misconfiguration is the known cause), so the used reading was dropped"
+        ),
+    )
+
+
+def build_unit(
+    reading: UnitReading,
+    *,
+    vendor: str,
+    kind: DeviceKind,
+    tool: str,
+    binding: Callable[[UnitReading], Binding],
+    versions: Mapping[str, Any] | None = None,
+    capabilities: Capabilities | None = None,
+    partition_mode: Mapping[str, Any] | None = None,
+    sharing: Mapping[str, Any] | None = None,
+    unsupported: Iterable[str] = (),
+    timestamp: datetime,
+    telemetry_unsupported: Iterable[str] = (),
+) -> tuple[Device, Telemetry]:
+    """The :class:`Device` and its :class:`Telemetry` sample for one reading.
+
+    Raises :class:`ParseError` (no stable id) or :class:`accel.errors.ValidationError` (a value
+    the model refuses); the caller turns either into "this device is bad" without hiding others.
+    """
+    dev_id = reading.stable_id(vendor)
+    conditions = list(reading.conditions)
+    used = reading.memory_used_bytes
+    cond = memory_condition(reading.memory_total_bytes, used, tool=tool)
+    if cond is not None:
+        conditions.append(cond)
+        used = None
+    reserved = reading.memory_reserved_bytes
+    if reserved is not None and reading.memory_total_bytes is not None and reserved > reading.memory_total_bytes:
+        reserved = None
+    memory: list[dict[str, Any]] = []
+    if reading.memory_total_bytes is not None or used is not None:
+        usable = None
+        if reading.memory_total_bytes is not None and reserved is not None:
+            usable = reading.memory_total_bytes - reserved
+        memory.append(
+            {
+                "kind": reading.memory_kind,
+                "total_bytes": reading.memory_total_bytes,
+                "used_bytes": used,
+                "reserved_bytes": reserved,
+                "usable_bytes": usable,
+                "ecc_enabled": reading.ecc_enabled,
+                "ecc_pending": reading.ecc_pending,
+            }
+        )
+    pci: dict[str, Any] | None = None
+    if reading.bus_id is not None:
+        pci = {
+            "bus_id": reading.bus_id,
+            "vendor_id": reading.pci_vendor_id,
+            "device_id": reading.pci_device_id,
+            "link_gen_current": reading.link_gen_current,
+            "link_gen_max": reading.link_gen_max,
+            "link_width_current": reading.link_width_current,
+            "link_width_max": reading.link_width_max,
+            "is_virtual_function": reading.is_virtual_function,
+        }
+    ver = dict(versions or {})
+    if reading.firmware:
+        ver["firmware"] = {**ver.get("firmware", {}), **reading.firmware}
+    data: dict[str, Any] = {
+        "id": dev_id,
+        "vendor": vendor,
+        "kind": kind,
+        "model": reading.model or "unknown",
+        "index": reading.index,
+        "uuid": reading.uuid,
+        "serial_number": reading.serial_number,
+        "board_id": reading.board_id,
+        "pci": pci,
+        "versions": ver,
+        "memory": memory,
+        "power": {"enforced_watts": reading.power_limit_watts},
+        "capabilities": capabilities or Capabilities(),
+        "partition_mode": dict(partition_mode or {}),
+        "sharing": dict(sharing or {}),
+        "binding": binding(reading),
+        "health": {"conditions": conditions},
+        "extras": dict(reading.extras),
+        "unsupported": frozenset(unsupported),
+    }
+    device = validate(Device, data, what=f"{vendor} device {dev_id}")
+    sample = validate(
+        Telemetry,
+        {
+            "device_id": dev_id,
+            "timestamp": timestamp,
+            "utilization_ratio": reading.utilization_ratio,
+            "memory_utilization_ratio": reading.memory_utilization_ratio,
+            "memory_used_bytes": used,
+            "memory_total_bytes": reading.memory_total_bytes if used is not None else None,
+            "memory_free_bytes": device.memory[0].free_bytes if device.memory else None,
+            "power_watts": reading.power_watts,
+            "temperature_celsius": reading.temperature_celsius,
+            "fan_ratio": reading.fan_ratio,
+            "clocks_hertz": dict(reading.clocks_hertz),
+            "ecc_uncorrected_total": reading.ecc_uncorrected_total,
+            "unsupported": frozenset(telemetry_unsupported),
+        },
+        what=f"{vendor} telemetry of {dev_id}",
+    )
+    return device, sample
+
+
+# --------------------------------------------------------------------------------------------
+# The backend
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one collection of tool runs produced."""
+
+    devices: tuple[Device, ...]
+    telemetry: tuple[Telemetry, ...] = ()
+    partitions: tuple[Partition, ...] = ()
+    links: tuple[Link, ...] = ()
+    domains: tuple[Domain, ...] = ()
+    processes: tuple[ProcessUsage, ...] = ()
+    source: SourceInfo | None = None
+    collected_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def inventory(self) -> HostInventory:
+        """The snapshot as a validated :class:`HostInventory`."""
+        return validate(
+            HostInventory,
+            {
+                "host": Host(hostname=socket.gethostname() or "localhost"),
+                "devices": self.devices,
+                "partitions": self.partitions,
+                "links": self.links,
+                "domains": self.domains,
+                "processes": self.processes,
+                "collected_at": self.collected_at,
+                "sources": (self.source,) if self.source is not None else (),
+            },
+            what="inventory",
+        )
+
+
+class CliBackend(Backend):
+    """A backend answered from :class:`Snapshot` objects that ``collect`` builds.
+
+    Every read runs the tools again (a snapshot is "as of now"); a failure inside ``collect``
+    that is not an :class:`AccelError` is a plugin bug and is wrapped, so no foreign exception
+    leaves a public method.  After :meth:`close`, reads raise
+    :class:`~accel.errors.BackendUnavailableError`.
+    """
+
+    def __init__(self, name: str, collect: Callable[[], Snapshot]) -> None:
+        self._name = name
+        self._collect = collect
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def snapshot(self) -> Snapshot:
+        """Run the tools once and return everything they showed."""
+        if self._closed:
+            raise BackendUnavailableError(f"backend {self._name!r} is closed", plugin=self._name)
+        try:
+            return self._collect()
+        except AccelError:
+            raise
+        except Exception as exc:
+            raise BackendUnavailableError(
+                f"backend {self._name!r} failed: {type(exc).__name__}: {exc}", plugin=self._name
+            ) from exc
+
+    def inventory(self) -> HostInventory:
+        return self.snapshot().inventory()
+
+    def telemetry(self, ids: Sequence[str] | None = None) -> tuple[Telemetry, ...]:
+        snap = self.snapshot()
+        if ids is None:
+            return snap.telemetry
+        by_id = {t.device_id: t for t in snap.telemetry}
+        known = {d.id for d in snap.devices} | {p.id for p in snap.partitions}
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise DeviceError(f"{self._name}: no device {unknown[0]!r}", device_id=unknown[0])
+        return tuple(by_id[i] for i in ids if i in by_id)
+
+    def health(self, ids: Sequence[str] | None = None) -> dict[str, Health]:
+        snap = self.snapshot()
+        everything = {d.id: d.health for d in snap.devices}
+        everything.update({p.id: p.health for p in snap.partitions})
+        if ids is None:
+            return everything
+        unknown = [i for i in ids if i not in everything]
+        if unknown:
+            raise DeviceError(f"{self._name}: no device {unknown[0]!r}", device_id=unknown[0])
+        return {i: everything[i] for i in ids}
+
+    def processes(self, ids: Sequence[str] | None = None) -> tuple[ProcessUsage, ...]:
+        """Processes the tool lists (``SupportsProcesses``)."""
+        procs = self.snapshot().processes
+        if ids is None:
+            return procs
+        wanted = set(ids)
+        return tuple(p for p in procs if p.device_id in wanted)
+
+    def close(self) -> None:
+        self._closed = True
+
+
+# --------------------------------------------------------------------------------------------
+# Text helpers
+# --------------------------------------------------------------------------------------------
+
+_RULE_LINE = re.compile(r"^\s*[+|]?[-=+| ]*$")
+
+
+def is_rule(text: str) -> bool:
+    """A horizontal rule of a table (``+----+``, ``|====|``, a bare ``-----``)."""
+    return bool(_RULE_LINE.match(text)) and ("---" in text or "===" in text)
+
+
+def split_cells(text: str) -> tuple[str, ...]:
+    """The ``|``-separated cells of a row, outer borders removed, positions kept.
+
+    Works for boxed rows (``| a | b |``) and for rows without an outer border
+    (``0    MTT S5000   |00000000:18:00.0 |0%``, the ``mthreads-gmi`` table).
+    """
+    s = text.rstrip()
+    lead = len(s) - len(s.lstrip())
+    if s[lead : lead + 1] == "|":
+        s = " " * (lead + 1) + s[lead + 1 :]
+    if s.endswith("|"):
+        s = s[:-1]
+    return tuple(s.split("|"))
+
+
+def read_records(
+    lines: Sequence[SourceLine],
+    header: Sequence[str],
+    *,
+    start: int = 0,
+) -> tuple[list[BoxRecord], int]:
+    """Read device records below header rows; returns the records and the index where they end.
+
+    ``header`` holds the header row texts (taken from the output by a landmark, or a known
+    layout when the output is a headerless fragment).  Rules separate records (several rules
+    in a row count as one); data row *k* of a record is read against header row *k* when their
+    cell counts agree, else against any header row of the same shape.  The first line that is
+    neither a rule nor a row of a known shape (a blank line, a ``Processes:`` banner) ends the
+    table.
+    """
+    parsed = [tuple(header_fields(c) for c in split_cells(h)) for h in header]
+    shapes = {len(h) for h in parsed}
+    records: list[BoxRecord] = []
+    current: list[BoxRow] = []
+    i = start
+    while i < len(lines):
+        line = lines[i]
+        if is_rule(line.text):
+            if current:
+                records.append(BoxRecord(tuple(current)))
+                current = []
+            i += 1
+            continue
+        cells = split_cells(line.text)
+        if line.blank or "|" not in line.text or len(cells) not in shapes:
+            break
+        hdr = parsed[len(current) % len(parsed)]
+        if len(hdr) != len(cells):
+            hdr = next(h for h in parsed if len(h) == len(cells))
+        fields: dict[str, str] = {}
+        for cell_header, cell in zip(hdr, cells, strict=True):
+            for key, value in assign_fields(cell_header, cell).items():
+                fields.setdefault(key, value)
+        current.append(BoxRow(line, cells, fields))
+        i += 1
+    if current:
+        records.append(BoxRecord(tuple(current)))
+    return records, i
+
+
+def unreadable(ctx: ParseContext, line: SourceLine | None, what: str, exc: AccelError) -> HealthCondition:
+    """The condition for a field a tool printed but that could not be read."""
+    where = f" (line {line.lineno})" if line is not None else ""
+    return HealthCondition(
+        subsystem=Subsystem.MONITORING,
+        reason="UnreadableValue",
+        severity=Severity.WARNING,
+        action=Action.NONE,
+        message=f"{ctx.command}: {what} unreadable{where}: {exc}"[:500],
+    )
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class Lenient:
+    """Reads the fields of one unit; a field that fails becomes ``None`` plus a condition.
+
+    ``strict`` fields (the bus id, the index: what the device's identity rests on) raise a
+    located :class:`ParseError` instead, so the caller drops that one device and keeps the rest.
+    """
+
+    ctx: ParseContext
+    reading: UnitReading
+
+    def get(self, parse: Callable[[str], T | None], text: str | None, line: SourceLine | None, what: str) -> T | None:
+        """``parse(text)``, or ``None`` (and an ``UnreadableValue`` condition) when it fails."""
+        if text is None:
+            return None
+        try:
+            return parse(text)
+        except (ParseError, ValueError, ArithmeticError) as exc:
+            err = exc if isinstance(exc, AccelError) else ParseError(str(exc))
+            self.reading.conditions.append(unreadable(self.ctx, line, what, err))
+            return None
+
+    def strict(
+        self, parse: Callable[[str], T | None], text: str | None, line: SourceLine | None, what: str
+    ) -> T | None:
+        """``parse(text)``, raising a :class:`ParseError` that names tool, command and line."""
+        if text is None:
+            return None
+        with self.ctx.at(line):
+            try:
+                return parse(text)
+            except (ArithmeticError, ValueError) as exc:
+                raise ParseError(f"{what}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One line of a ``-L`` listing."""
+
+    index: int
+    name: str | None
+    uuid: str | None
+    bus_id: str | None
+    line: SourceLine
+
+
+_LISTED = re.compile(r"^\s*(?P<word>[A-Za-z]+)\s*#?\s*(?P<index>[0-9]{1,4})\s*[:\uff1a]?\s+(?P<rest>.*)$")
+_UUID_PAREN = re.compile(r"\(\s*UUID\s*[:\uff1a]?\s*(?P<uuid>[^)\s]+)\s*\)", re.IGNORECASE)
+_UUID_BARE = re.compile(r"(?<![\w-])(?P<uuid>(?:GPU|XPU|MX|MTT|GCU)-[0-9A-Za-z-]{6,})")
+_BDF = re.compile(
+    r"(?<![0-9A-Fa-f:])(?P<bdf>(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])(?![0-9A-Fa-f])"
+)
+
+
+def parse_listing(text: str, *, words: Sequence[str], ctx: ParseContext) -> list[Listed]:
+    """Parse ``-L`` output: ``GPU 0: MXC500 (UUID: GPU-...)``, ``XPU 0: P800 OAM  GPU-...``,
+    ``GPU#0  MXC600-AL  0000:06:00.0  Available (UUID: GPU-...)``, ``XPU 0: 00000000:21:00.0``.
+
+    ``words`` are the accepted leading words (``GPU``, ``XPU``).  Lines that do not start with
+    one are skipped (banners); a listed line with a malformed index raises a located error.
+    """
+    accepted = {w.lower() for w in words}
+    out: list[Listed] = []
+    for line in split_lines(text):
+        m = _LISTED.match(line.text)
+        if not m or m.group("word").lower() not in accepted:
+            continue
+        rest = m.group("rest")
+        uuid: str | None = None
+        um = _UUID_PAREN.search(rest) or _UUID_BARE.search(rest)
+        if um:
+            uuid = um.group("uuid")
+            rest = (rest[: um.start()] + rest[um.end() :]).strip()
+        bus_id: str | None = None
+        bm = _BDF.search(rest)
+        if bm:
+            with ctx.at(line):
+                bus_id = parse_bus_id(bm.group("bdf"))
+            rest = (rest[: bm.start()] + " " + rest[bm.end() :]).strip()
+        name = clean(re.sub(r"\s+(Available|Unavailable)\s*$", "", rest).strip(" :"))
+        out.append(Listed(int(m.group("index")), name, clean(uuid), bus_id, line))
+    return out
+
+
+def matrix_links(
+    table: AlignedTable,
+    ids: Mapping[str, str],
+    codes: Mapping[str, LinkType],
+    *,
+    domain_kind: DomainKind | None = None,
+    domain_prefix: str = "link",
+) -> tuple[list[Link], list[Domain]]:
+    """Links and domains from a ``topo -m`` matrix read with ``find_aligned_table(row_label=True)``.
+
+    ``ids`` maps row/column labels (``GPU0``) to device ids; labels it lacks (``NIC0``, a device
+    the inventory dropped) are skipped.  ``codes`` maps cell codes (``MX``, ``XL``) to link
+    types; other codes (``X``, ``SYS``, ``PIX``) are PCIe/NUMA levels the core derives from
+    sysfs and are not stored twice.  Each connected group of devices joined by a link of
+    ``codes`` becomes a :class:`Domain` of ``domain_kind`` (when given) with at least two members.
+    """
+    links: dict[frozenset[str], Link] = {}
+    for _line, row in table.rows:
+        a = ids.get(row.get("", ""))
+        if a is None:
+            continue
+        for label, cell in row.items():
+            b = ids.get(label)
+            code = cell.strip().upper()
+            if b is None or b == a or code not in codes:
+                continue
+            pair = frozenset((a, b))
+            if pair not in links:
+                first, second = sorted(pair)
+                links[pair] = Link(a=first, b=second, type=codes[code])
+    ordered = sorted(links.values(), key=lambda lk: (lk.a, lk.b))
+    domains = link_domains(ordered, domain_kind, prefix=domain_prefix, order=list(ids.values())) if domain_kind else []
+    return ordered, domains
+
+
+# --------------------------------------------------------------------------------------------
+# The plugin object
+# --------------------------------------------------------------------------------------------
+
+
+class CliPlugin(BackendPlugin):
+    """The light entry-point object of a CLI vendor: probe from data, open through a runner.
+
+    Subclasses set :attr:`info`, :attr:`probe_spec` and :attr:`package` and implement
+    :meth:`open_with`.  Replay scenarios shipped in the package's ``scenarios/`` folder are a
+    test facility: ``BackendConfig(options={"scenario": "<name>"})`` (``accel ...
+    --option scenario=<name>``) replays that folder's recordings instead of running the tools.
+    """
+
+    probe_spec: ClassVar[CliProbeSpec]
+    #: The plugin's package (``accel.plugins.metax``), where ``scenarios/`` lives.
+    package: ClassVar[str]
+
+    def probe(self, config: BackendConfig) -> ProbeResult:
+        return probe_cli(self.probe_spec, config, package=self.package)
+
+    def open(self, config: BackendConfig) -> Backend:
+        return self.open_with(config, runner_for(config, self.package))
+
+    @abc.abstractmethod
+    def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
+        """Open the backend over ``runner`` (real, replayed or recording)."""
+
+
+def build_units(
+    readings: Iterable[UnitReading],
+    *,
+    vendor: str,
+    problems: list[AccelError],
+    **common: Any,
+) -> tuple[list[Device], list[Telemetry]]:
+    """:func:`build_unit` over many readings; a reading that fails is added to ``problems``
+    (and left out) so one bad device never hides the others."""
+    devices: list[Device] = []
+    samples: list[Telemetry] = []
+    seen: set[str] = set()
+    for reading in readings:
+        try:
+            device, sample = build_unit(reading, vendor=vendor, **common)
+        except AccelError as exc:
+            problems.append(exc)
+            continue
+        if device.id in seen:
+            problems.append(ParseError(f"device id {device.id!r} listed twice; the second one is left out"))
+            continue
+        seen.add(device.id)
+        devices.append(device)
+        samples.append(sample)
+    return devices, samples
+
+
+def source_info(
+    backend: str,
+    *,
+    version: str,
+    api: str,
+    calls: int | None = None,
+    notes: Sequence[str] = (),
+    problems: Sequence[AccelError] = (),
+) -> SourceInfo:
+    """The :class:`SourceInfo` of a CLI snapshot; ``detail`` says what was skipped and why."""
+    parts = [*notes, *(f"left out: {p}" for p in problems)]
+    detail = "; ".join(parts)[:2000] if parts else None
+    return SourceInfo(backend=backend, plugin_version=version, api=api, detail=detail, tool_invocations=calls)
+
+
+def link_domains(
+    links: Iterable[Link], kind: DomainKind, *, prefix: str = "link", order: Sequence[str] = ()
+) -> list[Domain]:
+    """Each connected group (two or more members) of the links that are not down, as a domain.
+
+    Members are listed in ``order`` (the inventory's device order) where given; domain ids are
+    ``<prefix>-<n>`` numbered by their first member.
+    """
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    for link in links:
+        if link.state is LinkState.DOWN:
+            continue
+        parent[find(link.a)] = find(link.b)
+    groups: dict[str, list[str]] = {}
+    for member in list(parent):
+        groups.setdefault(find(member), []).append(member)
+    rank = {d: i for i, d in enumerate(order)}
+    ordered = sorted(
+        (sorted(m, key=lambda d: (rank.get(d, len(rank)), d)) for m in groups.values() if len(m) > 1),
+        key=lambda m: (rank.get(m[0], len(rank)), m[0]),
+    )
+    return [Domain(id=f"{prefix}-{n}", kind=kind, members=tuple(m)) for n, m in enumerate(ordered)]
+
+
+def merge_readings(primary: Sequence[UnitReading], secondary: Iterable[UnitReading]) -> list[UnitReading]:
+    """Fill gaps of ``primary`` readings from another view of the same units.
+
+    A secondary reading matches the primary with the same bus id (when both know it), else the
+    same index.  Only fields the primary lacks (``None``, empty) are taken; conditions and
+    extras are combined.  A secondary reading that matches nothing is appended (the other view
+    saw a unit the main table did not).
+    """
+    out = list(primary)
+    for other in secondary:
+        match = None
+        if other.bus_id is not None:
+            match = next((r for r in out if r.bus_id == other.bus_id), None)
+        if match is None and other.index is not None:
+            match = next(
+                (r for r in out if r.index == other.index and (r.bus_id is None or other.bus_id is None)), None
+            )
+        if match is None:
+            out.append(other)
+            continue
+        for f in fields(UnitReading):
+            mine, theirs = getattr(match, f.name), getattr(other, f.name)
+            if isinstance(mine, list):
+                mine.extend(theirs)
+            elif isinstance(mine, dict):
+                for k, v in theirs.items():
+                    mine.setdefault(k, v)
+            elif mine is None or (f.name == "memory_kind" and mine is MemoryKind.UNKNOWN):
+                setattr(match, f.name, theirs)
+    return out
+
+
+def visible_binding(
+    env: str | None, *, torch: str | None = None, collective: str | None = None
+) -> Callable[[UnitReading], Binding]:
+    """A binding rule: ``env=<index>`` plus the torch device type and collective backend."""
+
+    def bind(reading: UnitReading) -> Binding:
+        visible = str(reading.index) if env is not None and reading.index is not None else None
+        return Binding(
+            visible_env=env if visible is not None else None,
+            visible_id=visible,
+            torch_device_type=torch,
+            collective_backend=collective,
+        )
+
+    return bind

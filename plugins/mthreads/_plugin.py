@@ -1,0 +1,61 @@
+"""The light ``mthreads`` entry-point object (no tool is run at import or probe time)."""
+
+from __future__ import annotations
+
+from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo
+from accel.tools import Runner
+
+from .._cli import CliProbeSpec
+from .._cli.extra import CliPlugin
+from ._parse import SEARCH_PATH
+
+__all__ = ["MthreadsPlugin"]
+
+
+class MthreadsPlugin(CliPlugin):
+    """Moore Threads MTT GPUs through ``mthreads-gmi``."""
+
+    info = PluginInfo(
+        name="mthreads",
+        vendor="Moore Threads",
+        version="0.1.0",
+        api_versions=frozenset({PLUGIN_API}),
+        api="mthreads-gmi",
+        description="Moore Threads MTT S-series GPUs via mthreads-gmi (table, -q -j, mtlink -s).",
+        capabilities=frozenset(
+            {
+                Capability.INVENTORY,
+                Capability.MEMORY,
+                Capability.MEMORY_USED,
+                Capability.UUID,
+                Capability.SERIAL,
+                Capability.PCI,
+                Capability.HEALTH,
+                Capability.ECC,
+                Capability.TELEMETRY,
+                Capability.POWER,
+                Capability.TEMPERATURE,
+                Capability.UTILIZATION,
+                Capability.LINKS,
+                Capability.DOMAINS,
+                Capability.PROCESSES,
+                Capability.PARTITIONS,
+                Capability.VERSIONS,
+            }
+        ),
+    )
+    probe_spec = CliProbeSpec(
+        vendor="Moore Threads",
+        pci_vendor_ids=("1ed5",),
+        # Display (03xx) only: the S80's HDMI audio function (0403) is not a GPU.
+        pci_class_prefixes=("03", "12"),
+        device_globs=("mtgpu.*",),
+        tool="mthreads-gmi",
+        tool_paths=SEARCH_PATH,
+    )
+    package = __package__ or "accel.plugins.mthreads"
+
+    def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
+        from ._backend import MthreadsBackend
+
+        return MthreadsBackend(config, runner)
