@@ -182,6 +182,9 @@ def _load_entry_points(report: DiscoveryReport, selection: Selection) -> dict[st
     """Stevedore over the group; failures of import are recorded, nothing is constructed."""
     import stevedore
 
+    # stevedore keeps a class-level cache per namespace; without this a plugin installed (or a
+    # dist-info added to sys.path) while the process runs would stay invisible.
+    refresh()
     loaders: dict[str, Callable[[], object]] = {}
     failures: list[tuple[str, BaseException]] = []
 
