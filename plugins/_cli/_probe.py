@@ -10,6 +10,8 @@ from accel import tools
 from accel.plugin import BackendConfig, ProbeResult
 from accel.sysfs import scan_pci
 
+from ._scenario import scenario_names
+
 __all__ = ["CliProbeSpec", "probe_cli"]
 
 
@@ -35,13 +37,21 @@ class CliProbeSpec:
     tool_paths: tuple[str, ...] = ()
 
 
-def probe_cli(spec: CliProbeSpec, config: BackendConfig) -> ProbeResult:
+def probe_cli(spec: CliProbeSpec, config: BackendConfig, *, package: str | None = None) -> ProbeResult:
     """Probe in the order sysfs PCI ids -> device nodes -> tool; never raises.
 
     With ``config.runner`` set (a replay scenario), the tool step asks the runner's ``which``,
-    so a recorded host probes present on a machine without the hardware.
+    so a recorded host probes present on a machine without the hardware.  With ``package``
+    given and ``options["scenario"]`` naming one of its shipped scenarios (and no runner), the
+    probe answers present for that scenario (an unknown name is an error result).
     """
     try:
+        name = config.option("scenario")
+        if package is not None and name and config.runner is None:
+            names = scenario_names(package)
+            if str(name) in names:
+                return ProbeResult.present(f"replay scenario {name!r} of {package}")
+            return ProbeResult.error(f"unknown replay scenario {name!r}; shipped: {', '.join(names) or 'none'}")
         return _probe(spec, config)
     except Exception as exc:  # noqa: BLE001 - probe() must never raise, whatever the host has
         return ProbeResult.error(f"{spec.vendor} probe failed: {type(exc).__name__}: {exc}")

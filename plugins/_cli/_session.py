@@ -6,6 +6,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from accel.errors import ToolError, ToolTimeoutError
 from accel.plugin import BackendConfig
 from accel.tools import Runner, SubprocessRunner, ToolResult
 
@@ -48,6 +49,19 @@ class ToolSession:
         return self.runner.run(
             [self.tool, *args], timeout_s=self.timeout_s, search_path=tuple(self.search_path), check=check
         )
+
+    def optional(self, *args: str, notes: list[str] | None = None) -> ToolResult | None:
+        """Run a secondary command whose absence is expected (an older tool without the
+        sub-command, a replay that did not record it): ``None`` plus a note instead of an
+        error.  A timeout is a hung tool, not an absent command, and still raises."""
+        try:
+            return self.run(*args)
+        except ToolTimeoutError:
+            raise
+        except ToolError as exc:
+            if notes is not None:
+                notes.append(f"{shlex.join([self.tool, *args])}: {exc.code}")
+            return None
 
     def text(self, *args: str) -> tuple[str, ParseContext]:
         """stdout of ``tool *args`` and the :class:`ParseContext` naming that command."""
