@@ -93,6 +93,10 @@ def _warn_failures(report: DiscoveryReport, *, only_selected: bool = True) -> No
 def _no_devices(session: Session, inv: HostInventory) -> bool:
     if inv.devices:
         return False
+    read_failures = [e for e in session.report.entries if e.stage is not None and e.stage.value == "read" and e.error]
+    if read_failures and read_failures[0].error is not None:
+        # Every backend that opened failed to read: that failure is the answer.
+        raise read_failures[0].error
     if not session.backends:
         failed = [e for e in session.report.entries if e.status is EntryStatus.FAILED]
         extra = f" ({len(failed)} failed, see `accel plugins`)" if failed else ""
@@ -109,10 +113,14 @@ def _no_devices(session: Session, inv: HostInventory) -> bool:
 def cmd_ls(args: argparse.Namespace) -> int:
     with _session(args) as session:
         inv = session.inventory()
+        if not inv.devices and _no_devices(session, inv):
+            if args.json:
+                print(inv.model_dump_json(indent=2))
+            return EXIT_NO_DEVICES
         _warn_failures(session.report)
         if args.json:
             print(inv.model_dump_json(indent=2))
-            return EXIT_OK if inv.devices else EXIT_NO_DEVICES
+            return EXIT_OK
         if _no_devices(session, inv):
             return EXIT_NO_DEVICES
         print(_render.device_table(inv))

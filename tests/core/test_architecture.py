@@ -1,0 +1,148 @@
+"""The arrows of DESIGN.md section 1, enforced on the source (an import-linter equivalent)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDERS = {"accel": ROOT / "accel", "accel.plugins": ROOT / "plugins", "accel.conformance": ROOT / "conformance",
+           "accel.scheduler": ROOT / "scheduler"}
+VENDOR_MODULES = ("pynvml", "amdsmi", "pyrsmi", "pycndev", "pymtml", "pyixml")
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for prefix, folder in FOLDERS.items():
+        if not folder.is_dir():
+            continue
+        for path in folder.rglob("*.py"):
+            rel = path.relative_to(folder)
+            if "_template" in rel.parts or "tests" in rel.parts:
+                continue
+            parts = list(rel.with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join([prefix, *parts])] = path
+    return found
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                mod = ".".join([*base, node.module] if node.module else base)
+            else:
+                mod = node.module or ""
+            out.add(mod)
+            out.update(f"{mod}.{alias.name}" for alias in node.names)
+    return out
+
+
+MODULES = _modules()
+
+
+def _ours(imports: set[str]) -> set[str]:
+    return {i for i in imports if i == "accel" or i.startswith("accel.")}
+
+
+def _allowed(imported: str, prefixes: tuple[str, ...]) -> bool:
+    return any(imported == p or imported.startswith(p + ".") for p in prefixes)
+
+
+RULES = {
+    # module prefix: what of ours it may import
+    "accel.model": ("accel.model", "accel.errors"),
+    "accel.scheduler": ("accel.scheduler", "accel.model", "accel.errors"),
+    "accel.plugin": ("accel.plugin", "accel.model", "accel.errors", "accel.tools"),
+    "accel.discovery": ("accel.discovery", "accel.plugin", "accel.model", "accel.errors", "accel.sysfs"),
+    "accel.tools": ("accel.tools", "accel.errors"),
+    "accel.sysfs": ("accel.sysfs", "accel.model", "accel.errors"),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_layer_imports_only_what_the_design_allows(rule: str) -> None:
+    allowed = RULES[rule]
+    bad = []
+    for name, path in MODULES.items():
+        if name != rule and not name.startswith(rule + "."):
+            continue
+        for imp in _ours(_imports(name, path)):
+            if imp in ("accel", "accel.__version__"):
+                continue  # the version string
+            if not _allowed(imp, allowed):
+                bad.append(f"{name} imports {imp}")
+    assert not bad, "\n".join(bad)
+
+
+def test_plugins_never_import_discovery_cli_scheduler_or_sim() -> None:
+    bad = []
+    for name, path in MODULES.items():
+        if not name.startswith("accel.plugins"):
+            continue
+        for imp in _ours(_imports(name, path)):
+            if _allowed(imp, ("accel.discovery", "accel.cli", "accel.scheduler", "accel.sim")):
+                bad.append(f"{name} imports {imp}")
+    assert not bad, "\n".join(bad)
+
+
+def test_vendor_libraries_only_in_boundary_modules() -> None:
+    """Only ``_``-prefixed boundary modules (and fakes under ``testing``) import a vendor SDK."""
+    bad = []
+    for name, path in MODULES.items():
+        vendor = {i for i in _imports(name, path) if i.split(".")[0] in VENDOR_MODULES}
+        if not vendor:
+            continue
+        leaf = name.rsplit(".", 1)[-1]
+        if not (leaf.startswith("_") or ".testing" in name):
+            bad.append(f"{name} imports {sorted(vendor)}")
+    assert not bad, "\n".join(bad)
+
+
+def _fresh_modules(code: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    result: list[str] = json.loads(out.stdout)
+    return result
+
+
+def test_import_accel_loads_no_vendor_library_and_no_heavy_machinery() -> None:
+    loaded = _fresh_modules("import sys, json, accel; print(json.dumps(sorted(sys.modules)))")
+    assert not [m for m in loaded if m.split(".")[0] in VENDOR_MODULES]
+    for heavy in ("stevedore", "pydantic", "accel.discovery", "accel.model", "accel.plugins"):
+        assert heavy not in loaded, heavy
+
+
+def test_discovery_and_sim_load_no_vendor_library() -> None:
+    code = (
+        "import sys, json, accel\n"
+        "from accel.discovery import discover\n"
+        "discover(backends=None)\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    loaded = _fresh_modules(code)
+    assert not [m for m in loaded if m.split(".")[0] in VENDOR_MODULES]
+
+
+def test_public_api_is_curated() -> None:
+    import importlib
+
+    for name in ("accel", "accel.model", "accel.plugin", "accel.errors", "accel.discovery", "accel.sim",
+                 "accel.tools", "accel.sysfs", "accel.testing"):
+        mod = importlib.import_module(name)
+        exported = list(mod.__all__)
+        assert exported == sorted(exported, key=lambda s: (not s.isupper(), s)) or exported == sorted(exported), name
+        for item in exported:
+            assert hasattr(mod, item), f"{name}.__all__ names missing {item}"

@@ -1,0 +1,137 @@
+"""The `accel` command: done-means of the core issue, one-line errors and exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from accel.cli import EXIT_ERROR, EXIT_NO_DEVICES, EXIT_OK, EXIT_UNHEALTHY, EXIT_USAGE, main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_ls_dgx_h100_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "ls", "--sim", "dgx-h100", "--json")
+    assert code == EXIT_OK
+    inv = json.loads(out)
+    devices = inv["devices"]
+    assert len(devices) == 8 and len({d["id"] for d in devices}) == 8
+    for d in devices:
+        assert "H100" in d["model"]
+        total = sum(r["total_bytes"] for r in d["memory"])
+        assert 79 * 10**9 < total < 90 * 10**9
+    assert inv["schema_version"] == "1.0"
+
+
+def test_topo_json_shows_the_vendor_fabric(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "topo", "--sim", "dgx-h100", "--json")
+    doc = json.loads(out)
+    assert code == EXIT_OK and len(doc["devices"]) == 8
+    pairs = {frozenset((x["a"], x["b"])) for x in doc["links"] if x["type"] == "nvswitch"}
+    assert len(pairs) == 28  # every GPU pair through NVSwitch
+    assert doc["pcie"][0][4] == "SYS" and doc["pcie"][0][1] == "NODE"
+    _, out, _ = run(capsys, "topo", "--sim", "mi300x-8", "--json")
+    doc = json.loads(out)
+    assert [d["kind"] for d in doc["domains"]] == ["xgmi_hive"] and len(doc["domains"][0]["members"]) == 8
+    assert all(cell == "XGMI" for i, row in enumerate(doc["labels"]) for j, cell in enumerate(row) if i != j)
+    _, out, _ = run(capsys, "topo", "--sim", "ascend-910b-8", "--json")
+    doc = json.loads(out)
+    assert {x["type"] for x in doc["links"]} == {"hccs"} and doc["domains"][0]["kind"] == "hccs_group"
+
+
+def test_human_outputs(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "ls", "--sim", "rtx4090-4")
+    assert code == EXIT_OK and out.count("NVIDIA GeForce RTX 4090") == 4 and "24.0 GiB" in out
+    code, out, _ = run(capsys, "topo", "--sim", "dgx-h100")
+    assert "NV18" in out and "nvlink-island-0 (nvlink_island, 8 devices)" in out
+    code, out, _ = run(capsys, "show", "0", "--sim", "mi300x-8")
+    assert code == EXIT_OK and "AMD Instinct MI300X" in out and "HIP_VISIBLE_DEVICES" in out
+    code, out, _ = run(capsys, "show", "0000:c1:00.0", "--sim", "ascend-910b-8", "--json")
+    assert json.loads(out)["pci"]["bus_id"] == "0000:c1:00.0"
+    code, out, _ = run(capsys, "sim", "profiles")
+    assert "dgx-h100" in out and "mixed-nvidia-ascend" in out
+    code, out, _ = run(capsys, "sim", "profiles", "--json")
+    assert {p["name"] for p in json.loads(out)} >= {"a100-mig", "mlu370-x8"}
+
+
+def test_health_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "health", "--sim", "dgx-h100")
+    assert code == EXIT_OK and out.count("healthy") == 8
+    code, out, _ = run(capsys, "health", "--sim", "dgx-h100", "-o", "faults=ecc_uncorrectable:2", "--json")
+    doc = json.loads(out)
+    assert code == EXIT_UNHEALTHY
+    assert sorted(h["state"] for h in doc.values()) == ["healthy"] * 7 + ["unhealthy"]
+
+
+def test_watch_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "watch", "--sim", "mi300x-8", "--count", "3", "--interval", "0", "--json")
+    lines = out.strip().splitlines()
+    assert code == EXIT_OK and len(lines) == 3
+    assert all(len(json.loads(line)) == 8 for line in lines)
+
+
+def test_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "schema")
+    assert code == EXIT_OK and json.loads(out)["x-accel-schema-version"] == "1.0"
+    _, out, _ = run(capsys, "schema", "--kind", "telemetry")
+    assert "energy_joules" in json.loads(out)["properties"]
+
+
+def test_no_accelerator_points_to_sim(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ACCEL_SIM", raising=False)
+    monkeypatch.setenv("ACCEL_BACKENDS", "sim")
+    code, out, err = run(capsys, "ls")
+    assert code == EXIT_NO_DEVICES and out == ""
+    assert len(err.strip().splitlines()) == 1 and "--sim" in err
+
+
+def test_plugins_report(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plugins", "--json")
+    names = {b["name"]: b for b in json.loads(out)["backends"]}
+    assert code == EXIT_OK and "sim" in names and names["sim"]["status"] in {"absent", "present"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "needle"),
+    [
+        (["ls", "--sim", "nope"], EXIT_USAGE, "unknown simulator profile 'nope'"),
+        (["ls", "--backend", "bogus"], EXIT_USAGE, "unknown backend 'bogus'"),
+        (["ls", "--sim", "dgx-h100", "-o", "faults=zap"], EXIT_USAGE, "unknown fault 'zap'"),
+        (["ls", "--sim", "dgx-h100", "-o", "novalue"], EXIT_USAGE, "KEY=VALUE"),
+        (["ls", "--sim", "dgx-h100", "--replay", "/nonexistent"], EXIT_USAGE, "not a directory"),
+        (["show", "99", "--sim", "dgx-h100"], EXIT_ERROR, "no device '99'"),
+        (["ls", "--sim", "dgx-h100", "-o", "faults=hung_tool", "--timeout", "0.1"], EXIT_ERROR, "did not answer"),
+        (["frobnicate"], EXIT_USAGE, "invalid choice"),
+        (["watch", "--sim", "dgx-h100", "--count", "-1"], EXIT_USAGE, "must not be negative"),
+    ],
+)
+def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], code: int, needle: str) -> None:
+    got, out, err = run(capsys, *argv)
+    assert got == code
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("accel: error:") and needle in lines[0]
+    assert "Traceback" not in err
+
+
+def test_malformed_profile_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "p.json"
+    bad.write_text(json.dumps({"name": "x", "description": "d", "host": {"hostname": "h"}, "templates": {},
+                               "devices": [{"template": "missing"}]}))
+    code, _, err = run(capsys, "ls", "--sim", str(bad))
+    assert code == EXIT_USAGE and "devices[0].template" in err and len(err.strip().splitlines()) == 1
+
+
+def test_console_script_runs_without_traceback() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "accel", "ls", "--sim", "nope"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == EXIT_USAGE
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1

@@ -1,0 +1,58 @@
+"""The wheel carries every module, and each imports from the installed wheel alone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_wheel_contains_and_imports_every_module(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT)],
+        check=True, capture_output=True, timeout=300,
+    )
+    (wheel,) = wheels.glob("accel_sdk-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    modules = sorted(
+        n[:-3].replace("/", ".").removesuffix(".__init__")
+        for n in names
+        if n.endswith(".py") and n.startswith("accel/") and "/testing/" not in n and not n.endswith("__main__.py")
+    )
+    for required in ("accel.model", "accel.plugin", "accel.sim", "accel.cli", "accel.plugins", "accel.scheduler"):
+        assert required in modules, required
+    for data in ("accel/py.typed", "accel/sim/profiles/dgx-h100.json"):
+        assert data in names, data
+    assert not [n for n in names if n.startswith(("tests/", "plugins/", "scheduler/", "conformance/"))]
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        check=True, capture_output=True, timeout=300,
+    )
+    code = (
+        "import importlib, json, sys\n"
+        f"mods = {modules!r}\n"
+        "bad = {}\n"
+        "for m in mods:\n"
+        "    try:\n"
+        "        importlib.import_module(m)\n"
+        "    except Exception as e:\n"
+        "        bad[m] = repr(e)\n"
+        "import accel\n"
+        "print(json.dumps({'bad': bad, 'file': accel.__file__}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}, check=True,
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["file"].startswith(str(target)), result["file"]
+    assert result["bad"] == {}
+    entry_points = [n for n in names if n.endswith("entry_points.txt")]
+    text = zipfile.ZipFile(wheel).read(entry_points[0]).decode()
+    assert "sim = accel.sim:PLUGIN" in text and "accel = accel.cli:main" in text
