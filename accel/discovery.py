@@ -362,9 +362,7 @@ class Session:
     still answer.  Use as a context manager, or call :meth:`close`.
     """
 
-    def __init__(
-        self, report: DiscoveryReport, configs: Mapping[str, BackendConfig], default: BackendConfig
-    ) -> None:
+    def __init__(self, report: DiscoveryReport, configs: Mapping[str, BackendConfig], default: BackendConfig) -> None:
         self.report = report
         self._configs = dict(configs)
         self._default = default
@@ -518,4 +516,3 @@ def open_session(
     if report is None:
         report = discover(configs, default_config=default, backends=backends, selection=selection)
     return Session(report, configs, default)
-

@@ -174,8 +174,7 @@ def _display(argv: Sequence[str]) -> str:
 def _check_argv(argv: Sequence[str]) -> tuple[str, ...]:
     if isinstance(argv, str | bytes):
         raise ConfigError(
-            f"argv must be a sequence of arguments, not a single string ({argv!r}); "
-            "accel.tools never uses a shell"
+            f"argv must be a sequence of arguments, not a single string ({argv!r}); accel.tools never uses a shell"
         )
     args = tuple(argv)
     if not args:
@@ -188,9 +187,7 @@ def _check_argv(argv: Sequence[str]) -> tuple[str, ...]:
     if not args[0]:
         raise ConfigError("argv[0] is empty: give the tool name")
     if "/" in args[0] and not os.path.isabs(args[0]):
-        raise ConfigError(
-            f"argv[0] must be a bare tool name or an absolute path, got {args[0]!r} (argv: {args!r})"
-        )
+        raise ConfigError(f"argv[0] must be a bare tool name or an absolute path, got {args[0]!r} (argv: {args!r})")
     return args
 
 
@@ -205,9 +202,7 @@ def _check_limits(timeout_s: float, max_output_bytes: int) -> None:
 
 def _check_search_path(search_path: Sequence[str]) -> tuple[str, ...]:
     if isinstance(search_path, str | bytes):
-        raise ConfigError(
-            f"search_path must be a sequence of directories, not a single string ({search_path!r})"
-        )
+        raise ConfigError(f"search_path must be a sequence of directories, not a single string ({search_path!r})")
     dirs = tuple(os.fspath(d) for d in search_path)
     for d in dirs:
         if not os.path.isabs(d):
@@ -382,9 +377,7 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
         threading.Thread(target=proc.wait, name=f"accel-tools-reap-{proc.pid}", daemon=True).start()
 
 
-def _pump(
-    proc: subprocess.Popen[bytes], deadline: float, max_output_bytes: int
-) -> tuple[_Outcome, bytes, bytes]:
+def _pump(proc: subprocess.Popen[bytes], deadline: float, max_output_bytes: int) -> tuple[_Outcome, bytes, bytes]:
     """Read both pipes until EOF and the child's exit, the deadline, or the output cap."""
     assert proc.stdout is not None and proc.stderr is not None
     bufs: dict[int, bytearray] = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
@@ -412,9 +405,7 @@ def _pump(
     return _Outcome.DONE, bytes(bufs[proc.stdout.fileno()]), bytes(bufs[proc.stderr.fileno()])
 
 
-def _spawn(
-    args: tuple[str, ...], executable: str, env: dict[str, str], cwd: StrPath | None
-) -> subprocess.Popen[bytes]:
+def _spawn(args: tuple[str, ...], executable: str, env: dict[str, str], cwd: StrPath | None) -> subprocess.Popen[bytes]:
     tool = _tool_name(args)
     try:
         return subprocess.Popen(
@@ -443,8 +434,7 @@ def _spawn(
     except OSError as exc:
         if exc.errno == errno.ENOEXEC:
             raise ToolNotExecutableError(
-                f"{tool}: {executable!r} is not a valid executable (exec format error; "
-                "a script needs a #! line)",
+                f"{tool}: {executable!r} is not a valid executable (exec format error; a script needs a #! line)",
                 tool=tool,
                 argv=args,
             ) from exc

@@ -48,7 +48,11 @@ def _selection_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sim", metavar="PROFILE", help="use the simulator with this profile (see `accel sim profiles`)")
     g.add_argument("--backend", "-b", action="append", metavar="NAME", help="only this backend (repeatable)")
     g.add_argument(
-        "--option", "-o", action="append", default=[], metavar="KEY=VALUE",
+        "--option",
+        "-o",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="a backend option, e.g. scenario=h100-nvswitch-8 or faults=device_lost:3 (repeatable)",
     )
     g.add_argument("--replay", metavar="DIR", help="answer vendor tools from recorded runs in DIR")

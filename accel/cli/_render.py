@@ -125,9 +125,7 @@ def topo_text(inv: HostInventory, matrix: DistanceMatrix) -> str:
     rows = []
     for i in range(n):
         dev = inv.devices[i]
-        rows.append(
-            [names[i], *(matrix.label(i, j) for j in range(n)), dev.cpu_affinity or "-", _opt(dev.numa_node)]
-        )
+        rows.append([names[i], *(matrix.label(i, j) for j in range(n)), dev.cpu_affinity or "-", _opt(dev.numa_node)])
     out = [table(headers, rows), ""]
     for i, dev_id in enumerate(matrix.device_ids):
         out.append(f"{names[i]} = {dev_id}")

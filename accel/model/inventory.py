@@ -108,9 +108,7 @@ class HostInventory(Model):
                     px, py = placed[x].placement, placed[y].placement
                     assert px is not None and py is not None
                     if px.overlaps(py):
-                        raise ValueError(
-                            f"partitions: {placed[x].id!r} and {placed[y].id!r} overlap on {parent_id!r}"
-                        )
+                        raise ValueError(f"partitions: {placed[x].id!r} and {placed[y].id!r} overlap on {parent_id!r}")
             total = ids[parent_id].memory_total_bytes
             used = sum(p.memory_bytes or 0 for p in parts)
             if total is not None and used > total:

@@ -64,8 +64,7 @@ class Telemetry(Model):
             and self.memory_used_bytes > self.memory_total_bytes
         ):
             raise ValueError(
-                f"memory_used_bytes ({self.memory_used_bytes}) exceeds memory_total_bytes "
-                f"({self.memory_total_bytes})"
+                f"memory_used_bytes ({self.memory_used_bytes}) exceeds memory_total_bytes ({self.memory_total_bytes})"
             )
         for name in self.unsupported:
             value = getattr(self, name)

@@ -238,8 +238,7 @@ class SimBackend(Backend):
         devices = tuple(self._device_now(i, tick) for i in range(len(built.devices)))
         lost = {d.id for d in devices if d.health.operational is Operational.LOST}
         links = tuple(
-            link.model_copy(update={"state": LinkState.DOWN}) if (link.pair & lost) else link
-            for link in built.links
+            link.model_copy(update={"state": LinkState.DOWN}) if (link.pair & lost) else link for link in built.links
         )
         return HostInventory(
             host=built.profile.host,
@@ -390,4 +389,3 @@ def _version() -> str:
     from .. import __version__
 
     return __version__
-

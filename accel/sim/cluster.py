@@ -68,9 +68,7 @@ def generate_cluster(
         built = builts[name]
         hostname = f"{hostname_prefix}-{h:05d}"
         devices, mapping = _retag(built, h, hostname)
-        links = [
-            link.model_copy(update={"a": mapping[link.a], "b": mapping[link.b]}) for link in built.links
-        ]
+        links = [link.model_copy(update={"a": mapping[link.a], "b": mapping[link.b]}) for link in built.links]
         domains = [
             d.model_copy(update={"id": f"{hostname}/{d.id}", "members": tuple(mapping[m] for m in d.members)})
             for d in built.domains

@@ -47,7 +47,9 @@ class TinyBackend(Backend):
 
     def telemetry(self, ids: Sequence[str] | None = None) -> tuple[Telemetry, ...]:
         return tuple(
-            Telemetry(device_id=d.id, timestamp=datetime.now(UTC)) for d in self._devices() if ids is None or d.id in ids
+            Telemetry(device_id=d.id, timestamp=datetime.now(UTC))
+            for d in self._devices()
+            if ids is None or d.id in ids
         )
 
     def health(self, ids: Sequence[str] | None = None) -> dict[str, Health]:

@@ -11,8 +11,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = {"accel": ROOT / "accel", "accel.plugins": ROOT / "plugins", "accel.conformance": ROOT / "conformance",
-           "accel.scheduler": ROOT / "scheduler"}
+FOLDERS = {
+    "accel": ROOT / "accel",
+    "accel.plugins": ROOT / "plugins",
+    "accel.conformance": ROOT / "conformance",
+    "accel.scheduler": ROOT / "scheduler",
+}
 VENDOR_MODULES = ("pynvml", "amdsmi", "pyrsmi", "pycndev", "pymtml", "pyixml")
 
 
@@ -139,8 +143,17 @@ def test_discovery_and_sim_load_no_vendor_library() -> None:
 def test_public_api_is_curated() -> None:
     import importlib
 
-    for name in ("accel", "accel.model", "accel.plugin", "accel.errors", "accel.discovery", "accel.sim",
-                 "accel.tools", "accel.sysfs", "accel.testing"):
+    for name in (
+        "accel",
+        "accel.model",
+        "accel.plugin",
+        "accel.errors",
+        "accel.discovery",
+        "accel.sim",
+        "accel.tools",
+        "accel.sysfs",
+        "accel.testing",
+    ):
         mod = importlib.import_module(name)
         exported = list(mod.__all__)
         assert exported == sorted(exported, key=lambda s: (not s.isupper(), s)) or exported == sorted(exported), name

@@ -114,7 +114,7 @@ def test_plugins_report(capsys: pytest.CaptureFixture[str]) -> None:
     ],
 )
 def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], code: int, needle: str) -> None:
-    got, out, err = run(capsys, *argv)
+    got, _, err = run(capsys, *argv)
     assert got == code
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("accel: error:") and needle in lines[0]
@@ -123,8 +123,17 @@ def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], argv: list[st
 
 def test_malformed_profile_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bad = tmp_path / "p.json"
-    bad.write_text(json.dumps({"name": "x", "description": "d", "host": {"hostname": "h"}, "templates": {},
-                               "devices": [{"template": "missing"}]}))
+    bad.write_text(
+        json.dumps(
+            {
+                "name": "x",
+                "description": "d",
+                "host": {"hostname": "h"},
+                "templates": {},
+                "devices": [{"template": "missing"}],
+            }
+        )
+    )
     code, _, err = run(capsys, "ls", "--sim", str(bad))
     assert code == EXIT_USAGE and "devices[0].template" in err and len(err.strip().splitlines()) == 1
 

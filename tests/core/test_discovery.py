@@ -10,7 +10,6 @@ import pytest
 from accel.discovery import EntryStatus, Stage, discover, open_session, parse_selection
 from accel.errors import ConfigError, IncompatiblePluginError, PluginLoadError
 from accel.plugin import BackendConfig, register
-
 from tests.core._plugins import RELEASE, FailingOpen, GoodPlugin, HangingProbe, OldPlugin, RaisingProbe
 
 pytestmark = pytest.mark.usefixtures("clean_registry")
@@ -91,14 +90,18 @@ def test_non_plugin_object_is_rejected() -> None:
 
 
 def test_unknown_backend_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="unknown backend 'nope'; known backends: .*sim"):
+    with pytest.raises(ConfigError, match=r"unknown backend 'nope'; known backends: .*sim"):
         discover(backends=["nope"])
 
 
 @pytest.mark.parametrize(
     ("text", "allowed", "denied"),
-    [("nvidia,sim", {"nvidia", "sim"}, set()), ("-nvidia", None, {"nvidia"}), ("", None, set()),
-     (" sim , -amd ", {"sim"}, {"amd"})],
+    [
+        ("nvidia,sim", {"nvidia", "sim"}, set()),
+        ("-nvidia", None, {"nvidia"}),
+        ("", None, set()),
+        (" sim , -amd ", {"sim"}, {"amd"}),
+    ],
 )
 def test_selection_syntax(text: str, allowed: set[str] | None, denied: set[str]) -> None:
     sel = parse_selection(text)

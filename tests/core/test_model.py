@@ -80,7 +80,7 @@ class TestIds:
 
     @pytest.mark.parametrize("raw", ["", "N/A", "0000:3b:00", "1ffff:00:00.0", "zz:00.0"])
     def test_bad_bus_ids_are_typed_errors(self, raw: str) -> None:
-        with pytest.raises(ValidationError, match="bus id|PCI"):
+        with pytest.raises(ValidationError, match=r"bus id|PCI"):
             normalize_bus_id(raw)
 
     def test_model_rejects_non_canonical_bus_id(self) -> None:
@@ -166,8 +166,13 @@ class TestHealthRule:
 
     @pytest.mark.parametrize(
         ("severity", "state"),
-        [("info", "healthy"), ("warning", "healthy"), ("error", "degraded"), ("critical", "unhealthy"),
-         ("fatal", "unhealthy")],
+        [
+            ("info", "healthy"),
+            ("warning", "healthy"),
+            ("error", "degraded"),
+            ("critical", "unhealthy"),
+            ("fatal", "unhealthy"),
+        ],
     )
     def test_worst_severity_decides(self, severity: str, state: str) -> None:
         assert derive_state([cond("info"), cond(severity)]).value == state
@@ -212,9 +217,15 @@ class TestTopology:
         return HostInventory(host=Host(hostname="h"), devices=tuple(devices), links=tuple(links), collected_at=NOW)
 
     def test_levels_from_paths_and_links(self) -> None:
-        d0 = dev(0, pci=_pci("0000:03:00.0", "pci0000:00", ("0000:00:01.0", "0000:01:00.0", "0000:02:00.0")), numa_node=0)
-        d1 = dev(1, pci=_pci("0000:04:00.0", "pci0000:00", ("0000:00:01.0", "0000:01:00.0", "0000:02:08.0")), numa_node=0)
-        d2 = dev(2, pci=_pci("0000:23:00.0", "pci0000:00", ("0000:00:03.0", "0000:21:00.0", "0000:22:00.0")), numa_node=0)
+        d0 = dev(
+            0, pci=_pci("0000:03:00.0", "pci0000:00", ("0000:00:01.0", "0000:01:00.0", "0000:02:00.0")), numa_node=0
+        )
+        d1 = dev(
+            1, pci=_pci("0000:04:00.0", "pci0000:00", ("0000:00:01.0", "0000:01:00.0", "0000:02:08.0")), numa_node=0
+        )
+        d2 = dev(
+            2, pci=_pci("0000:23:00.0", "pci0000:00", ("0000:00:03.0", "0000:21:00.0", "0000:22:00.0")), numa_node=0
+        )
         d3 = dev(3, pci=_pci("0000:43:00.0", "pci0000:40", ("0000:40:01.0",)), numa_node=0)
         d4 = dev(4, pci=_pci("0000:83:00.0", "pci0000:80", ("0000:80:01.0",)), numa_node=1)
         nv = Link(a=d3.id, b=d4.id, type="nvlink", count=4)
@@ -232,8 +243,22 @@ class TestTopology:
                 assert m.levels[i][j] is m.levels[j][i]
 
     def test_pxb_through_several_switches(self) -> None:
-        a = dev(0, pci=_pci("0000:05:00.0", "pci0000:00", ("0000:00:01.0", "0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:00.0")))
-        b = dev(1, pci=_pci("0000:09:00.0", "pci0000:00", ("0000:00:01.0", "0000:01:00.0", "0000:02:08.0", "0000:07:00.0", "0000:08:00.0")))
+        a = dev(
+            0,
+            pci=_pci(
+                "0000:05:00.0",
+                "pci0000:00",
+                ("0000:00:01.0", "0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:00.0"),
+            ),
+        )
+        b = dev(
+            1,
+            pci=_pci(
+                "0000:09:00.0",
+                "pci0000:00",
+                ("0000:00:01.0", "0000:01:00.0", "0000:02:08.0", "0000:07:00.0", "0000:08:00.0"),
+            ),
+        )
         assert self.inv([], [a, b]).distance_matrix().level(a.id, b.id) is DistanceLevel.PXB
 
     def test_unknown_without_data(self) -> None:
@@ -252,7 +277,9 @@ class TestTopology:
     def test_domains_of(self) -> None:
         d0, d1 = dev(0), dev(1)
         inv = HostInventory(
-            host=Host(hostname="h"), devices=(d0, d1), collected_at=NOW,
+            host=Host(hostname="h"),
+            devices=(d0, d1),
+            collected_at=NOW,
             domains=(Domain(id="isl", kind="nvlink_island", members=(d0.id, d1.id)),),
         )
         assert [d.id for d in inv.domains_of(d0.id)] == ["isl"]
@@ -260,23 +287,51 @@ class TestTopology:
 
 class TestPartitions:
     def part(self, pid: str, start: int, size: int, mem: int) -> Partition:
-        return Partition(id=pid, parent_id="nvidia:GPU-0", profile="1g", placement=Placement(start=start, size=size),
-                         memory_bytes=mem)
+        return Partition(
+            id=pid,
+            parent_id="nvidia:GPU-0",
+            profile="1g",
+            placement=Placement(start=start, size=size),
+            memory_bytes=mem,
+        )
 
     def test_overlapping_placements_are_rejected(self) -> None:
         with pytest.raises(ValidationError, match="overlap"):
-            validate(HostInventory, {"host": {"hostname": "h"}, "collected_at": NOW, "devices": [dev(0)],
-                                     "partitions": [self.part("nvidia:MIG-a", 0, 4, 1), self.part("nvidia:MIG-b", 3, 2, 1)]})
+            validate(
+                HostInventory,
+                {
+                    "host": {"hostname": "h"},
+                    "collected_at": NOW,
+                    "devices": [dev(0)],
+                    "partitions": [self.part("nvidia:MIG-a", 0, 4, 1), self.part("nvidia:MIG-b", 3, 2, 1)],
+                },
+            )
 
     def test_partitions_fit_their_parent(self) -> None:
         with pytest.raises(ValidationError, match="exceeds the device"):
-            validate(HostInventory, {"host": {"hostname": "h"}, "collected_at": NOW, "devices": [dev(0)],
-                                     "partitions": [self.part("nvidia:MIG-a", 0, 4, 60 * 2**30),
-                                                    self.part("nvidia:MIG-b", 4, 4, 60 * 2**30)]})
+            validate(
+                HostInventory,
+                {
+                    "host": {"hostname": "h"},
+                    "collected_at": NOW,
+                    "devices": [dev(0)],
+                    "partitions": [
+                        self.part("nvidia:MIG-a", 0, 4, 60 * 2**30),
+                        self.part("nvidia:MIG-b", 4, 4, 60 * 2**30),
+                    ],
+                },
+            )
 
     def test_holes_are_fine(self) -> None:
-        inv = validate(HostInventory, {"host": {"hostname": "h"}, "collected_at": NOW, "devices": [dev(0)],
-                                       "partitions": [self.part("nvidia:MIG-a", 0, 4, 1), self.part("nvidia:MIG-b", 6, 1, 1)]})
+        inv = validate(
+            HostInventory,
+            {
+                "host": {"hostname": "h"},
+                "collected_at": NOW,
+                "devices": [dev(0)],
+                "partitions": [self.part("nvidia:MIG-a", 0, 4, 1), self.part("nvidia:MIG-b", 6, 1, 1)],
+            },
+        )
         assert len(inv.partitions) == 2
 
 
@@ -286,7 +341,9 @@ class TestSchema:
         assert schema["x-accel-schema-version"] == "1.0"
         assert "HostInventory" in schema["title"]
         assert "Device" in schema["$defs"]
-        inv = HostInventory(host=Host(hostname="h"), devices=(dev(0, pci={"bus_id": "0000:01:00.0"}),), collected_at=NOW)
+        inv = HostInventory(
+            host=Host(hostname="h"), devices=(dev(0, pci={"bus_id": "0000:01:00.0"}),), collected_at=NOW
+        )
         again = HostInventory.model_validate_json(inv.model_dump_json())
         assert again == inv
 

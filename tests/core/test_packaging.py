@@ -15,7 +15,9 @@ def test_wheel_contains_and_imports_every_module(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT)],
-        check=True, capture_output=True, timeout=300,
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     (wheel,) = wheels.glob("accel_sdk-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -32,7 +34,9 @@ def test_wheel_contains_and_imports_every_module(tmp_path: Path) -> None:
     target = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
-        check=True, capture_output=True, timeout=300,
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     code = (
         "import importlib, json, sys\n"
@@ -47,8 +51,13 @@ def test_wheel_contains_and_imports_every_module(tmp_path: Path) -> None:
         "print(json.dumps({'bad': bad, 'file': accel.__file__}))\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}, check=True,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+        check=True,
     )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["file"].startswith(str(target)), result["file"]

@@ -24,7 +24,13 @@ def open_sim(profile: str, **options: object) -> SimBackend:
 
 def test_required_profiles_exist() -> None:
     assert set(list_profiles()) >= {
-        "dgx-h100", "a100-mig", "mi300x-8", "ascend-910b-8", "mlu370-x8", "rtx4090-4", "mixed-nvidia-ascend",
+        "dgx-h100",
+        "a100-mig",
+        "mi300x-8",
+        "ascend-910b-8",
+        "mlu370-x8",
+        "rtx4090-4",
+        "mixed-nvidia-ascend",
     }
 
 
@@ -178,7 +184,8 @@ def test_bad_fault_specs(spec: str, message: str) -> None:
 
 def test_fault_spec_syntax() -> None:
     assert parse_faults("device_lost:3@5, memory_leak:*=5") == [
-        Fault(FaultKind.DEVICE_LOST, 3, 5), Fault(FaultKind.MEMORY_LEAK, None, 0, "5"),
+        Fault(FaultKind.DEVICE_LOST, 3, 5),
+        Fault(FaultKind.MEMORY_LEAK, None, 0, "5"),
     ]
 
 

@@ -11,9 +11,7 @@ from accel.testing import FakeSysfs
 
 
 def _devices(ids: list[str], vendor: str = "nvidia") -> list[Device]:
-    return [
-        Device(id=f"{vendor}:pci-{b}", vendor=vendor, kind="gpu", model="X", pci=PciInfo(bus_id=b)) for b in ids
-    ]
+    return [Device(id=f"{vendor}:pci-{b}", vendor=vendor, kind="gpu", model="X", pci=PciInfo(bus_id=b)) for b in ids]
 
 
 def test_dual_socket_levels(tmp_path: Path) -> None:
@@ -39,8 +37,11 @@ def test_same_root_complex_different_ports_is_phb(tmp_path: Path) -> None:
     fs = FakeSysfs(tmp_path)
     fs.add_device("0000:03:00.0", vendor="1002", bridges=["0000:00:01.0", "0000:01:00.0", "0000:02:00.0"], numa_node=0)
     fs.add_device("0000:13:00.0", vendor="1002", bridges=["0000:00:03.0", "0000:11:00.0", "0000:12:00.0"], numa_node=0)
-    inv = HostInventory(host=Host(hostname="h"), devices=tuple(_devices(["0000:03:00.0", "0000:13:00.0"], "amd")),
-                        collected_at=datetime.now(UTC))
+    inv = HostInventory(
+        host=Host(hostname="h"),
+        devices=tuple(_devices(["0000:03:00.0", "0000:13:00.0"], "amd")),
+        collected_at=datetime.now(UTC),
+    )
     m = enrich_inventory(inv, tmp_path).distance_matrix()
     assert m.levels[0][1] is DistanceLevel.PHB
 
