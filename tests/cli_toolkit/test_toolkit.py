@@ -5,9 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from accel.errors import ConfigError, ParseError
-from accel.plugin import BackendConfig, ProbeStatus
 from accel.plugins._cli import (
     CliProbeSpec,
     ParseContext,
@@ -27,6 +24,9 @@ from accel.plugins._cli import (
     probe_cli,
     split_lines,
 )
+
+from accel.errors import ConfigError, ParseError
+from accel.plugin import BackendConfig, ProbeStatus
 from accel.testing import FakeSysfs
 
 
@@ -99,7 +99,10 @@ def test_box_table_by_landmarks_skips_preamble() -> None:
 
 
 def test_aligned_matrix_with_row_labels_and_tab_header() -> None:
-    rows = ["A0".ljust(11) + "X".ljust(7) + "L1".ljust(7) + "0-3", "A1".ljust(11) + "L1".ljust(7) + "X".ljust(7) + "4-7"]
+    rows = [
+        "A0".ljust(11) + "X".ljust(7) + "L1".ljust(7) + "0-3",
+        "A1".ljust(11) + "L1".ljust(7) + "X".ljust(7) + "4-7",
+    ]
     text = "\t   A0     A1     CPU Affinity\n" + "\n".join(rows) + "\n\nLegend:\n"
     t = find_aligned_table(text, r"A0\s+A1", row_label=True)
     assert t is not None
