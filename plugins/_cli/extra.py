@@ -29,14 +29,16 @@ from __future__ import annotations
 
 import abc
 import re
+import shlex
 import socket
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
-from accel.errors import AccelError, BackendUnavailableError, DeviceError, ParseError
+from accel.errors import AccelError, BackendUnavailableError, DeviceError, ParseError, ToolError, ToolTimeoutError
 from accel.model import (
+    FAST_LINKS,
     Action,
     Binding,
     Capabilities,
@@ -53,6 +55,7 @@ from accel.model import (
     LinkType,
     MemoryKind,
     Partition,
+    PartitionProfile,
     ProcessUsage,
     Severity,
     SourceInfo,
@@ -61,20 +64,24 @@ from accel.model import (
     device_id_for,
     validate,
 )
-from accel.plugin import Backend, BackendConfig, BackendPlugin, ProbeResult
+from accel.plugin import Backend, BackendConfig, BackendPlugin, Capability, ProbeResult
 from accel.tools import Runner
 
 from ._probe import CliProbeSpec, probe_cli
-from ._session import runner_for
-from ._tables import AlignedTable, BoxRecord, BoxRow, assign_fields, header_fields
+from ._session import ToolSession, runner_for
+from ._tables import AlignedTable, BoxRecord, BoxRow, assign_fields, find_aligned_table, header_fields
 from ._text import ParseContext, SourceLine, split_lines
-from ._values import clean, parse_bus_id
+from ._values import clean, parse_bus_id, parse_bytes
 
 __all__ = [
+    "BASE_CAPABILITIES",
+    "PCIE_CODES",
     "CliBackend",
     "CliPlugin",
+    "Collection",
     "Lenient",
     "Listed",
+    "ProcessRow",
     "Snapshot",
     "UnitReading",
     "build_unit",
@@ -85,13 +92,15 @@ __all__ = [
     "memory_condition",
     "merge_readings",
     "parse_listing",
+    "parse_process_rows",
+    "parse_topo_matrix",
+    "processes_of",
     "read_records",
     "source_info",
     "split_cells",
     "unreadable",
     "visible_binding",
 ]
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -370,6 +379,15 @@ class CliBackend(Backend):
         wanted = set(ids)
         return tuple(p for p in procs if p.device_id in wanted)
 
+    def partitions(self) -> tuple[Partition, ...]:
+        """Partitions the tool shows (``SupportsPartitions``)."""
+        return self.snapshot().partitions
+
+    def partition_profiles(self) -> tuple[PartitionProfile, ...]:
+        """CLI tools list live partitions only, no profile catalogue."""
+        self.snapshot()
+        return ()
+
     def close(self) -> None:
         self._closed = True
 
@@ -556,10 +574,10 @@ def matrix_links(
     """Links and domains from a ``topo -m`` matrix read with ``find_aligned_table(row_label=True)``.
 
     ``ids`` maps row/column labels (``GPU0``) to device ids; labels it lacks (``NIC0``, a device
-    the inventory dropped) are skipped.  ``codes`` maps cell codes (``MX``, ``XL``) to link
-    types; other codes (``X``, ``SYS``, ``PIX``) are PCIe/NUMA levels the core derives from
-    sysfs and are not stored twice.  Each connected group of devices joined by a link of
-    ``codes`` becomes a :class:`Domain` of ``domain_kind`` (when given) with at least two members.
+    the inventory dropped) are skipped.  ``codes`` maps cell codes (``MX``, ``XL``, ``SYS``) to
+    link types; other codes (``X``, anything unknown) give no link.  Each connected group of
+    devices joined by a fast link (:data:`accel.model.FAST_LINKS`) becomes a :class:`Domain` of
+    ``domain_kind`` (when given) with at least two members.
     """
     links: dict[frozenset[str], Link] = {}
     for _line, row in table.rows:
@@ -576,7 +594,8 @@ def matrix_links(
                 first, second = sorted(pair)
                 links[pair] = Link(a=first, b=second, type=codes[code])
     ordered = sorted(links.values(), key=lambda lk: (lk.a, lk.b))
-    domains = link_domains(ordered, domain_kind, prefix=domain_prefix, order=list(ids.values())) if domain_kind else []
+    fast = [lk for lk in ordered if lk.type in FAST_LINKS]
+    domains = link_domains(fast, domain_kind, prefix=domain_prefix, order=list(ids.values())) if domain_kind else []
     return ordered, domains
 
 
@@ -728,3 +747,176 @@ def visible_binding(
         )
 
     return bind
+
+
+#: nvidia-smi ``topo -m`` PCIe/NUMA codes as explicit links (a replay has no sysfs to derive them).
+PCIE_CODES: Mapping[str, LinkType] = {
+    "PIX": LinkType.PCIE_PIX,
+    "PXB": LinkType.PCIE_PXB,
+    "PHB": LinkType.PCIE_PHB,
+    "NODE": LinkType.NUMA,
+    "SYS": LinkType.SYSTEM,
+}
+
+
+def parse_topo_matrix(text: str, ctx: ParseContext, *, label: str = "GPU") -> AlignedTable:
+    """The device matrix of an nvidia-smi-like ``topo -m`` (``GPU0  X  MX  SYS ...``).
+
+    The header is the first line that starts with whitespace then ``<label>0``; rows run to a
+    blank line or ``Legend``.  Elided lines (``...``) before it are skipped.  No matrix raises
+    a located :class:`ParseError`.
+    """
+    table = find_aligned_table(
+        text, re.compile(rf"^\s+{re.escape(label)}0(\s|$)"), row_label=True, stop=re.compile(r"^\s*Legend")
+    )
+    if table is None:
+        raise ctx.error(f"no '{label}0 {label}1 ...' matrix header in the output")
+    return table
+
+
+@dataclass(frozen=True)
+class ProcessRow:
+    """One row of a tool's process table: the device's tool index, pid, name, memory."""
+
+    device_index: int
+    pid: int
+    name: str | None
+    memory_bytes: int | None
+    line: SourceLine
+
+
+_PROC_ROW = re.compile(
+    r"^\s*\|?\s*(?P<dev>[0-9]+)\s+(?:(?:N/A|[0-9]+)\s+(?:N/A|[0-9]+)\s+)?(?P<pid>[0-9]+)\s+"
+    r"(?:[CGM+]{1,3}\s+)?(?P<name>\S.*?)\s+(?P<mem>[0-9]+(?:\.[0-9]+)?\s*(?:[KMG]i?B)?)\s*\|?\s*$"
+)
+
+
+def parse_process_rows(lines: Sequence[SourceLine], ctx: ParseContext, *, bare_unit: str = "MiB") -> list[ProcessRow]:
+    """Rows of the ``Processes:`` block of an nvidia-smi look-alike (``ixsmi``, ``mx-smi``,
+    ``xpu_smi`` 5.x, ``mthreads-gmi``): ``<dev> [XI CI] <pid> [type] <name> <memory>``.
+
+    Only lines after a line mentioning ``Process`` are read; header, rule and "No running
+    processes found" lines do not match.  A bare memory number is in ``bare_unit`` (the header
+    says ``Usage(MiB)``).
+    """
+    rows: list[ProcessRow] = []
+    seen_banner = False
+    for line in lines:
+        if not seen_banner:
+            seen_banner = "process" in line.text.lower()
+            continue
+        m = _PROC_ROW.match(line.text)
+        if not m or "process" in line.text.lower():
+            continue
+        with ctx.at(line):
+            mem = parse_bytes(m.group("mem").replace(" ", ""), bare_unit=bare_unit, binary_prefixes=True)
+        rows.append(ProcessRow(int(m.group("dev")), int(m.group("pid")), clean(m.group("name")), mem, line))
+    return rows
+
+
+def processes_of(rows: Iterable[ProcessRow], devices: Iterable[Device]) -> list[ProcessUsage]:
+    """Process rows as :class:`ProcessUsage` of the devices with those tool indices."""
+    by_index = {d.index: d.id for d in devices if d.index is not None}
+    return [
+        ProcessUsage(pid=r.pid, device_id=by_index[r.device_index], name=r.name, memory_bytes=r.memory_bytes)
+        for r in rows
+        if r.device_index in by_index
+    ]
+
+
+P = TypeVar("P")
+
+
+class Collection:
+    """One snapshot's tool runs for a backend: what ran, what was skipped, what was dropped.
+
+    ``main`` runs the command a device list comes from, ``extra`` a secondary view whose
+    absence is expected; both parse with the given function.  Failures (other than a hung
+    tool) are remembered rather than raised, so :meth:`snapshot` can report them in the
+    source detail, and :meth:`require` raises the first one when no view produced devices.
+    """
+
+    def __init__(self, backend: str, version: str, session: ToolSession) -> None:
+        self.backend = backend
+        self.version = version
+        self.session = session
+        self.notes: list[str] = []
+        self.problems: list[AccelError] = []
+        self.now = datetime.now(UTC)
+        self._first: AccelError | None = None
+
+    def _parsed(self, args: Sequence[str], parse: Callable[[str, str], P], *, optional: bool) -> P | None:
+        command = shlex.join([self.session.tool, *args])
+        try:
+            result = self.session.optional(*args, notes=self.notes) if optional else self.session.run(*args)
+        except ToolTimeoutError:
+            raise
+        except ToolError as exc:
+            self._first = self._first or exc
+            self.notes.append(f"{command}: {exc.code}")
+            return None
+        if result is None:
+            return None
+        try:
+            return parse(result.stdout, command)
+        except ParseError as exc:
+            self._first = self._first or exc
+            self.problems.append(exc)
+            return None
+
+    def main(self, parse: Callable[[str, str], P], *args: str) -> P | None:
+        """Run and parse the main view; ``None`` (remembered) when it fails."""
+        return self._parsed(args, parse, optional=False)
+
+    def extra(self, parse: Callable[[str, str], P], *args: str) -> P | None:
+        """Run and parse a secondary view; ``None`` when absent or unreadable."""
+        return self._parsed(args, parse, optional=True)
+
+    def require(self, found: Sized) -> None:
+        """Raise the first failure when nothing was found (no view worked)."""
+        if not found and self._first is not None:
+            raise self._first
+
+    def snapshot(
+        self,
+        devices: Sequence[Device],
+        telemetry: Sequence[Telemetry],
+        *,
+        partitions: Sequence[Partition] = (),
+        links: Sequence[Link] = (),
+        domains: Sequence[Domain] = (),
+        processes: Sequence[ProcessUsage] = (),
+    ) -> Snapshot:
+        return Snapshot(
+            devices=tuple(devices),
+            telemetry=tuple(telemetry),
+            partitions=tuple(partitions),
+            links=tuple(links),
+            domains=tuple(domains),
+            processes=tuple(processes),
+            source=source_info(
+                self.backend,
+                version=self.version,
+                api=self.session.tool,
+                calls=self.session.invocations,
+                notes=self.notes,
+                problems=self.problems,
+            ),
+            collected_at=self.now,
+        )
+
+
+#: What every CLI backend built on this module reports (vendors add their own on top).
+BASE_CAPABILITIES: frozenset[Capability] = frozenset(
+    {
+        Capability.INVENTORY,
+        Capability.MEMORY,
+        Capability.MEMORY_USED,
+        Capability.PCI,
+        Capability.HEALTH,
+        Capability.TELEMETRY,
+        Capability.TEMPERATURE,
+        Capability.UTILIZATION,
+        Capability.VERSIONS,
+    }
+)

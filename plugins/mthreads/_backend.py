@@ -9,9 +9,7 @@ becomes a ``MemoryTotalBelowUsed`` condition and the used value is dropped.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-from accel.errors import AccelError, ParseError, ToolError, ToolTimeoutError
+from accel.errors import AccelError, ParseError
 from accel.model import (
     Capabilities,
     Device,
@@ -22,7 +20,7 @@ from accel.model import (
     Partition,
     PartitionFamily,
     PartitionScheme,
-    ProcessUsage,
+    Telemetry,
 )
 from accel.plugin import BackendConfig
 from accel.tools import Runner
@@ -30,15 +28,16 @@ from accel.tools import Runner
 from .._cli import ToolSession
 from .._cli.extra import (
     CliBackend,
+    Collection,
     Snapshot,
     UnitReading,
     build_units,
     link_domains,
     merge_readings,
-    source_info,
+    processes_of,
     visible_binding,
 )
-from ._parse import SEARCH_PATH, TOOL, GmiTable, GmiUnit, parse_mtlink, parse_query_json, parse_table
+from ._parse import SEARCH_PATH, TOOL, GmiUnit, parse_mtlink, parse_query_json, parse_table
 
 __all__ = ["MthreadsBackend"]
 
@@ -55,48 +54,36 @@ class MthreadsBackend(CliBackend):
         super().__init__("mthreads", self._snapshot)
 
     def _snapshot(self) -> Snapshot:
-        gmi = ToolSession(self._runner, TOOL, search_path=SEARCH_PATH, timeout_s=self._config.tool_timeout_s)
-        notes: list[str] = []
-        problems: list[AccelError] = []
-        now = datetime.now(UTC)
-        table: GmiTable | None = None
-        first_error: AccelError | None = None
-        try:
-            table = parse_table(gmi.run().stdout)
-            problems.extend(table.problems)
-        except ToolTimeoutError:
-            raise
-        except (ToolError, ParseError) as exc:
-            first_error = exc
-            notes.append(f"{TOOL}: {exc.code}")
+        col = Collection(
+            "mthreads",
+            VERSION,
+            ToolSession(self._runner, TOOL, search_path=SEARCH_PATH, timeout_s=self._config.tool_timeout_s),
+        )
+        table = col.main(lambda text, cmd: parse_table(text, command=cmd))
         readings: list[UnitReading] = []
         parts: list[GmiUnit] = []
+        driver = None
         if table is not None:
+            col.problems.extend(table.problems)
             readings = [u.reading for u in table.units if u.partition is None]
             parts = [u for u in table.units if u.partition is not None]
-        driver = table.driver_version if table is not None else None
-        query = gmi.optional("-q", "-j", notes=notes)
+            driver = table.driver_version
+        query = col.extra(lambda text, cmd: parse_query_json(text, command=cmd), "-q", "-j")
         if query is not None:
-            try:
-                parsed = parse_query_json(query.stdout)
-            except ParseError as exc:
-                first_error = first_error or exc
-                problems.append(exc)
-            else:
-                problems.extend(parsed.problems)
-                readings = merge_readings(readings, parsed.readings)
-                driver = driver or parsed.driver_version
-        if not readings and first_error is not None:
-            raise first_error
-        versions = {"driver": driver, "runtime_name": "mthreads-gmi", "runtime": table.gmi_version if table else None}
-        devices, samples = [], []
+            col.problems.extend(query.problems)
+            readings = merge_readings(readings, query.readings)
+            driver = driver or query.driver_version
+        col.require(readings)
+        versions = {"driver": driver, "runtime_name": TOOL, "runtime": table.gmi_version if table else None}
+        devices: list[Device] = []
+        samples: list[Telemetry] = []
         for reading in readings:
             dtype = reading.extras.get("mthreads.com/deviceType")
             mpc_parent = isinstance(dtype, str) and "mpc" in dtype.lower()
             built, tel = build_units(
                 [reading],
                 vendor="mthreads",
-                problems=problems,
+                problems=col.problems,
                 kind=DeviceKind.GPU,
                 tool=TOOL,
                 binding=_BIND,
@@ -106,47 +93,29 @@ class MthreadsBackend(CliBackend):
                     partitioning=(PartitionScheme.OTHER,) if reading.extras.get("mthreads.com/mpcCapable") else (),
                 ),
                 partition_mode={"scheme": PartitionScheme.OTHER, "compute_mode": "mpc"} if mpc_parent else None,
-                timestamp=now,
+                timestamp=col.now,
             )
             devices.extend(built)
             samples.extend(tel)
         by_index = {d.index: d for d in devices if d.index is not None}
-        partitions = _partitions(parts, by_index, problems)
         links: list[Link] = []
-        mtlink = gmi.optional("mtlink", "-s", notes=notes)
-        if mtlink is not None:
-            for lk in parse_mtlink(mtlink.stdout):
-                a, b = by_index.get(lk.a), by_index.get(lk.b)
-                if a is not None and b is not None:
-                    first, second = sorted((a.id, b.id))
-                    links.append(Link(a=first, b=second, type=LinkType.MTLINK, state=lk.state))
-        domains = link_domains(links, DomainKind.MTLINK_GROUP, prefix="mtlink", order=[d.id for d in devices])
-        procs = []
-        if table is not None:
-            for p in table.processes:
-                dev = by_index.get(p.gpu_index)
-                if dev is not None:
-                    procs.append(ProcessUsage(pid=p.pid, device_id=dev.id, name=p.name, memory_bytes=p.memory_bytes))
-        return Snapshot(
-            devices=tuple(devices),
-            telemetry=tuple(samples),
-            partitions=tuple(partitions),
-            links=tuple(links),
-            domains=tuple(domains),
-            processes=tuple(procs),
-            source=source_info(
-                "mthreads",
-                version=VERSION,
-                api=TOOL,
-                calls=gmi.invocations,
-                notes=notes,
-                problems=problems,
-            ),
-            collected_at=now,
+        for lk in col.extra(lambda text, _cmd: parse_mtlink(text), "mtlink", "-s") or []:
+            a, b = by_index.get(lk.a), by_index.get(lk.b)
+            if a is not None and b is not None:
+                first, second = sorted((a.id, b.id))
+                links.append(Link(a=first, b=second, type=LinkType.MTLINK, state=lk.state))
+        return col.snapshot(
+            devices,
+            samples,
+            partitions=_partitions(parts, by_index, col.problems),
+            links=links,
+            domains=link_domains(links, DomainKind.MTLINK_GROUP, prefix="mtlink", order=[d.id for d in devices]),
+            processes=processes_of(table.processes, devices) if table is not None else [],
         )
 
 
 def _partitions(parts: list[GmiUnit], parents: dict[int, Device], problems: list[AccelError]) -> list[Partition]:
+    """MPC partition rows as partitions of their parent GPU (same index)."""
     out: list[Partition] = []
     for unit in parts:
         parent = parents.get(unit.reading.index) if unit.reading.index is not None else None

@@ -35,7 +35,7 @@ from .._cli import (
     parse_watts,
     split_lines,
 )
-from .._cli.extra import Lenient, UnitReading, is_rule, read_records
+from .._cli.extra import Lenient, ProcessRow, UnitReading, is_rule, parse_process_rows, read_records
 
 __all__ = [
     "GmiTable",
@@ -55,7 +55,6 @@ _BANNER = re.compile(r"mthreads-gmi\s*:\s*(?P<gmi>\S+)\s+Driver Version\s*:\s*(?
 _HEADER = re.compile(r"^\s*ID\s+Name\b.*\|")
 _WIDTH = re.compile(r"^\s*(?P<cur>[0-9]+)x\s*\(\s*(?P<max>[0-9]+)x\s*\)\s*$", re.IGNORECASE)
 _ID = re.compile(r"^(?P<gpu>[0-9]{1,4})(?:\s*[:./-]\s*(?P<part>[0-9]{1,4}))?$")
-_PROC = re.compile(r"^\s*(?P<gpu>[0-9]+)\s+(?P<pid>[0-9]+)\s+(?P<name>.*?)\s+(?P<mem>[0-9.]+\s*[KMG]iB)\s*$")
 
 
 @dataclass
@@ -69,21 +68,13 @@ class GmiUnit:
 
 
 @dataclass
-class GmiProcess:
-    gpu_index: int
-    pid: int
-    name: str | None
-    memory_bytes: int | None
-
-
-@dataclass
 class GmiTable:
     """What ``mthreads-gmi`` printed: versions, GPUs (and MPC partitions), processes."""
 
     gmi_version: str | None = None
     driver_version: str | None = None
     units: list[GmiUnit] = field(default_factory=list)
-    processes: list[GmiProcess] = field(default_factory=list)
+    processes: list[ProcessRow] = field(default_factory=list)
     problems: list[ParseError] = field(default_factory=list)
 
 
@@ -174,28 +165,8 @@ def parse_table(text: str, *, command: str = "mthreads-gmi") -> GmiTable:
             out.units.append(_unit_from_record(rec, ctx))
         except ParseError as exc:
             out.problems.append(exc)
-    out.processes = _processes(lines[end:], ctx)
+    out.processes = parse_process_rows(lines[end:], ctx)
     return out
-
-
-def _processes(lines: list[SourceLine], ctx: ParseContext) -> list[GmiProcess]:
-    procs: list[GmiProcess] = []
-    in_block = False
-    for line in lines:
-        if line.text.strip().startswith("Processes"):
-            in_block = True
-            continue
-        if not in_block:
-            continue
-        m = _PROC.match(line.text)
-        if m:
-            with ctx.at(line):
-                procs.append(
-                    GmiProcess(
-                        int(m.group("gpu")), int(m.group("pid")), clean(m.group("name")), parse_bytes(m.group("mem"))
-                    )
-                )
-    return procs
 
 
 # --------------------------------------------------------------------------------------------

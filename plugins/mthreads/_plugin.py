@@ -6,7 +6,7 @@ from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginI
 from accel.tools import Runner
 
 from .._cli import CliProbeSpec
-from .._cli.extra import CliPlugin
+from .._cli.extra import BASE_CAPABILITIES, CliPlugin
 from ._parse import SEARCH_PATH
 
 __all__ = ["MthreadsPlugin"]
@@ -22,27 +22,17 @@ class MthreadsPlugin(CliPlugin):
         api_versions=frozenset({PLUGIN_API}),
         api="mthreads-gmi",
         description="Moore Threads MTT S-series GPUs via mthreads-gmi (table, -q -j, mtlink -s).",
-        capabilities=frozenset(
-            {
-                Capability.INVENTORY,
-                Capability.MEMORY,
-                Capability.MEMORY_USED,
-                Capability.UUID,
-                Capability.SERIAL,
-                Capability.PCI,
-                Capability.HEALTH,
-                Capability.ECC,
-                Capability.TELEMETRY,
-                Capability.POWER,
-                Capability.TEMPERATURE,
-                Capability.UTILIZATION,
-                Capability.LINKS,
-                Capability.DOMAINS,
-                Capability.PROCESSES,
-                Capability.PARTITIONS,
-                Capability.VERSIONS,
-            }
-        ),
+        capabilities=BASE_CAPABILITIES
+        | {
+            Capability.UUID,
+            Capability.SERIAL,
+            Capability.ECC,
+            Capability.POWER,
+            Capability.LINKS,
+            Capability.DOMAINS,
+            Capability.PROCESSES,
+            Capability.PARTITIONS,
+        },
     )
     probe_spec = CliProbeSpec(
         vendor="Moore Threads",

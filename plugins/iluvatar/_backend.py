@@ -1,0 +1,113 @@
+"""The Iluvatar CoreX backend: ``ixsmi`` table, ``ixsmi -L`` UUIDs and ``ixsmi topo -m``.
+
+BI-V150 boards carry two GPUs: both get the board's ``board_id`` (and a ``die_pair`` domain),
+and the board power printed on one chip stays on that chip only.  Hung-card sentinels
+become a critical ``DeviceWedged`` condition instead of readings.
+"""
+
+from __future__ import annotations
+
+from accel.errors import ParseError
+from accel.model import (
+    Action,
+    Capabilities,
+    DeviceKind,
+    Domain,
+    DomainKind,
+    HealthCondition,
+    Link,
+    Severity,
+    Subsystem,
+)
+from accel.plugin import BackendConfig
+from accel.tools import Runner
+
+from .._cli import ParseContext, ToolSession
+from .._cli.extra import (
+    PCIE_CODES,
+    CliBackend,
+    Collection,
+    Snapshot,
+    UnitReading,
+    build_units,
+    matrix_links,
+    merge_readings,
+    parse_listing,
+    parse_topo_matrix,
+    processes_of,
+    visible_binding,
+)
+from ._parse import SEARCH_PATH, TOOL, pair_boards, parse_table
+
+__all__ = ["IluvatarBackend"]
+
+VERSION = "0.1.0"
+_BIND = visible_binding("CUDA_VISIBLE_DEVICES", torch="cuda")
+
+
+class IluvatarBackend(CliBackend):
+    """Backend ``iluvatar`` over a runner (see :mod:`accel.tools`)."""
+
+    def __init__(self, config: BackendConfig, runner: Runner) -> None:
+        self._config = config
+        self._runner = runner
+        super().__init__("iluvatar", self._snapshot)
+
+    def _snapshot(self) -> Snapshot:
+        col = Collection(
+            "iluvatar",
+            VERSION,
+            ToolSession(self._runner, TOOL, search_path=SEARCH_PATH, timeout_s=self._config.tool_timeout_s),
+        )
+        table = col.main(lambda text, cmd: parse_table(text, command=cmd))
+        col.require(table.readings if table is not None else [])
+        if table is None:  # require() raised the tool's error; this keeps the types honest
+            raise ParseError("ixsmi printed no device table", tool=TOOL, command=TOOL)
+        col.problems.extend(table.problems)
+        listed = col.extra(lambda text, cmd: parse_listing(text, words=("GPU",), ctx=ParseContext(TOOL, cmd)), "-L")
+        readings = merge_readings(
+            table.readings,
+            [UnitReading(index=x.index, uuid=x.uuid, bus_id=x.bus_id, model=x.name) for x in listed or []],
+        )
+        pair_boards(readings)
+        for r in readings:
+            if r.bus_id is not None and r.bus_id in table.resets:
+                r.conditions.append(_reset_note())
+        devices, samples = build_units(
+            readings,
+            vendor="iluvatar",
+            problems=col.problems,
+            kind=DeviceKind.GPU,
+            tool=TOOL,
+            binding=_BIND,
+            versions={"driver": table.driver_version, "runtime_name": "cuda", "runtime": table.cuda_version},
+            capabilities=Capabilities(time_slicing=True),
+            timestamp=col.now,
+        )
+        boards: dict[str, list[str]] = {}
+        for d in devices:
+            if d.board_id is not None:
+                boards.setdefault(d.board_id, []).append(d.id)
+        domains = [Domain(id=b, kind=DomainKind.DIE_PAIR, members=tuple(m)) for b, m in boards.items() if len(m) > 1]
+        links: list[Link] = []
+        topo = col.extra(lambda text, cmd: parse_topo_matrix(text, ParseContext(TOOL, cmd)), "topo", "-m")
+        if topo is not None:
+            ids = {f"GPU{d.index}": d.id for d in devices if d.index is not None}
+            links, _ = matrix_links(topo, ids, PCIE_CODES)
+        return col.snapshot(
+            devices,
+            samples,
+            links=links,
+            domains=domains,
+            processes=processes_of(table.processes, devices),
+        )
+
+
+def _reset_note() -> HealthCondition:
+    return HealthCondition(
+        subsystem=Subsystem.DEVICE,
+        reason="DeviceReset",
+        severity=Severity.INFO,
+        action=Action.NONE,
+        message="ixsmi -r reported this GPU as successfully reset after the table was printed",
+    )

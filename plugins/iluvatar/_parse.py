@@ -1,0 +1,267 @@
+"""Parsers for ``ixsmi``, Iluvatar CoreX's nvidia-smi look-alike.
+
+* the default table (IX-ML 3.0.1 and 4.1.0): a ``IX-ML: x  Driver Version: y  CUDA Version: z``
+  banner, two header rows, two rows per GPU; memory ``116MiB / 32768MiB``; power
+  ``93W / 350W`` or ``N/A / N/A`` (a BI-V150 board reports its power on one chip only).  A
+  pasted tail of the table (no header, followed by ``ixsmi -r`` lines) is read with the known
+  header.
+* wedged GPUs print sentinels instead of failing: ``65535W / 250`` (uint16 max), ``0C``,
+  ``100%``, ``25MHz 33MHz``.  They become a ``DeviceWedged`` condition, never readings.
+* ``--query-gpu=... --format=csv,noheader``: values keep their units (``16384 MiB``, ``30 C``).
+* ``-L`` and ``topo -m`` have no sample: the nvidia-smi layouts the reference describes.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from accel.errors import ParseError
+from accel.model import Action, HealthCondition, Severity, Subsystem
+
+from .._cli import (
+    BoxRecord,
+    ParseContext,
+    clean,
+    find_box_tables,
+    parse_bus_id,
+    parse_bytes,
+    parse_celsius,
+    parse_hertz,
+    parse_int,
+    parse_ratio,
+    parse_used_total,
+    parse_watts,
+    split_lines,
+)
+from .._cli.extra import Lenient, ProcessRow, UnitReading, is_rule, parse_process_rows, read_records
+
+__all__ = [
+    "DUAL_CHIP_MODELS",
+    "QUERY_FIELDS",
+    "IxsmiTable",
+    "pair_boards",
+    "parse_query_csv",
+    "parse_table",
+    "wedged_condition",
+]
+
+TOOL = "ixsmi"
+#: The CoreX SDK installs ixsmi here (searched before PATH).
+SEARCH_PATH = ("/usr/local/corex/bin", "/usr/bin", "/usr/local/bin")
+
+_BANNER = re.compile(r"IX-ML:\s*(?P<ixml>\S+)\s+Driver Version:\s*(?P<driver>\S+)(?:\s+CUDA Version:\s*(?P<cuda>\S+))?")
+# The header of ixsmi 3.0.1 / 4.1.0, used when the output is a headerless fragment.
+_KNOWN_HEADER = (
+    "| GPU  Name                     | Bus-Id               | Clock-SM  Clock-Mem  |",
+    "| Fan  Temp  Perf  Pwr:Usage/Cap|      Memory-Usage    | GPU-Util  Compute M. |",
+)
+_RESET = re.compile(r"^\s*GPU\s+(?P<bdf>\S+)\s+was successfully reset", re.IGNORECASE)
+#: uint16 max: what a hung card reports as its power draw.
+_POWER_SENTINEL = 65535.0
+#: Iluvatar models whose board carries two GPUs (power is reported once per board).
+DUAL_CHIP_MODELS = ("BI-V150",)
+
+
+@dataclass
+class IxsmiTable:
+    """What ``ixsmi`` printed."""
+
+    ixml_version: str | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    readings: list[UnitReading] = field(default_factory=list)
+    processes: list[ProcessRow] = field(default_factory=list)
+    #: Bus ids ``ixsmi -r`` reported as reset (the wedged-GPU sample ends with them).
+    resets: list[str] = field(default_factory=list)
+    problems: list[ParseError] = field(default_factory=list)
+
+
+def wedged_condition(reasons: Sequence[str]) -> HealthCondition:
+    """The condition for a GPU whose readings are the hung-card sentinels."""
+    return HealthCondition(
+        subsystem=Subsystem.DEVICE,
+        reason="DeviceWedged",
+        severity=Severity.CRITICAL,
+        action=Action.RESET_DEVICE,
+        vendor_code="iluvatar.ixsmi:sentinel-values",
+        message="ixsmi shows hung-card sentinel values (" + ", ".join(reasons) + "); reset it with ixsmi -r",
+    )
+
+
+def _power_pair(text: str) -> tuple[float | None, float | None]:
+    # " / " first: the placeholder "N/A / N/A" has slashes of its own.
+    usage, sep, cap = text.partition(" / ") if " / " in text else text.partition("/")
+    if not sep:
+        return parse_watts(usage), None
+    # "65535W / 250": the cap lost its unit when the sentinel widened the column.
+    return parse_watts(usage.strip(), bare_unit="W"), parse_watts(cap.strip(), bare_unit="W")
+
+
+def _reading(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
+    f = rec.fields
+    first = rec.first_line
+    second = rec.rows[1].line if len(rec.rows) > 1 else first
+    r = UnitReading()
+    lenient = Lenient(ctx, r)
+    r.index = lenient.strict(parse_int, f.get("GPU"), first, "GPU index")
+    if r.index is None:
+        raise ctx.error("GPU row without an index", first)
+    r.model = clean(f.get("Name"))
+    r.bus_id = lenient.strict(parse_bus_id, f.get("Bus-Id"), first, "Bus-Id")
+    sm = lenient.get(parse_hertz, clean(f.get("Clock-SM")), first, "Clock-SM")
+    mem_clock = lenient.get(parse_hertz, clean(f.get("Clock-Mem")), first, "Clock-Mem")
+    r.fan_ratio = lenient.get(parse_ratio, f.get("Fan"), second, "Fan")
+    r.temperature_celsius = lenient.get(parse_celsius, f.get("Temp"), second, "Temp")
+    perf = clean(f.get("Perf"))
+    power = lenient.get(_power_pair, f.get("Pwr:Usage/Cap"), second, "Pwr:Usage/Cap")
+    if power is not None:
+        r.power_watts, r.power_limit_watts = power
+    mem = lenient.get(parse_used_total, f.get("Memory-Usage"), second, "Memory-Usage")
+    if mem is not None:
+        r.memory_used_bytes, r.memory_total_bytes = mem
+    r.utilization_ratio = lenient.get(parse_ratio, f.get("GPU-Util"), second, "GPU-Util")
+    compute_mode = clean(f.get("Compute M."))
+    if perf:
+        r.extras["iluvatar.com/perfState"] = perf
+    if compute_mode:
+        r.extras["iluvatar.com/computeMode"] = compute_mode
+    sentinels = []
+    if r.power_watts is not None and r.power_watts >= _POWER_SENTINEL:
+        sentinels.append(f"power {r.power_watts:g} W")
+    if r.temperature_celsius == 0 and r.utilization_ratio == 1.0:
+        sentinels.append("0 C at 100% utilisation")
+    if sentinels:
+        r.conditions.append(wedged_condition(sentinels))
+        # None of the readings of a hung card mean anything; capacity (memory total) stays.
+        r.power_watts = r.temperature_celsius = r.utilization_ratio = r.fan_ratio = None
+        r.memory_used_bytes = None
+    else:
+        if sm is not None:
+            r.clocks_hertz["sm"] = sm
+        if mem_clock is not None:
+            r.clocks_hertz["memory"] = mem_clock
+    return r
+
+
+def parse_table(text: str, *, command: str = "ixsmi") -> IxsmiTable:
+    """Parse the default ``ixsmi`` table (or a pasted fragment of it).
+
+    A GPU that cannot be read is left out with its error in ``problems``; the others stay.
+    """
+    ctx = ParseContext(TOOL, command)
+    lines = split_lines(text)
+    ctx.require(lines, "the ixsmi table")
+    out = IxsmiTable()
+    for line in lines:
+        m = _BANNER.search(line.text)
+        if m:
+            out.ixml_version, out.driver_version = m.group("ixml"), m.group("driver")
+            out.cuda_version = clean(m.group("cuda"))
+            break
+    records: list[BoxRecord] = []
+    tables = [t for t in find_box_tables(lines) if "Bus-Id" in t.column_names]
+    if tables:
+        records = list(tables[0].records)
+        rest = [ln for ln in lines if ln.lineno > tables[0].end_lineno]
+    else:
+        # A fragment: the device rows without the header (the wedged-GPU sample).
+        start = next((i for i, ln in enumerate(lines) if is_rule(ln.text)), None)
+        if start is None:
+            raise ctx.error("no ixsmi device table (no 'Bus-Id' header and no table rows)")
+        records, end = read_records(lines, _KNOWN_HEADER, start=start)
+        rest = lines[end:]
+        if not records:
+            raise ctx.error("no ixsmi device rows", lines[start])
+    for rec in records:
+        try:
+            out.readings.append(_reading(rec, ctx))
+        except ParseError as exc:
+            out.problems.append(exc)
+    out.processes = parse_process_rows(rest, ctx)
+    for line in rest:
+        m = _RESET.match(line.text)
+        if m:
+            with ctx.at(line):
+                bdf = parse_bus_id(m.group("bdf"))
+            if bdf is not None:
+                out.resets.append(bdf)
+    return out
+
+
+def pair_boards(readings: list[UnitReading]) -> None:
+    """Give the two GPUs of each dual-chip board (BI-V150) the same ``board_id``.
+
+    Chips of one board enumerate next to each other and exactly one of the pair prints the
+    board's power; the other prints ``N/A / N/A``.  ``board_id`` is ``board-<bus id of the
+    first chip>`` and ``iluvatar.com/boardPowerReporter`` says which chip carries the power.
+    """
+    dual = sorted(
+        (r for r in readings if r.index is not None and any(m in (r.model or "") for m in DUAL_CHIP_MODELS)),
+        key=lambda r: r.index or 0,
+    )
+    for a, b in zip(dual[::2], dual[1::2], strict=False):
+        if a.index is None or b.index != a.index + 1 or a.model != b.model:
+            continue
+        board = f"board-{a.bus_id or a.index}"
+        for chip, other in ((a, b), (b, a)):
+            chip.board_id = board
+            reports = chip.power_watts is not None or (other.power_watts is None and chip.power_limit_watts is not None)
+            chip.extras["iluvatar.com/boardPowerReporter"] = reports
+            if reports:
+                chip.extras["iluvatar.com/powerScope"] = "board"
+
+
+# --------------------------------------------------------------------------------------------
+# --query-gpu CSV
+# --------------------------------------------------------------------------------------------
+
+#: The query the backend runs; the CSV sample (gpustack's) used the first six without uuid/bus.
+QUERY_FIELDS = (
+    "index",
+    "uuid",
+    "pci.bus_id",
+    "name",
+    "memory.total",
+    "memory.used",
+    "utilization.gpu",
+    "temperature.gpu",
+    "power.draw",
+    "power.limit",
+)
+
+
+def parse_query_csv(text: str, fields: Sequence[str], *, command: str | None = None) -> list[UnitReading]:
+    """Parse ``ixsmi --query-gpu=<fields> --format=csv,noheader`` (values keep their units).
+
+    A row with the wrong number of columns, or an index or bus id that cannot be read, raises
+    a located :class:`ParseError`; a bad reading (``abc MiB``) becomes a condition on the unit.
+    """
+    cmd = command or f"ixsmi --query-gpu={','.join(fields)} --format=csv,noheader"
+    ctx = ParseContext(TOOL, cmd)
+    lines = split_lines(text)
+    ctx.require(lines, "CSV rows")
+    out: list[UnitReading] = []
+    for line in lines:
+        if line.blank:
+            continue
+        cells = [c.strip() for c in next(csv.reader([line.text], skipinitialspace=True), [])]
+        if len(cells) != len(fields):
+            raise ctx.error(f"expected {len(fields)} columns ({', '.join(fields)}), got {len(cells)}", line)
+        row = dict(zip(fields, cells, strict=True))
+        r = UnitReading()
+        lenient = Lenient(ctx, r)
+        r.index = lenient.strict(parse_int, row.get("index"), line, "index")
+        r.uuid = clean(row.get("uuid"))
+        r.bus_id = lenient.strict(parse_bus_id, row.get("pci.bus_id"), line, "pci.bus_id")
+        r.model = clean(row.get("name"))
+        r.memory_total_bytes = lenient.get(parse_bytes, row.get("memory.total"), line, "memory.total")
+        r.memory_used_bytes = lenient.get(parse_bytes, row.get("memory.used"), line, "memory.used")
+        r.utilization_ratio = lenient.get(parse_ratio, row.get("utilization.gpu"), line, "utilization.gpu")
+        r.temperature_celsius = lenient.get(parse_celsius, row.get("temperature.gpu"), line, "temperature.gpu")
+        r.power_watts = lenient.get(parse_watts, row.get("power.draw"), line, "power.draw")
+        r.power_limit_watts = lenient.get(parse_watts, row.get("power.limit"), line, "power.limit")
+        out.append(r)
+    return out

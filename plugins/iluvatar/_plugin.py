@@ -1,0 +1,40 @@
+"""The light ``iluvatar`` entry-point object (no tool is run at import or probe time)."""
+
+from __future__ import annotations
+
+from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo
+from accel.tools import Runner
+
+from .._cli import CliProbeSpec
+from .._cli.extra import BASE_CAPABILITIES, CliPlugin
+from ._parse import SEARCH_PATH
+
+__all__ = ["IluvatarPlugin"]
+
+
+class IluvatarPlugin(CliPlugin):
+    """Iluvatar CoreX GPUs (MR-V50/V100, BI-V100, BI-V150) through ``ixsmi``."""
+
+    info = PluginInfo(
+        name="iluvatar",
+        vendor="Iluvatar CoreX",
+        version="0.1.0",
+        api_versions=frozenset({PLUGIN_API}),
+        api="ixsmi",
+        description="Iluvatar CoreX GPUs via ixsmi (table, -L, topo -m); BI-V150 boards as die pairs.",
+        capabilities=BASE_CAPABILITIES
+        | {Capability.UUID, Capability.POWER, Capability.CLOCKS, Capability.TOPOLOGY, Capability.PROCESSES},
+    )
+    probe_spec = CliProbeSpec(
+        vendor="Iluvatar CoreX",
+        pci_vendor_ids=("1e3e",),
+        device_globs=("iluvatar[0-9]*",),
+        tool="ixsmi",
+        tool_paths=SEARCH_PATH,
+    )
+    package = __package__ or "accel.plugins.iluvatar"
+
+    def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
+        from ._backend import IluvatarBackend
+
+        return IluvatarBackend(config, runner)
