@@ -12,7 +12,6 @@ entry points and opened only when asked.
 from __future__ import annotations
 
 import logging
-from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
 from .errors import AccelError
@@ -21,16 +20,27 @@ if TYPE_CHECKING:
     from .discovery import DiscoveryReport, Session, discover, open_session
 
 __all__ = ["AccelError", "DiscoveryReport", "Session", "__version__", "discover", "open_session"]
+__version__: str
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-try:
-    __version__ = _metadata.version("accel-sdk")
-except _metadata.PackageNotFoundError:  # running from a source tree
-    __version__ = "0.0.0+unknown"
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("accel-sdk")
+    except metadata.PackageNotFoundError:  # running from a source tree
+        return "0.0.0+unknown"
 
 
 def __getattr__(name: str) -> Any:
+    # importlib.metadata costs ~30 ms; only pay for it when the version is asked for.
+    if name == "__version__":
+        version = _version()
+        globals()["__version__"] = version
+        return version
     # Discovery pulls in stevedore; load it on first use so ``import accel`` stays cheap.
     if name in {"DiscoveryReport", "Session", "discover", "open_session"}:
         from . import discovery

@@ -386,6 +386,6 @@ class SimBackend(Backend):
 
 
 def _version() -> str:
-    from .. import __version__
+    from .. import _version as accel_version
 
-    return __version__
+    return accel_version()

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The project's test command (README "Run the tests"; .ci/run calls it).
+# Installs accel with everything the tests need into the active Python environment, then runs
+# lint, the type check and the whole test suite.  Fast profile: well under 20 minutes on 2 cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+
+echo "== install: $PY -m pip install -e '.[dev]'"
+"$PY" -m pip install -q --disable-pip-version-check -e '.[dev]'
+
+echo "== lint: ruff"
+"$PY" -m ruff check .
+
+echo "== type: mypy --strict"
+"$PY" -m mypy
+
+echo "== tests: pytest"
+"$PY" -m pytest "$@"
