@@ -17,6 +17,7 @@ The numeric constants the backend needs are NVML ABI values from ``nvml.h``; the
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 import warnings
@@ -35,7 +36,7 @@ from ...errors import (
     PermissionDeniedError,
 )
 
-__all__ = ["C", "ERROR_CLASSES", "Nvml", "load_pynvml", "map_error", "nvml_code_of"]
+__all__ = ["ERROR_CLASSES", "C", "Nvml", "load_pynvml", "map_error", "nvml_code_of"]
 
 _PYNVML: ModuleType | None = None
 _LOAD_LOCK = threading.Lock()
@@ -283,11 +284,9 @@ class Nvml:
         with self._lock:
             if self._initialised:
                 self._initialised = False
-                try:
+                # A driver that fails its shutdown leaves nothing for us to release.
+                with contextlib.suppress(AccelError):
                     self.call("nvmlShutdown")
-                except AccelError:
-                    # A driver that fails its shutdown leaves nothing for us to release.
-                    pass
 
     def has(self, fn: str) -> bool:
         """Whether the binding defines the wrapper ``fn`` at all (an older binding may not)."""
@@ -305,8 +304,22 @@ class Nvml:
             )
         try:
             return func(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 -- whatever the binding raises is a vendor error: map it
+        except Exception as exc:
             raise map_error(exc, fn=fn, device_id=device_id) from exc
+
+    def new(self, struct: str) -> Any:
+        """A fresh instance of the binding's ctypes struct ``struct`` (for out-parameters)."""
+        try:
+            return getattr(self._lib, struct)()
+        except AttributeError as exc:
+            raise DriverVersionError(f"the NVML binding has no {struct}", code="driver.function-not-found") from exc
+
+    def new_array(self, struct: str, n: int) -> Any:
+        """A ctypes array of ``n`` binding structs ``struct``."""
+        try:
+            return (getattr(self._lib, struct) * n)()
+        except AttributeError as exc:
+            raise DriverVersionError(f"the NVML binding has no {struct}", code="driver.function-not-found") from exc
 
     def total_calls(self) -> int:
         return sum(self.calls.values())

@@ -457,13 +457,13 @@ class FakeNVML:
             raise self._err(3)
         return gpu.fan_percent
 
-    def nvmlDeviceGetClockInfo(self, handle: Any, type: int) -> int:  # noqa: A002 -- pynvml's name
+    def nvmlDeviceGetClockInfo(self, handle: Any, type: int) -> int:
         gpu = self._gpu("nvmlDeviceGetClockInfo", handle)
         if type not in gpu.clocks_mhz:
             raise self._err(2)
         return gpu.clocks_mhz[type]
 
-    def nvmlDeviceGetMaxClockInfo(self, handle: Any, type: int) -> int:  # noqa: A002 -- pynvml's name
+    def nvmlDeviceGetMaxClockInfo(self, handle: Any, type: int) -> int:
         gpu = self._gpu("nvmlDeviceGetMaxClockInfo", handle)
         if type not in gpu.max_clocks_mhz:
             raise self._err(2)
