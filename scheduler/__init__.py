@@ -22,12 +22,12 @@ from ._replay import (
 from ._request import MILLI, DeviceSelector, Request, Share, TopologyConstraint, TopologyLevel
 from ._scheduler import Decision, Filter, Scheduler
 from ._scorers import (
+    BalancedFGDScorer,
     BestFitScorer,
     DotProductScorer,
     FGDScorer,
     GpuClusteringScorer,
     GpuPackingScorer,
-    PackingFGDScorer,
     RandomScorer,
     Scorer,
     SpreadScorer,
@@ -36,10 +36,19 @@ from ._scorers import (
     register_scorer,
 )
 from ._state import Allocation, ClusterState, DeviceSpec, HostSpec
+from ._topology import (
+    GangPlacer,
+    Reservation,
+    TopologyScorer,
+    best_device_set,
+    from_inventories,
+    host_spec_from_inventory,
+)
 
 __all__ = [
     "MILLI",
     "Allocation",
+    "BalancedFGDScorer",
     "BestFitScorer",
     "ClusterState",
     "Decision",
@@ -48,14 +57,15 @@ __all__ = [
     "DotProductScorer",
     "FGDScorer",
     "Filter",
+    "GangPlacer",
     "GpuClusteringScorer",
     "GpuPackingScorer",
     "HostSpec",
     "InvalidRequestError",
-    "PackingFGDScorer",
     "RandomScorer",
     "ReplayResult",
     "Request",
+    "Reservation",
     "Scheduler",
     "SchedulerStateError",
     "Scorer",
@@ -63,12 +73,16 @@ __all__ = [
     "SpreadScorer",
     "TopologyConstraint",
     "TopologyLevel",
+    "TopologyScorer",
     "TracePod",
     "TypicalPod",
     "TypicalPods",
     "UnknownPolicyError",
     "available_scorers",
+    "best_device_set",
     "binned_allocation",
+    "from_inventories",
+    "host_spec_from_inventory",
     "load_openb_nodes",
     "load_openb_pods",
     "make_scorer",

@@ -155,6 +155,9 @@ class Scheduler:
         if req.devices == 0:
             slot = hint if hint >= 0 else self.scorer.choose_slot(self.state, req, host)
             return (slot,)
+        chosen = self.scorer.choose_devices(self.state, req, host)
+        if chosen is not None:
+            return chosen
         fit = self.state.slot_fit(req, np.array([host]))[0]
         order = np.nonzero(fit & ~self.state.dev_degraded[host])[0].tolist()
         order += np.nonzero(fit & self.state.dev_degraded[host])[0].tolist()

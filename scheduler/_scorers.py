@@ -28,12 +28,12 @@ from ._request import MILLI, Request
 from ._state import ClusterState
 
 __all__ = [
+    "BalancedFGDScorer",
     "BestFitScorer",
     "DotProductScorer",
     "FGDScorer",
     "GpuClusteringScorer",
     "GpuPackingScorer",
-    "PackingFGDScorer",
     "RandomScorer",
     "Scorer",
     "SpreadScorer",
@@ -77,6 +77,10 @@ class Scorer(ABC):
     def choose_slot(self, state: ClusterState, req: Request, host: int) -> int:
         """Device slot for a single-device request on ``host`` when score gave none (best fit)."""
         return best_fit_slot(state, req, host)
+
+    def choose_devices(self, state: ClusterState, req: Request, host: int) -> tuple[int, ...] | None:
+        """Slots for a whole-device request on ``host``; ``None`` = lowest-index fitting slots."""
+        return None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -319,29 +323,47 @@ class FGDScorer(Scorer):
         return self._to_score(before - after), slots
 
 
-class PackingFGDScorer(FGDScorer):
-    """``fgd-pack`` (this project's policy): FGD's fragmentation gradient, kept unquantised, with
-    ties resolved towards the host that is already fuller.
+class BalancedFGDScorer(FGDScorer):
+    """``fgd-balance`` (this project's policy): FGD plus a CPU-to-device balance term.
 
-    The published FGD truncates ``sigmoid(delta/1000)`` to an integer 0..100, which folds every
-    delta within about ±40 milli into the same score and lets the (random) host order decide;
-    most such ties are between a busy host and an idle one.  This policy ranks by the exact
-    fragmentation delta first, then by how much compute the host would have left (less is
-    better, i.e. best-fit), and keeps idle hosts for the large requests that need them.
+    On the openb traces most idle GPU compute left at high load sits on hosts that have run out
+    of CPU: the GPUs are free but no pod that needs them can get the CPU that goes with them.
+    FGD sees this only through its typical-pod quadrants and, because its score is truncated to
+    an integer, treats most candidate hosts as ties.  This policy keeps FGD's score and adds
+
+    * for device requests, ``weight * (0.5 + 0.49 * tanh((|s_before| - |s_after|) / scale))``,
+      where a host's *surplus* ``s = cpu_free - c * idle_milli`` and ``c`` is the workload's CPU
+      per device-milli (CPU-heavy pods go to CPU-rich hosts, CPU-light pods to CPU-poor ones);
+    * for CPU-only requests, a tie-break (< 1 point) towards the host with the largest surplus
+      after placement, so CPU-only work does not eat the CPU that idle devices will need.
+
+    The balance term needs no more state than FGD (the same per-host arrays) and is cached the
+    same way.
     """
 
-    name = "fgd-pack"
+    name = "fgd-balance"
 
-    def __init__(self, *, popularity: float = 95.0, fill_weight: float = 1e-3) -> None:
-        super().__init__(quantize=False, popularity=popularity)
-        self.fill_weight = fill_weight
+    def __init__(self, *, weight: float = 10.0, scale: float = 4000.0, popularity: float = 95.0) -> None:
+        super().__init__(quantize=True, popularity=popularity)
+        self.weight = weight
+        self.scale = scale
+        self.cpu_per_milli = 0.0
+
+    def attach(self, state: ClusterState, workload: Sequence[Request] | None, seed: int) -> None:
+        super().attach(state, workload, seed)
+        dev = [r for r in (workload or ()) if r.wants_devices]
+        milli = sum(r.total_milli for r in dev)
+        self.cpu_per_milli = sum(r.cpu_milli for r in dev) / milli if milli else 0.0
 
     def score(self, state: ClusterState, req: Request, hosts: IntArray) -> tuple[FloatArray, IntArray]:
-        delta, slots = super().score(state, req, hosts)
-        left_after = _gpu_left_total(state, hosts) - req.total_milli
-        cpu_after = (state.cpu_free[hosts] - req.cpu_milli) / np.maximum(state.cpu_cap[hosts], 1)
-        fill = -(left_after / MILLI) - cpu_after
-        return delta + self.fill_weight * fill, slots
+        base, slots = super().score(state, req, hosts)
+        idle = _gpu_left_total(state, hosts)
+        before = state.cpu_free[hosts] - idle * self.cpu_per_milli
+        after = before - req.cpu_milli + req.total_milli * self.cpu_per_milli
+        if req.wants_devices:
+            gain = np.abs(before) - np.abs(after)
+            return base + self.weight * (0.5 + 0.49 * np.tanh(gain / self.scale)), slots
+        return base + 0.5 + 0.49 * np.tanh(after / 64000.0), slots
 
 
 # ------------------------------------------------------------------------------------------------
@@ -356,7 +378,7 @@ def register_scorer(name: str, factory: Callable[[], Scorer]) -> None:
 
 
 for _cls in (RandomScorer, BestFitScorer, DotProductScorer, GpuPackingScorer, GpuClusteringScorer,
-             SpreadScorer, FGDScorer, PackingFGDScorer):
+             SpreadScorer, FGDScorer, BalancedFGDScorer):
     register_scorer(_cls.name, _cls)
 
 

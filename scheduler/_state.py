@@ -57,7 +57,8 @@ class DeviceSpec:
     def class_key(self) -> tuple[Any, ...]:
         return (self.vendor, self.kind, self.model, self.architecture, self.memory_bytes,
                 self.compute_capability, tuple(sorted(self.capabilities)),
-                tuple(sorted((k, str(v)) for k, v in self.attributes.items())))
+                tuple(sorted((k, str(v)) for k, v in self.attributes.items())),
+                tuple(sorted(self.partition_profiles.items())))
 
 
 @dataclass(frozen=True, slots=True)
