@@ -25,6 +25,13 @@ def add_parsers(sub: Any, selection_args: Callable[[argparse.ArgumentParser], No
     rep.add_argument("runs", nargs="+", metavar="RUN_DIR")
     rep.add_argument("--out", required=True, metavar="DIR")
     rep.add_argument("--json", action="store_true")
+    sched = sub.add_parser("sched", help="the scheduler's journal: job histories")
+    ssub = sched.add_subparsers(dest="sched_command", metavar="SUBCOMMAND", parser_class=type(sched))
+    ssub.required = True
+    hist = ssub.add_parser("history", help="every state change of one job, from the journal")
+    hist.add_argument("job", help="the job id")
+    hist.add_argument("--journal", metavar="PATH", help="SQLite journal (default $ACCEL_SCHED_JOURNAL or ./accel-sched.db)")
+    hist.add_argument("--json", action="store_true")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,4 +40,8 @@ def run(args: argparse.Namespace) -> int:
         conformance_cli = importlib.import_module("accel.conformance.cli")
         code: int = conformance_cli.main(args)
         return code
+    if args.command == "sched":
+        sched_cli = importlib.import_module("accel.scheduler.queueing.cli")
+        sched_code: int = sched_cli.main(args)
+        return sched_code
     raise AssertionError(args.command)
