@@ -633,16 +633,22 @@ def build_units(
     *,
     vendor: str,
     problems: list[AccelError],
+    per_unit: Callable[[UnitReading], Mapping[str, Any]] | None = None,
     **common: Any,
 ) -> tuple[list[Device], list[Telemetry]]:
     """:func:`build_unit` over many readings; a reading that fails is added to ``problems``
-    (and left out) so one bad device never hides the others."""
+    (and left out) so one bad device never hides the others.
+
+    ``per_unit(reading)`` returns keyword arguments of :func:`build_unit` that depend on the
+    unit (its capabilities, partition or sharing mode); they override ``common``.
+    """
     devices: list[Device] = []
     samples: list[Telemetry] = []
     seen: set[str] = set()
     for reading in readings:
         try:
-            device, sample = build_unit(reading, vendor=vendor, **common)
+            options = {**common, **(per_unit(reading) if per_unit is not None else {})}
+            device, sample = build_unit(reading, vendor=vendor, **options)
         except AccelError as exc:
             problems.append(exc)
             continue

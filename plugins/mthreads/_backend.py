@@ -9,6 +9,8 @@ becomes a ``MemoryTotalBelowUsed`` condition and the used value is dropped.
 
 from __future__ import annotations
 
+from typing import Any
+
 from accel.errors import AccelError, ParseError
 from accel.model import (
     Capabilities,
@@ -20,7 +22,6 @@ from accel.model import (
     Partition,
     PartitionFamily,
     PartitionScheme,
-    Telemetry,
 )
 from accel.plugin import BackendConfig
 from accel.tools import Runner
@@ -75,28 +76,17 @@ class MthreadsBackend(CliBackend):
             driver = driver or query.driver_version
         col.require(readings)
         versions = {"driver": driver, "runtime_name": TOOL, "runtime": table.gmi_version if table else None}
-        devices: list[Device] = []
-        samples: list[Telemetry] = []
-        for reading in readings:
-            dtype = reading.extras.get("mthreads.com/deviceType")
-            mpc_parent = isinstance(dtype, str) and "mpc" in dtype.lower()
-            built, tel = build_units(
-                [reading],
-                vendor="mthreads",
-                problems=col.problems,
-                kind=DeviceKind.GPU,
-                tool=TOOL,
-                binding=_BIND,
-                versions=versions,
-                capabilities=Capabilities(
-                    ecc=True if reading.ecc_enabled is not None else None,
-                    partitioning=(PartitionScheme.OTHER,) if reading.extras.get("mthreads.com/mpcCapable") else (),
-                ),
-                partition_mode={"scheme": PartitionScheme.OTHER, "compute_mode": "mpc"} if mpc_parent else None,
-                timestamp=col.now,
-            )
-            devices.extend(built)
-            samples.extend(tel)
+        devices, samples = build_units(
+            readings,
+            vendor="mthreads",
+            problems=col.problems,
+            per_unit=_modes,
+            kind=DeviceKind.GPU,
+            tool=TOOL,
+            binding=_BIND,
+            versions=versions,
+            timestamp=col.now,
+        )
         by_index = {d.index: d for d in devices if d.index is not None}
         links: list[Link] = []
         for lk in col.extra(lambda text, _cmd: parse_mtlink(text), "mtlink", "-s") or []:
@@ -112,6 +102,19 @@ class MthreadsBackend(CliBackend):
             domains=link_domains(links, DomainKind.MTLINK_GROUP, prefix="mtlink", order=[d.id for d in devices]),
             processes=processes_of(table.processes, devices) if table is not None else [],
         )
+
+
+def _modes(reading: UnitReading) -> dict[str, Any]:
+    """ECC and MPC as the table shows them for this GPU."""
+    dtype = reading.extras.get("mthreads.com/deviceType")
+    mpc_parent = isinstance(dtype, str) and "mpc" in dtype.lower()
+    return {
+        "capabilities": Capabilities(
+            ecc=True if reading.ecc_enabled is not None else None,
+            partitioning=(PartitionScheme.OTHER,) if reading.extras.get("mthreads.com/mpcCapable") else (),
+        ),
+        "partition_mode": {"scheme": PartitionScheme.OTHER, "compute_mode": "mpc"} if mpc_parent else None,
+    }
 
 
 def _partitions(parts: list[GmiUnit], parents: dict[int, Device], problems: list[AccelError]) -> list[Partition]:

@@ -1,0 +1,144 @@
+"""Parsers for ``mx-smi`` (MetaX C500/C550/C600, N260).
+
+* the default view, 2.1.x and 2.2.x: a preamble (``mx-smi  version``, ``Attached GPUs : 8``),
+  a box whose title carries ``Kernel Mode Driver Version`` / ``MACA Version`` / ``BIOS
+  Version``, and two rows per GPU.  2.1.6 prints ``MXC550``, ``Power`` without a cap and no
+  state; 2.2.x prints ``MetaX C550``, ``Pwr:Usage/Cap`` and ``GPU-State``.  Newer builds add
+  ``Persistence-M``, ``Perf`` and ``sGPU-M``: columns are read by header name, so they are
+  picked up where present.  Memory is ``858/65536 MiB`` (used/total, unit after).
+* ``topo -m``: ``X`` / ``MX`` (MetaXLink) / ``SYS``; MetaXLink islands become domains.
+* ``-L`` (no sample here; gpustack and mxtop read ``GPU 0: MXC500 (UUID: ...)`` and
+  ``GPU#0  MXC600-AL  0000:06:00.0  Available (UUID: GPU-...)``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from accel.errors import ParseError
+from accel.model import Action, HealthCondition, Severity, Subsystem
+
+from .._cli import (
+    BoxRecord,
+    ParseContext,
+    clean,
+    find_box_tables,
+    parse_bus_id,
+    parse_celsius,
+    parse_int,
+    parse_ratio,
+    parse_used_total,
+    parse_watts,
+    split_lines,
+)
+from .._cli.extra import Lenient, ProcessRow, UnitReading, parse_process_rows
+
+__all__ = ["MxSmi", "parse_mx_smi"]
+
+TOOL = "mx-smi"
+#: The driver package installs mx-smi here (searched before PATH).
+SEARCH_PATH = ("/opt/mxdriver/bin", "/usr/bin", "/usr/local/bin")
+
+_VERSION = re.compile(r"mx-smi\s+version:\s*(?P<v>\S+)", re.IGNORECASE)
+_KMD = re.compile(r"Kernel Mode Driver Version:\s*(?P<v>\S+)")
+_MACA = re.compile(r"MACA Version:\s*(?P<v>\S+)")
+_BIOS = re.compile(r"BIOS Version:\s*(?P<v>\S+)")
+_ATTACHED = re.compile(r"^\s*Attached GPUs\s*:\s*(?P<n>[0-9]+)")
+#: ``sGPU-M`` values that mean "no sGPU sharing configured".
+_SGPU_OFF = {"disabled", "disable", "native", "off"}
+
+
+@dataclass
+class MxSmi:
+    """What ``mx-smi`` printed."""
+
+    mx_smi_version: str | None = None
+    kmd_version: str | None = None
+    maca_version: str | None = None
+    bios_version: str | None = None
+    attached: int | None = None
+    readings: list[UnitReading] = field(default_factory=list)
+    processes: list[ProcessRow] = field(default_factory=list)
+    problems: list[ParseError] = field(default_factory=list)
+
+
+def _power(text: str) -> tuple[float | None, float | None]:
+    usage, sep, cap = text.partition("/")
+    return parse_watts(usage), parse_watts(cap) if sep else None
+
+
+def _state_condition(state: str) -> HealthCondition:
+    return HealthCondition(
+        subsystem=Subsystem.DEVICE,
+        reason="DeviceUnavailable",
+        severity=Severity.CRITICAL,
+        action=Action.INVESTIGATE,
+        vendor_code=f"metax.gpu-state:{state}",
+        message=f"mx-smi GPU-State is {state!r} (mx-smi --show-unavailable-reason tells why)",
+    )
+
+
+def _reading(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
+    f = rec.fields
+    first = rec.first_line
+    second = rec.rows[1].line if len(rec.rows) > 1 else first
+    r = UnitReading()
+    lenient = Lenient(ctx, r)
+    r.index = lenient.strict(parse_int, f.get("GPU"), first, "GPU index")
+    if r.index is None:
+        raise ctx.error("GPU row without an index", first)
+    r.model = clean(f.get("NAME") or f.get("Name"))
+    r.bus_id = lenient.strict(parse_bus_id, f.get("Bus-id") or f.get("Bus-Id"), first, "Bus-id")
+    r.utilization_ratio = lenient.get(parse_ratio, f.get("GPU-Util"), first, "GPU-Util")
+    r.temperature_celsius = lenient.get(parse_celsius, f.get("Temp"), second, "Temp")
+    power = lenient.get(_power, f.get("Pwr:Usage/Cap") or f.get("Power"), second, "Power")
+    if power is not None:
+        r.power_watts, r.power_limit_watts = power
+    mem = lenient.get(parse_used_total, f.get("Memory-Usage"), second, "Memory-Usage")
+    if mem is not None:
+        r.memory_used_bytes, r.memory_total_bytes = mem
+    state = clean(f.get("GPU-State"))
+    if state is not None:
+        r.extras["metax-tech.com/gpuState"] = state
+        if state.lower() != "available":
+            r.conditions.append(_state_condition(state))
+    for column, key in (("Persistence-M", "persistenceMode"), ("Perf", "perfState"), ("sGPU-M", "sgpuMode")):
+        value = clean(f.get(column))
+        if value is not None:
+            r.extras[f"metax-tech.com/{key}"] = value
+    return r
+
+
+def sgpu_enabled(reading: UnitReading) -> bool:
+    """Whether the ``sGPU-M`` column shows sGPU sharing switched on."""
+    mode = reading.extras.get("metax-tech.com/sgpuMode")
+    return isinstance(mode, str) and mode.lower() not in _SGPU_OFF
+
+
+def parse_mx_smi(text: str, *, command: str = "mx-smi") -> MxSmi:
+    """Parse the default ``mx-smi`` view; a GPU that cannot be read goes to ``problems``."""
+    ctx = ParseContext(TOOL, command)
+    lines = split_lines(text)
+    ctx.require(lines, "the mx-smi table")
+    out = MxSmi()
+    for line in lines:
+        for pattern, attr in ((_VERSION, "mx_smi_version"), (_KMD, "kmd_version"), (_MACA, "maca_version"),
+                              (_BIOS, "bios_version")):  # fmt: skip
+            m = pattern.search(line.text)
+            if m and getattr(out, attr) is None:
+                setattr(out, attr, clean(m.group("v")))
+        m = _ATTACHED.match(line.text)
+        if m and out.attached is None:
+            out.attached = int(m.group("n"))
+    tables = find_box_tables(lines)
+    devices = next((t for t in tables if "Bus-id" in t.column_names or "Bus-Id" in t.column_names), None)
+    if devices is None:
+        raise ctx.error("no mx-smi device table (no 'Bus-id' column)")
+    for rec in devices.records:
+        try:
+            out.readings.append(_reading(rec, ctx))
+        except ParseError as exc:
+            out.problems.append(exc)
+    out.processes = parse_process_rows([ln for ln in lines if ln.lineno > devices.end_lineno], ctx)
+    return out

@@ -1,0 +1,48 @@
+"""The light ``metax`` entry-point object (no tool is run at import or probe time)."""
+
+from __future__ import annotations
+
+from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo
+from accel.tools import Runner
+
+from .._cli import CliProbeSpec
+from .._cli.extra import BASE_CAPABILITIES, CliPlugin
+from ._parse import SEARCH_PATH
+
+__all__ = ["MetaxPlugin"]
+
+
+class MetaxPlugin(CliPlugin):
+    """MetaX GPUs (C500/C550/C600, N260) through ``mx-smi``."""
+
+    info = PluginInfo(
+        name="metax",
+        vendor="MetaX",
+        version="0.1.0",
+        api_versions=frozenset({PLUGIN_API}),
+        api="mx-smi",
+        description="MetaX GPUs via mx-smi (2.1/2.2 tables, -L, topo -m with MetaXLink groups, sGPU mode).",
+        capabilities=BASE_CAPABILITIES
+        | {
+            Capability.UUID,
+            Capability.POWER,
+            Capability.TOPOLOGY,
+            Capability.LINKS,
+            Capability.DOMAINS,
+            Capability.PROCESSES,
+            Capability.SHARING,
+        },
+    )
+    probe_spec = CliProbeSpec(
+        vendor="MetaX",
+        pci_vendor_ids=("9999",),
+        device_globs=("mxcd", "mxgd", "mxnd"),
+        tool="mx-smi",
+        tool_paths=SEARCH_PATH,
+    )
+    package = __package__ or "accel.plugins.metax"
+
+    def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
+        from ._backend import MetaxBackend
+
+        return MetaxBackend(config, runner)
