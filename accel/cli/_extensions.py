@@ -30,7 +30,9 @@ def add_parsers(sub: Any, selection_args: Callable[[argparse.ArgumentParser], No
     ssub.required = True
     hist = ssub.add_parser("history", help="every state change of one job, from the journal")
     hist.add_argument("job", help="the job id")
-    hist.add_argument("--journal", metavar="PATH", help="SQLite journal (default $ACCEL_SCHED_JOURNAL or ./accel-sched.db)")
+    hist.add_argument(
+        "--journal", metavar="PATH", help="SQLite journal (default $ACCEL_SCHED_JOURNAL or ./accel-sched.db)"
+    )
     hist.add_argument("--json", action="store_true")
 
 
