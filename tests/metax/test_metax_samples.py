@@ -103,6 +103,7 @@ def test_sgpu_column_no_sample_makes_a_divisible_share() -> None:
         sample(V224)
         .replace("| GPU-State            |", "| sGPU-M               |")
         .replace("| Available            |", "| Enabled              |", 1)
+        .replace("| Available            |", "| Disabled             |")
     )
     inv = inventory({"mx-smi": text})
     assert inv.devices[0].sharing.mode == "vendor_share" and inv.devices[0].sharing.divisible_memory
