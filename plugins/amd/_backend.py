@@ -1,0 +1,352 @@
+"""The AMD backend: pyrsmi, amdsmi and amdgpu sysfs merged into one inventory.
+
+Layers, in priority order per part (``sources`` in the inventory says which gave what):
+
+1. ``pyrsmi`` for what it reports (names, PCI ids, memory, utilisation, power), its sentinels
+   turned into ``None``;
+2. ``amdsmi`` where it imports: RAS / ECC per block, bad pages, temperatures, power caps,
+   clocks, firmware, serial, xGMI hive and links, NUMA, CPX/NPS partitions, processes;
+3. amdgpu sysfs as the fallback (and the topology source when amdsmi is absent: the xGMI hive
+   file and the KFD io-links), then the core's PCIe / NUMA enrichment.
+
+Handles that share a PCI bus id are partitions of one physical device (CPX: 8 per MI300X).
+No pyrsmi or amdsmi exception leaves this module: the boundary modules map them, and one
+unreadable device is skipped (and logged) without hiding the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from accel.errors import (
+    AccelError,
+    BackendUnavailableError,
+    ConfigError,
+    DeviceError,
+    DriverError,
+    LibraryNotFoundError,
+)
+from accel.model import (
+    Device,
+    Health,
+    Host,
+    HostInventory,
+    Partition,
+    PartitionProfile,
+    ProcessUsage,
+    SourceInfo,
+    Telemetry,
+)
+from accel.plugin import Backend, BackendConfig
+from accel.sysfs import enrich_inventory
+
+from ._amdgpu_sysfs import driver_live, kfd_xgmi_pairs, read_cards
+from ._amdsmi import AmdSmiReader, load_amdsmi
+from ._build import AMD, build_devices, domains_for, links_for, processes_for, telemetry_for
+from ._plugin import VERSION
+from ._pyrsmi import PyrsmiReader, pyrsmi_version, read_all
+from ._readings import GpuReading, merge
+
+__all__ = ["AmdBackend"]
+
+_LOG = logging.getLogger("accel.plugins.amd")
+
+#: Parts only amdsmi can give (pyrsmi has none of them); without amdsmi, those still empty
+#: after the sysfs fallback are reported as ``unsupported``.
+_AMDSMI_ONLY = (
+    "serial_number",
+    "isa",
+    "compute_units",
+    "max_clock_hertz",
+    "memory_max_clock_hertz",
+    "memory_generation",
+    "power_cap_watts",
+    "power_cap_default_watts",
+    "power_cap_min_watts",
+    "power_cap_max_watts",
+    "temp_slowdown_celsius",
+    "temp_shutdown_celsius",
+    "firmware",
+    "form_factor",
+    "ecc_enabled",
+    "ecc_supported",
+)
+_TELEMETRY_AMDSMI_ONLY = ("clocks_hertz", "throttle_reasons", "fan_ratio", "energy_joules")
+
+#: Parts that describe a whole physical device, safe to copy from sysfs into every partition.
+_DEVICE_LEVEL_SKIP = ("memory_total_bytes", "memory_used_bytes", "utilization_ratio",
+                      "memory_utilization_ratio", "compute_units", "render_node", "card_node")
+
+
+@dataclass
+class _Snapshot:
+    devices: list[Device]
+    groups: list[list[GpuReading]]
+    partitions: list[Partition]
+    profiles: list[PartitionProfile]
+    processes: list[ProcessUsage]
+    pairs: list[tuple[str, str]]
+    layer_parts: dict[str, set[str]]
+
+
+class AmdBackend(Backend):
+    """An open AMD backend (see the module docstring for the layers)."""
+
+    def __init__(self, config: BackendConfig) -> None:
+        self._config = config
+        self._install: Any = None
+        self._root: Path = config.sysfs_root
+        self._amdsmi: AmdSmiReader | None = None
+        self._pyrsmi: PyrsmiReader | None = None
+        self._notes: list[str] = []
+        self._closed = False
+        name = config.option("scenario")
+        if name:
+            from .testing import SCENARIOS, Installation
+
+            host = SCENARIOS.get(str(name))
+            if host is None:
+                raise ConfigError(f"unknown amd scenario {name!r}; known: {', '.join(sorted(SCENARIOS))}")
+            self._install = Installation(host, build_sysfs=True).apply()
+            self._root = self._install.sysfs_root
+        try:
+            self._open_layers()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def _open_layers(self) -> None:
+        errors: list[AccelError] = []
+        module, why = load_amdsmi()
+        if module is None:
+            self._notes.append(why)
+        else:
+            reader = AmdSmiReader(module)
+            try:
+                reader.open()
+                self._amdsmi = reader
+            except AccelError as exc:
+                errors.append(exc)
+                self._notes.append(f"amdsmi: {exc}")
+        py = PyrsmiReader(module)
+        try:
+            py.open()
+            self._pyrsmi = py
+        except AccelError as exc:
+            errors.append(exc)
+            self._notes.append(f"pyrsmi: {exc}")
+        cards = read_cards(self._root, (AMD.pci_vendor_id,))
+        if self._amdsmi is None and self._pyrsmi is None and not cards:
+            detail = "; ".join(self._notes) or "no layer answered"
+            if any(getattr(e, "code", "") == "driver.not-loaded" for e in errors) or driver_live(self._root) is False:
+                raise DriverError(f"AMD: the amdgpu driver is not live ({detail})", code="driver.not-loaded")
+            if any(isinstance(e, LibraryNotFoundError) for e in errors) or module is None:
+                raise LibraryNotFoundError(f"AMD: no usable library and no amdgpu sysfs cards ({detail})")
+            raise BackendUnavailableError(f"AMD: nothing to read ({detail})", plugin="amd")
+
+    @property
+    def name(self) -> str:
+        return "amd"
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for reader in (self._pyrsmi, self._amdsmi):
+            if reader is not None:
+                try:
+                    reader.close()
+                except AccelError as exc:  # closing must not fail
+                    _LOG.debug("amd close: %s", exc)
+        self._pyrsmi = self._amdsmi = None
+        if self._install is not None:
+            self._install.cleanup()
+            self._install = None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BackendUnavailableError("the amd backend is closed", plugin="amd")
+
+    # -- reading ------------------------------------------------------------------------------
+    def _snapshot(self) -> _Snapshot:
+        self._check_open()
+        amd: dict[str, list[GpuReading]] = {}
+        handles: dict[str, Any] = {}
+        if self._amdsmi is not None:
+            try:
+                hs = self._amdsmi.handles()
+            except AccelError as exc:
+                _LOG.debug("amdsmi handles: %s", exc)
+                hs = []
+            for i, h in enumerate(hs):
+                try:
+                    r = self._amdsmi.read(h, i)
+                except AccelError as exc:
+                    _LOG.debug("amdsmi handle %d unreadable: %s", i, exc)
+                    continue
+                if r.bus_id:
+                    amd.setdefault(r.bus_id, []).append(r)
+                    handles.setdefault(r.bus_id, h)
+        py: dict[str, list[GpuReading]] = {}
+        if self._pyrsmi is not None:
+            for r in read_all(self._pyrsmi):
+                if r.bus_id:
+                    py.setdefault(r.bus_id, []).append(r)
+        sysfs = {r.bus_id: r for r in read_cards(self._root, (AMD.pci_vendor_id,)) if r.bus_id}
+        order = sorted(
+            set(amd) | set(py) | set(sysfs),
+            key=lambda b: (min([r.index for r in amd.get(b, []) + py.get(b, []) if r.index is not None] or [1 << 30]), b),
+        )
+        groups: list[list[GpuReading]] = []
+        layer_parts: dict[str, set[str]] = {}
+        for bus in order:
+            a, p, s = amd.get(bus, []), py.get(bus, []), sysfs.get(bus)
+            n = max(len(a), len(p), 1)
+            for lst in (a, p):
+                lst.sort(key=lambda r: (r.partition_index if r.partition_index is not None else 0, r.index or 0))
+            group = []
+            for k in range(n):
+                layers: list[tuple[str, GpuReading]] = []
+                if k < len(p):
+                    layers.append(("pyrsmi", p[k]))
+                if k < len(a):
+                    layers.append(("amdsmi", a[k]))
+                if s is not None:
+                    layers.append(("sysfs", s if n == 1 else _device_level(s)))
+                merged = merge(layers)
+                if merged.partition_index is None:
+                    merged.partition_index = k
+                for part, layer in merged.sources.items():
+                    layer_parts.setdefault(layer, set()).add(part)
+                group.append(merged)
+            groups.append(group)
+        never = _AMDSMI_ONLY if self._amdsmi is None else ()
+        devices, partitions, profiles = build_devices(groups, AMD, unsupported=never)
+        pairs = self._pairs(handles, devices)
+        procs: list[ProcessUsage] = []
+        part_ids = {(p.parent_id, k): p.id for k, p in enumerate(partitions)}
+        del part_ids
+        by_parent: dict[str, list[Partition]] = {}
+        for part in partitions:
+            by_parent.setdefault(part.parent_id, []).append(part)
+        for dev, group in zip(devices, groups, strict=True):
+            parts = by_parent.get(dev.id, [])
+            for k, r in enumerate(group):
+                pid = parts[k].id if k < len(parts) else None
+                procs.extend(processes_for(dev.id, r, pid))
+        return _Snapshot(devices, groups, partitions, profiles, procs, pairs, layer_parts)
+
+    def _pairs(self, handles: dict[str, Any], devices: Sequence[Device]) -> list[tuple[str, str]]:
+        """xGMI-linked bus-id pairs: amdsmi link type 2 at one hop, else the KFD io-links."""
+        pairs: list[tuple[str, str]] = []
+        if self._amdsmi is not None and len(handles) > 1:
+            buses = sorted(handles)
+            for i, a in enumerate(buses):
+                for b in buses[i + 1 :]:
+                    link = self._amdsmi.link(handles[a], handles[b])
+                    if link is not None and link[1] == 2 and link[0] == 1:
+                        pairs.append((a, b))
+            if pairs:
+                return pairs
+        return [(a, b) for a, b, _ in kfd_xgmi_pairs(self._root)]
+
+    def _sources(self, snap: _Snapshot, pairs_from: str) -> tuple[SourceInfo, ...]:
+        out = []
+        versions = {"pyrsmi": pyrsmi_version(), "amdsmi": None, "sysfs": None}
+        apis = {"pyrsmi": f"pyrsmi ({self._pyrsmi.mode} mode)" if self._pyrsmi else "pyrsmi",
+                "amdsmi": "amdsmi", "sysfs": "amdgpu-sysfs"}
+        for layer in ("pyrsmi", "amdsmi", "sysfs"):
+            parts = snap.layer_parts.get(layer)
+            if not parts:
+                continue
+            shown = sorted(parts - {"*"})
+            detail = ", ".join(shown[:40]) + (" ..." if len(shown) > 40 else "")
+            out.append(SourceInfo(backend="amd", plugin_version=VERSION, api=apis[layer],
+                                  api_version=versions[layer], detail=f"gave: {detail}"))
+        if snap.pairs:
+            out.append(SourceInfo(backend="amd", plugin_version=VERSION, api=pairs_from,
+                                  detail="xGMI links and hive"))
+        if self._notes:
+            out.append(SourceInfo(backend="amd", plugin_version=VERSION, api="notes",
+                                  detail="; ".join(self._notes)[:500]))
+        return tuple(out)
+
+    # -- Backend API --------------------------------------------------------------------------
+    def inventory(self) -> HostInventory:
+        snap = self._snapshot()
+        links = links_for(snap.pairs, snap.devices)
+        domains = domains_for(snap.devices, AMD)
+        pairs_from = "amdsmi" if self._amdsmi is not None else "kfd-sysfs"
+        inv = HostInventory(
+            host=Host(hostname=socket.gethostname() or "localhost"),
+            devices=tuple(snap.devices),
+            partitions=tuple(snap.partitions),
+            partition_profiles=tuple(snap.profiles),
+            links=tuple(links),
+            domains=tuple(domains),
+            processes=tuple(snap.processes),
+            collected_at=datetime.now(UTC),
+            sources=self._sources(snap, pairs_from),
+        )
+        return enrich_inventory(inv, self._root)
+
+    def _select(self, devices: Sequence[Device], ids: Sequence[str] | None) -> list[int]:
+        if ids is None:
+            return list(range(len(devices)))
+        index = {d.id: i for i, d in enumerate(devices)}
+        out = []
+        for i in ids:
+            if i not in index:
+                raise DeviceError(f"no amd device {i!r}", device_id=i)
+            out.append(index[i])
+        return out
+
+    def telemetry(self, ids: Sequence[str] | None = None) -> tuple[Telemetry, ...]:
+        snap = self._snapshot()
+        now = datetime.now(UTC)
+        never = _TELEMETRY_AMDSMI_ONLY if self._amdsmi is None else ()
+        return tuple(
+            telemetry_for(snap.devices[i], snap.groups[i], now, unsupported=never)
+            for i in self._select(snap.devices, ids)
+        )
+
+    def health(self, ids: Sequence[str] | None = None) -> dict[str, Health]:
+        snap = self._snapshot()
+        now = datetime.now(UTC)
+        return {
+            snap.devices[i].id: replace_checked(snap.devices[i].health, now)
+            for i in self._select(snap.devices, ids)
+        }
+
+    def processes(self, ids: Sequence[str] | None = None) -> tuple[ProcessUsage, ...]:
+        snap = self._snapshot()
+        wanted = {snap.devices[i].id for i in self._select(snap.devices, ids)}
+        parents = {p.id: p.parent_id for p in snap.partitions}
+        return tuple(p for p in snap.processes if parents.get(p.device_id, p.device_id) in wanted)
+
+    def partitions(self) -> tuple[Partition, ...]:
+        return tuple(self._snapshot().partitions)
+
+    def partition_profiles(self) -> tuple[PartitionProfile, ...]:
+        return tuple(self._snapshot().profiles)
+
+
+def replace_checked(health: Health, now: datetime) -> Health:
+    """``health`` with ``checked_at`` set (built through the constructor, so it validates)."""
+    return Health(operational=health.operational, monitored=health.monitored,
+                  conditions=health.conditions, checked_at=now)
+
+
+def _device_level(r: GpuReading) -> GpuReading:
+    """A copy of a whole-device sysfs reading without per-partition parts (memory, load)."""
+    return replace(r, **{name: None for name in _DEVICE_LEVEL_SKIP},
+                   temperatures_celsius=dict(r.temperatures_celsius), clocks_hertz=dict(r.clocks_hertz),
+                   ecc_blocks=dict(r.ecc_blocks), ras_states=dict(r.ras_states), firmware=dict(r.firmware),
+                   not_supported=set(r.not_supported), sources=dict(r.sources), errors=dict(r.errors))
