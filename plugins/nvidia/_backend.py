@@ -150,6 +150,10 @@ class _Read:
 
     unsupported: set[str] = field(default_factory=set)
     conditions: list[HealthCondition] = field(default_factory=list)
+    #: When set, GpuIsLost is recorded in ``lost`` instead of raised (identity reads of a GPU
+    #: that falls off the bus while it is being enumerated).
+    tolerate_lost: bool = False
+    lost: bool = False
 
 
 @dataclass
@@ -273,7 +277,10 @@ class NvidiaBackend(Backend):
             try:
                 return self._nv.call(name, *args, **kwargs)
             except DeviceLostError:
-                raise
+                if not read.tolerate_lost:
+                    raise
+                read.lost = True
+                return None
             except AccelError as err:
                 code = nvml_code_of(err)
                 if code == C.ERROR_FUNCTION_NOT_FOUND and name != names[-1]:
@@ -299,7 +306,7 @@ class NvidiaBackend(Backend):
 
     def _read_static(self, index: int) -> _Static:
         h = self._handle(index)
-        r = _Read()
+        r = _Read(tolerate_lost=True)
         uuid = _text(self._nv.call("nvmlDeviceGetUUID", h))
         name = _text(self._nv.call("nvmlDeviceGetName", h))
         pci = self._nv.call("nvmlDeviceGetPciInfo", h)
@@ -382,6 +389,8 @@ class NvidiaBackend(Backend):
                             device_nodes=(f"/dev/nvidia{int(minor)}",) if minor is not None else ()),
             extras=extras,
         )
+        if r.lost:
+            self._lost.setdefault(index, _now())
         return _Static(index=index, device_id=device_id, uuid=uuid, device=device, unsupported=r.unsupported,
                        nvlinks=nvlinks, mig_capable=mig_mode is not None, thresholds=(slowdown, shutdown))
 
@@ -403,10 +412,15 @@ class NvidiaBackend(Backend):
     def _read_nvlinks(self, r: _Read, h: Any) -> list[_NvLink]:
         links: list[_NvLink] = []
         for link in range(_MAX_LINKS):
+            if r.lost:
+                break
             try:
                 self._nv.call("nvmlDeviceGetNvLinkState", h, link)
             except DeviceLostError:
-                raise
+                if not r.tolerate_lost:
+                    raise
+                r.lost = True
+                break
             except AccelError:
                 # NOT_SUPPORTED at link 0: no NVLink; INVALID_ARGUMENT: past the last link.
                 break
@@ -610,6 +624,15 @@ class NvidiaBackend(Backend):
                     out.append(event)
             return tuple(out)
 
+    def _index_of(self, uuid: str) -> int | None:
+        for i in range(self._count):
+            try:
+                if self._static(i).uuid == uuid:
+                    return i
+            except AccelError:
+                continue
+        return None
+
     def _event(self, data: Any) -> DeviceEvent | None:
         at = _now()
         try:
@@ -617,7 +640,7 @@ class NvidiaBackend(Backend):
         except AccelError:
             return None
         device_id = f"nvidia:{uuid}"
-        index = next((i for i, st in self._statics.items() if st.uuid == uuid), None)
+        index = self._index_of(uuid)
         etype, payload = int(data.eventType), int(data.eventData)
         gi, ci = int(data.gpuInstanceId), int(data.computeInstanceId)
         partition = None
@@ -681,11 +704,11 @@ class NvidiaBackend(Backend):
                 sw |= f[1]
                 fabrics.remove(f)
             fabrics.append((members, sw))
-        for members, switches in fabrics:
+        for members, chips in fabrics:
             if len(members) < 2:
                 continue
             ordered = [d.id for d in devices if d.id in members]
-            fabric_id = f"nvidia:nvswitch-{min(switches)}"
+            fabric_id = f"nvidia:nvswitch-{min(chips)}"
             total = {m: sum(switch_links[m].values()) for m in ordered}
             for x in range(len(ordered)):
                 for y in range(x + 1, len(ordered)):
@@ -1108,7 +1131,7 @@ class NvidiaBackend(Backend):
             throttle_reasons=throttle_names(int(throttle)) if throttle is not None else (),
             pcie_tx_bytes_per_s=int(tx) * 1024 if tx is not None else None,
             pcie_rx_bytes_per_s=int(rx) * 1024 if rx is not None else None,
-            pcie_replay_total=int(f[C.FI_PCIE_REPLAY_COUNTER]) if f.get(C.FI_PCIE_REPLAY_COUNTER) is not None else None,
+            pcie_replay_total=total(C.FI_PCIE_REPLAY_COUNTER),
             ecc_corrected_total=total(C.FI_ECC_SBE_VOL_TOTAL),
             ecc_uncorrected_total=total(C.FI_ECC_DBE_VOL_TOTAL),
             retired_pages_total=total(C.FI_RETIRED_SBE, C.FI_RETIRED_DBE),
