@@ -34,12 +34,21 @@ number printed without one means (from the column header); ``binary_prefixes=`` 
 sysfs, then device nodes, then the tool (through ``config.runner.which`` under replay).  It
 never raises.
 
+**Matrices and records.**  ``read_matrix(text, ctx, header=..., valid_code=...)`` reads a
+``topo -m`` style matrix with its CPU Affinity column; ``select_table`` picks the box table with
+given columns; ``read_records`` reads every record collecting per-record errors.
+
+**Plugins.**  ``CliBackendPlugin`` is the entry-point base: set ``info``, ``probe_spec``,
+``package`` and implement ``open_with(config, runner)``.
+
 **Running.**  ``runner_for(config, __package__)`` picks ``config.runner``, else the shipped
 scenario named by ``options["scenario"]``, else the real runner.  ``ToolSession`` runs the tool
 with the backend's timeout and search path and counts invocations per snapshot.
 """
 
 from ._kv import KVEntry, KVSection, parse_kv
+from ._matrix import Matrix, first_line, read_matrix, read_records, select_table, title_match
+from ._plugin import CliBackendPlugin
 from ._probe import CliProbeSpec, probe_cli
 from ._scenario import ReplayScenario, scenario_names, scenario_path, shipped_scenario_runner
 from ._session import ToolSession, runner_for
@@ -78,10 +87,12 @@ __all__ = [
     "BoxRecord",
     "BoxRow",
     "BoxTable",
+    "CliBackendPlugin",
     "CliProbeSpec",
     "HeaderField",
     "KVEntry",
     "KVSection",
+    "Matrix",
     "ParseContext",
     "ReplayScenario",
     "SourceLine",
@@ -90,6 +101,7 @@ __all__ = [
     "clean",
     "find_aligned_table",
     "find_box_tables",
+    "first_line",
     "header_fields",
     "is_masked",
     "is_placeholder",
@@ -105,9 +117,13 @@ __all__ = [
     "parse_used_total",
     "parse_watts",
     "probe_cli",
+    "read_matrix",
+    "read_records",
     "runner_for",
     "scenario_names",
     "scenario_path",
+    "select_table",
     "shipped_scenario_runner",
     "split_lines",
+    "title_match",
 ]

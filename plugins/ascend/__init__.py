@@ -19,17 +19,10 @@ scenario=910b-8``) replays a shipped scenario instead of running ``npu-smi``; se
 
 from __future__ import annotations
 
-from accel.plugin import (
-    PLUGIN_API,
-    Backend,
-    BackendConfig,
-    BackendPlugin,
-    Capability,
-    PluginInfo,
-    ProbeResult,
-)
+from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo
+from accel.tools import Runner
 
-from .._cli import CliProbeSpec, probe_cli, runner_for, scenario_names
+from .._cli import CliBackendPlugin, CliProbeSpec, scenario_names
 
 __all__ = ["PLUGIN", "PROBE", "SCENARIOS", "AscendPlugin"]
 
@@ -46,7 +39,7 @@ PROBE = CliProbeSpec(
 SCENARIOS: tuple[str, ...] = scenario_names(__name__)
 
 
-class AscendPlugin(BackendPlugin):
+class AscendPlugin(CliBackendPlugin):
     """Entry-point object of the ``ascend`` backend."""
 
     info = PluginInfo(
@@ -77,13 +70,13 @@ class AscendPlugin(BackendPlugin):
         api="npu-smi",
     )
 
-    def probe(self, config: BackendConfig) -> ProbeResult:
-        return probe_cli(PROBE, config, package=__name__)
+    probe_spec = PROBE
+    package = __name__
 
-    def open(self, config: BackendConfig) -> Backend:
+    def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
         from ._backend import AscendBackend  # deferred: keeps the entry point light
 
-        return AscendBackend(config, runner_for(config, __name__))
+        return AscendBackend(config, runner)
 
 
 PLUGIN = AscendPlugin()

@@ -25,13 +25,14 @@ that did parse; text with no recognisable table at all raises.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from accel.errors import ParseError
 
 from .._cli import (
     BoxRecord,
     KVSection,
+    Matrix,
     ParseContext,
     SourceLine,
     clean,
@@ -48,7 +49,11 @@ from .._cli import (
     parse_ratio,
     parse_used_total,
     parse_watts,
+    read_matrix,
+    read_records,
+    select_table,
     split_lines,
+    title_match,
 )
 
 __all__ = [
@@ -225,24 +230,12 @@ def parse_info(text: str, *, command: str = "npu-smi info") -> NpuSmiInfo:
     ctx = _ctx(command)
     lines = split_lines(text)
     tables = find_box_tables(lines)
-    dev_table = next((t for t in tables if {"NPU", "Health", "Bus-Id"} <= set(t.column_names)), None)
-    if dev_table is None:
-        first = next((ln for ln in lines if not ln.blank), None)
-        raise ctx.error("no device table (header with NPU, Health and Bus-Id columns) in the output", first)
+    dev_table = select_table(tables, ("NPU", "Health", "Bus-Id"), ctx, text, "device table")
     if "Chip" not in dev_table.column_names:
         raise ctx.error("device table has no 'Chip' column", dev_table.header[-1].line if dev_table.header else None)
-    tool_version = driver_version = None
-    for row in dev_table.title:
-        m = _VERSION.search(row.text)
-        if m:
-            tool_version, driver_version = m.group("tool"), m.group("driver")
-    chips: list[NpuChip] = []
-    errors: list[ParseError] = []
-    for rec in dev_table.records:
-        try:
-            chips.append(_chip_from_record(rec, ctx))
-        except ParseError as exc:
-            errors.append(exc)
+    m = title_match(dev_table, _VERSION)
+    tool_version, driver_version = (m.group("tool"), m.group("driver")) if m else (None, None)
+    chips, errors = read_records(dev_table.records, lambda rec: _chip_from_record(rec, ctx))
     processes: list[NpuProcess] = []
     for t in tables:
         if "Process id" in t.column_names:
@@ -297,55 +290,15 @@ def parse_mapping(text: str, *, command: str = "npu-smi info -m") -> list[ChipMa
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TopoMatrix:
-    """The link matrix: ``labels`` in header order (``NPU0``, ``Phy-ID3``...), ``codes[(a, b)]``
-    the cell code (``HCCS``, ``SIO``, ``HCCS_SW``, ``PIX``, ``SYS``, ``NA``), ``affinity[a]``
-    the CPU Affinity cell (``None`` when absent or a placeholder)."""
-
-    labels: tuple[str, ...]
-    codes: dict[tuple[str, str], str] = field(default_factory=dict)
-    affinity: dict[str, str | None] = field(default_factory=dict)
-
-    def label_index(self, label: str) -> int | None:
-        m = re.search(r"([0-9]+)$", label)
-        return int(m.group(1)) if m else None
+TopoMatrix = Matrix
+_TOPO_CODES = re.compile(r"X|HCCS|HCCS_SW|SIO|PIX|PXB|PHB|SYS|NODE|NA")
 
 
-_CPULIST = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
-_TOPO_CODES = {"X", "HCCS", "HCCS_SW", "SIO", "PIX", "PXB", "PHB", "SYS", "NODE", "NA"}
-
-
-def parse_topo(text: str, *, command: str = "npu-smi info -t topo") -> TopoMatrix:
-    """Parse ``npu-smi info -t topo``; raises :class:`ParseError` on a missing header, an
-    unknown code or a ragged row.  The Legend block after the matrix is ignored."""
-    ctx = _ctx(command)
-    table = find_aligned_table(text, r"^\s*(NPU|Phy-ID)\s*[0-9]+\s{2,}", row_label=True, stop=r"^\s*Legend")
-    if table is None:
-        first = next((ln for ln in split_lines(text) if not ln.blank), None)
-        raise ctx.error("no topology header (NPU0 NPU1 ... / Phy-ID0 ...)", first)
-    labels = tuple(c for c in table.column_names if c.lower() != "cpu affinity")
-    codes: dict[tuple[str, str], str] = {}
-    affinity: dict[str, str | None] = {}
-    for line, row in table.rows:
-        label = row.get("")
-        if label is None or label not in labels:
-            raise ctx.error(f"topology row label {label!r} is not a column of the header", line)
-        for col in labels:
-            cell = row.get(col)
-            if cell is None:
-                raise ctx.error(f"topology row {label} has no value under {col}", line)
-            code = cell.strip().upper()
-            if code not in _TOPO_CODES:
-                raise ctx.error(f"unknown topology code {cell!r} under {col}", line)
-            codes[(label, col)] = code
-        aff = clean(row.get("CPU Affinity"))
-        if aff is not None and not _CPULIST.match(aff):
-            raise ctx.error(f"CPU Affinity {aff!r} is not a CPU list", line)
-        affinity[label] = aff
-    if not affinity:
-        raise ctx.error("topology header without rows", table.header_line)
-    return TopoMatrix(labels, codes, affinity)
+def parse_topo(text: str, *, command: str = "npu-smi info -t topo") -> Matrix:
+    """Parse ``npu-smi info -t topo`` (``NPUn`` or ``Phy-IDn`` labels, codes HCCS, HCCS_SW,
+    SIO, PIX, PXB, PHB, SYS, NA, and the CPU Affinity column); raises :class:`ParseError` on a
+    missing header, an unknown code or a ragged row.  The Legend block is ignored."""
+    return read_matrix(text, _ctx(command), header=r"^\s*(NPU|Phy-ID)\s*[0-9]+\s{2,}", valid_code=_TOPO_CODES)
 
 
 # --------------------------------------------------------------------------------------------

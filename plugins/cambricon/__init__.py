@@ -13,17 +13,10 @@ scenario=mlu370-x8``) replays a shipped scenario instead of running ``cnmon``.
 
 from __future__ import annotations
 
-from accel.plugin import (
-    PLUGIN_API,
-    Backend,
-    BackendConfig,
-    BackendPlugin,
-    Capability,
-    PluginInfo,
-    ProbeResult,
-)
+from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo
+from accel.tools import Runner
 
-from .._cli import CliProbeSpec, probe_cli, runner_for, scenario_names
+from .._cli import CliBackendPlugin, CliProbeSpec, scenario_names
 
 __all__ = ["PLUGIN", "PROBE", "SCENARIOS", "CambriconPlugin"]
 
@@ -39,7 +32,7 @@ PROBE = CliProbeSpec(
 SCENARIOS: tuple[str, ...] = scenario_names(__name__)
 
 
-class CambriconPlugin(BackendPlugin):
+class CambriconPlugin(CliBackendPlugin):
     """Entry-point object of the ``cambricon`` backend."""
 
     info = PluginInfo(
@@ -67,13 +60,13 @@ class CambriconPlugin(BackendPlugin):
         api="cnmon",
     )
 
-    def probe(self, config: BackendConfig) -> ProbeResult:
-        return probe_cli(PROBE, config, package=__name__)
+    probe_spec = PROBE
+    package = __name__
 
-    def open(self, config: BackendConfig) -> Backend:
+    def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
         from ._backend import CambriconBackend  # deferred: keeps the entry point light
 
-        return CambriconBackend(config, runner_for(config, __name__))
+        return CambriconBackend(config, runner)
 
 
 PLUGIN = CambriconPlugin()

@@ -15,16 +15,16 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from accel.errors import ParseError
 
 from .._cli import (
     BoxRecord,
+    Matrix,
     ParseContext,
     SourceLine,
     clean,
-    find_aligned_table,
     find_box_tables,
     parse_bus_id,
     parse_bytes,
@@ -33,7 +33,11 @@ from .._cli import (
     parse_ratio,
     parse_used_total,
     parse_watts,
+    read_matrix,
+    read_records,
+    select_table,
     split_lines,
+    title_match,
 )
 
 __all__ = ["CnmonInfo", "MluChip", "MluProcess", "MluTopo", "parse_cnmon", "parse_topo"]
@@ -152,22 +156,10 @@ def parse_cnmon(text: str, *, command: str = "cnmon") -> CnmonInfo:
     """Parse the default ``cnmon`` table; :class:`ParseError` when there is no card table."""
     ctx = ParseContext(TOOL, command)
     tables = find_box_tables(split_lines(text))
-    table = next((t for t in tables if {"Card", "Name", "Memory-Usage"} <= set(t.column_names)), None)
-    if table is None:
-        first = next((ln for ln in split_lines(text) if not ln.blank), None)
-        raise ctx.error("no card table (header with Card, Name and Memory-Usage) in the output", first)
-    version = driver = None
-    for row in table.title:
-        m = _VERSION.search(row.text)
-        if m:
-            version, driver = m.group("v"), m.group("d")
-    chips: list[MluChip] = []
-    errors: list[ParseError] = []
-    for rec in table.records:
-        try:
-            chips.append(_chip(rec, ctx))
-        except ParseError as exc:
-            errors.append(exc)
+    table = select_table(tables, ("Card", "Name", "Memory-Usage"), ctx, text, "card table")
+    m = title_match(table, _VERSION)
+    version, driver = (m.group("v"), m.group("d")) if m else (None, None)
+    chips, errors = read_records(table.records, lambda rec: _chip(rec, ctx))
     procs: list[MluProcess] = []
     for t in tables:
         if "PID" not in t.column_names:
@@ -192,39 +184,10 @@ def parse_cnmon(text: str, *, command: str = "cnmon") -> CnmonInfo:
     return CnmonInfo(version, driver, tuple(chips), tuple(procs), tuple(errors))
 
 
-@dataclass(frozen=True)
-class MluTopo:
-    labels: tuple[str, ...]
-    codes: dict[tuple[str, str], str] = field(default_factory=dict)
-    affinity: dict[str, str | None] = field(default_factory=dict)
+MluTopo = Matrix
+_CODE = re.compile(r"X|MLK[0-9]*|PIX|PXB|PHB|NODE|SYS|NA")
 
 
-_CODE = re.compile(r"^(X|MLK[0-9]*|PIX|PXB|PHB|NODE|SYS|NA)$")
-_CPULIST = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
-
-
-def parse_topo(text: str, *, command: str = "cnmon topo -m") -> MluTopo:
+def parse_topo(text: str, *, command: str = "cnmon topo -m") -> Matrix:
     """Parse ``cnmon topo -m`` in the reference's described format (no recorded sample)."""
-    ctx = ParseContext(TOOL, command)
-    table = find_aligned_table(text, r"^\s*MLU\s*0\s{2,}", row_label=True, stop=r"^\s*Legend")
-    if table is None:
-        first = next((ln for ln in split_lines(text) if not ln.blank), None)
-        raise ctx.error("no topology header (MLU0 MLU1 ...)", first)
-    labels = tuple(c for c in table.column_names if c.lower() != "cpu affinity")
-    topo = MluTopo(labels)
-    for line, row in table.rows:
-        label = row.get("")
-        if label not in labels:
-            raise ctx.error(f"row label {label!r} is not a column of the header", line)
-        for col in labels:
-            code = (row.get(col) or "").strip().upper()
-            if not _CODE.match(code):
-                raise ctx.error(f"unknown topology code {code!r} under {col}", line)
-            topo.codes[(label, col)] = code
-        aff = clean(row.get("CPU Affinity"))
-        if aff is not None and not _CPULIST.match(aff):
-            raise ctx.error(f"CPU Affinity {aff!r} is not a CPU list", line)
-        topo.affinity[label] = aff
-    if not topo.affinity:
-        raise ctx.error("topology header without rows", table.header_line)
-    return topo
+    return read_matrix(text, ParseContext(TOOL, command), header=r"^\s*MLU\s*0\s{2,}", valid_code=_CODE)
