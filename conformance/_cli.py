@@ -1,0 +1,84 @@
+"""A small argparse front end, for ``python -m accel.conformance`` and the matrix command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from accel.errors import AccelError
+
+from ._api import report, run, run_all
+
+__all__ = ["main", "matrix_main"]
+
+
+def _kv(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="accel conformance", description="Run and report the accel conformance kit.")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run the kit against one backend")
+    r.add_argument("--backend", required=True, help="accel.backends entry-point name")
+    r.add_argument("--report", metavar="DIR", help="write the run directory (matrix.md/json/html...) here")
+    r.add_argument("--option", action="append", type=_kv, default=[], metavar="KEY=VALUE",
+                   help="BackendConfig.options entry (repeatable)")
+    r.add_argument("--scenario", help="one of the plugin's CONFORMANCE_SCENARIOS")
+    r.add_argument("--certify", action="store_true", help="fail on any required row that did not pass; write a bundle")
+    r.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    m = sub.add_parser("report", help="merge run directories into one matrix")
+    m.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    m.add_argument("--out", required=True, metavar="DIR")
+    a = sub.add_parser("matrix", help="run every shipped scenario of every backend and write the matrix")
+    _matrix_args(a)
+    return p
+
+
+def _matrix_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--all", action="store_true", help="every installed backend with scenarios (the default)")
+    p.add_argument("--backend", action="append", default=[], help="only these backends (repeatable)")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--keep-results", action="store_true", help="also write results.json and junit.xml")
+
+
+def _matrix(ns: argparse.Namespace) -> int:
+    result = run_all(ns.out, backends=ns.backend or None, keep_results=ns.keep_results)
+    for kind, path in result.matrix.items():
+        print(f"wrote {kind}: {path}")
+    if not result.passed:
+        print(result.output[-4000:], file=sys.stderr)
+    return result.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ns = _parser().parse_args(argv)
+    try:
+        if ns.command == "run":
+            result = run(ns.backend, report=ns.report, options=dict(ns.option), scenario=ns.scenario,
+                         certify=ns.certify, pytest_args=ns.pytest_args, echo=True)
+            return result.exit_code
+        if ns.command == "report":
+            for kind, path in report(ns.runs, ns.out).items():
+                print(f"wrote {kind}: {path}")
+            return 0
+        return _matrix(ns)
+    except AccelError as exc:
+        print(f"accel conformance: {exc}", file=sys.stderr)
+        return 2
+
+
+def matrix_main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m accel.conformance.matrix",
+                                description="Run the kit on every shipped scenario and write the combined matrix.")
+    _matrix_args(p)
+    ns = p.parse_args(argv)
+    try:
+        return _matrix(ns)
+    except AccelError as exc:
+        print(f"accel conformance matrix: {exc}", file=sys.stderr)
+        return 2
