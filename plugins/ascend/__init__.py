@@ -53,7 +53,6 @@ class AscendPlugin(CliBackendPlugin):
                 Capability.MEMORY,
                 Capability.MEMORY_USED,
                 Capability.PCI,
-                Capability.NUMA,
                 Capability.TOPOLOGY,
                 Capability.LINKS,
                 Capability.DOMAINS,
@@ -63,6 +62,7 @@ class AscendPlugin(CliBackendPlugin):
                 Capability.TEMPERATURE,
                 Capability.UTILIZATION,
                 Capability.PROCESSES,
+                Capability.PARTITIONS,
                 Capability.VERSIONS,
             }
         ),

@@ -64,6 +64,7 @@ from ._parse import (
 __all__ = ["NPU_SMI_PATHS", "AscendBackend", "collect"]
 
 VENDOR = "huawei"
+PLUGIN_VERSION = "0.1.0"
 NPU_SMI_PATHS = ("/usr/local/bin", "/usr/local/sbin", "/usr/sbin")
 _HAMI_SOFT_SLICE_NPU_ID = 32768  # the NPU id a HAMi soft-sliced container sees
 
@@ -217,7 +218,7 @@ def _build_device(
         },
         "health": {"conditions": _conditions(chip, codes)},
         "extras": extras,
-        "unsupported": frozenset({"serial_number"}) if uuid is None else frozenset(),
+        "unsupported": frozenset({"architecture"} | ({"serial_number"} if uuid is None else set())),
     }
     return validate(Device, data, what=f"ascend device NPU {chip.npu_id} chip {chip.chip_id}")
 
@@ -237,7 +238,23 @@ def _telemetry(dev: Device, chip: NpuChip, now: datetime) -> Telemetry:
             "memory_free_bytes": (total - used) if used is not None and total is not None else None,
             "power_watts": chip.power_watts,
             "temperature_celsius": chip.temperature_celsius,
-            "unsupported": frozenset({"energy_joules", "fan_ratio"}),
+            "unsupported": frozenset(
+                {
+                    "energy_joules",
+                    "fan_ratio",
+                    "clocks_hertz",
+                    "temperatures_celsius",
+                    "throttle_reasons",
+                    "pcie_rx_bytes_per_s",
+                    "pcie_tx_bytes_per_s",
+                    "pcie_replay_total",
+                    "ecc_corrected_total",
+                    "ecc_uncorrected_total",
+                    "retired_pages_total",
+                    "links",
+                    "memory_utilization_ratio",
+                }
+            ),
         },
         what=f"ascend telemetry of {dev.id}",
     )
@@ -422,6 +439,7 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
     ]
     source = SourceInfo(
         backend="ascend",
+        plugin_version=PLUGIN_VERSION,
         api="npu-smi",
         api_version=info.tool_version,
         detail="; ".join(notes)[:2000] or None,

@@ -53,6 +53,7 @@ class CambriconPlugin(CliBackendPlugin):
                 Capability.TEMPERATURE,
                 Capability.UTILIZATION,
                 Capability.PROCESSES,
+                Capability.PARTITIONS,
                 Capability.VERSIONS,
             }
         ),

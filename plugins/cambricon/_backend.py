@@ -46,6 +46,7 @@ from ._parse import CnmonInfo, MluChip, MluTopo, parse_cnmon, parse_topo
 __all__ = ["CNMON_PATHS", "CambriconBackend", "collect"]
 
 VENDOR = "cambricon"
+PLUGIN_VERSION = "0.1.0"
 CNMON_PATHS = ("/usr/bin", "/usr/local/neuware/bin")
 _TWO_CHIP_CARDS = ("MLU370-X8",)
 
@@ -123,7 +124,7 @@ def _device(chip: MluChip, position: int, info: CnmonInfo) -> Device:
         },
         "health": {"conditions": _conditions(chip)},
         "extras": extras,
-        "unsupported": frozenset({"uuid", "serial_number"}),
+        "unsupported": frozenset({"uuid", "serial_number", "architecture"}),
     }
     return validate(Device, data, what=f"cambricon card {chip.card}")
 
@@ -144,7 +145,21 @@ def _telemetry(dev: Device, chip: MluChip, now: datetime) -> Telemetry:
             "temperature_celsius": chip.temperature_celsius,
             "fan_ratio": chip.fan_ratio,
             "ecc_uncorrected_total": chip.ecc_errors,
-            "unsupported": frozenset({"energy_joules"}),
+            "unsupported": frozenset(
+                {
+                    "energy_joules",
+                    "clocks_hertz",
+                    "temperatures_celsius",
+                    "throttle_reasons",
+                    "pcie_rx_bytes_per_s",
+                    "pcie_tx_bytes_per_s",
+                    "pcie_replay_total",
+                    "ecc_corrected_total",
+                    "retired_pages_total",
+                    "links",
+                    "memory_utilization_ratio",
+                }
+            ),
         },
         what=f"cambricon telemetry of {dev.id}",
     )
@@ -214,6 +229,7 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
     ]
     source = SourceInfo(
         backend="cambricon",
+        plugin_version=PLUGIN_VERSION,
         api="cnmon",
         api_version=info.version,
         detail="; ".join(notes)[:2000] or None,
