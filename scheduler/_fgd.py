@@ -152,7 +152,7 @@ class FragMeasure:
                                            np.where(cpu_ok, _Q2_LACK_GPU, _Q1_LACK_BOTH)))
                 amount = f * np.where(q3, frag_small, total).astype(np.float64)
             buckets[bucket, cols] += amount
-        out = buckets[0] + buckets[1]
+        out: FloatArray = buckets[0] + buckets[1]
         for b in (3, 4, 5, 6):
             out = out + buckets[b]
         return out

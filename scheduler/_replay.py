@@ -148,14 +148,15 @@ def binned_allocation(used: npt.NDArray[np.int64], arrived: npt.NDArray[np.int64
 def replay(hosts: Sequence[HostSpec], order: Iterable[TracePod], scorer: str | Scorer, *,
            workload: Sequence[Request] | None = None, seed: int = 0,
            progress: Callable[[int], None] | None = None,
-           chooser: Callable[[Scheduler, Request, int], int | None] | None = None) -> ReplayResult:
+           chooser: Callable[[Scheduler, Request, int], int | None] | None = None,
+           cache: bool = True) -> ReplayResult:
     """Place ``order`` one by one on a fresh cluster built from ``hosts``.
 
     ``chooser`` (for diagnostics) may override the host among the tied best ones: it is called
     with the scheduler, the request and the attempt index and returns a host index or None.
     """
     state = ClusterState.from_specs(hosts)
-    sched = Scheduler(state, scorer, workload=workload, seed=seed)
+    sched = Scheduler(state, scorer, workload=workload, seed=seed, cache=cache)
     pods = list(order)
     n = len(pods)
     used = np.zeros(n, dtype=np.int64)

@@ -76,11 +76,14 @@ class Scheduler:
 
     ``workload`` is the target workload (the pod mix fragmentation-aware scorers optimise for);
     ``seed`` fixes the host rank used to break score ties and any randomness in the scorer.
+    ``cache=False`` rescores every feasible host on every decision (the baseline the speed
+    benchmark compares against; results are identical).
     """
 
     def __init__(self, state: ClusterState, scorer: str | Scorer = "fgd", *,
                  workload: Sequence[Request] | None = None, seed: int = 0,
-                 filters: Sequence[Filter] = (), host_rank: IntArray | None = None) -> None:
+                 filters: Sequence[Filter] = (), host_rank: IntArray | None = None,
+                 cache: bool = True) -> None:
         self.state = state
         self.scorer = make_scorer(scorer) if isinstance(scorer, str) else scorer
         if not isinstance(self.scorer, Scorer):
@@ -97,6 +100,7 @@ class Scheduler:
             raise InvalidRequestError("host_rank must have one entry per host", field="host_rank")
         self.host_rank = np.asarray(host_rank, dtype=np.int64)
         self._cache: dict[Hashable, _CacheEntry] = {}
+        self.use_cache = cache
         self.stats = _Stats()
         self._all = np.arange(state.n_hosts, dtype=np.int64)
 
@@ -114,7 +118,8 @@ class Scheduler:
     def score(self, req: Request, hosts: IntArray) -> tuple[FloatArray, IntArray]:
         """Scores and preferred slots of ``hosts`` (incremental when the scorer is cacheable)."""
         sc = self.scorer
-        if not sc.cacheable:
+        if not sc.cacheable or not self.use_cache:
+            self.stats.rescored_hosts += len(hosts)
             return sc.score(self.state, req, hosts)
         key = sc.cache_key(req)
         entry = self._cache.get(key)

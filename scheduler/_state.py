@@ -215,7 +215,7 @@ class ClusterState:
             fit = elig & (left == self.dev_cap[hosts]) & (left > 0)
             if req.selector.min_memory_bytes:
                 fit &= self.dev_mem_cap[hosts] >= req.selector.min_memory_bytes
-            return fit
+            return np.asarray(fit, dtype=bool)
         if req.share is not None:
             fit = elig & (left >= req.share.compute_milli)
             if req.share.memory_bytes:

@@ -296,7 +296,7 @@ class GangPlacer:
 
     def _find(self, members: Sequence[Request], gang: str, *, capacity_only: bool,
               allowed: set[int] | None = None) -> tuple[str, _Plan] | None:
-        blocked = set()
+        blocked: set[int] = set()
         for res in self.reservations.values():
             if res.gang != gang:
                 blocked |= res.hosts

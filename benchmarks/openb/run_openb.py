@@ -150,9 +150,9 @@ def main() -> int:
                          "vs_published_fgd_130": ours130 - f130 if f130 else None,
                          "mean_wall_s": float(np.mean([r["wall"] for r in rs]))})
     with open(args.out / "summary.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+        dw = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        dw.writeheader()
+        dw.writerows(rows)
 
     def fmt(v: float | None) -> str:
         return "   -  " if v is None else f"{v:6.2f}"

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from accel.scheduler import (
     TracePod,
     TypicalPods,
@@ -91,3 +90,16 @@ def test_matches_published_simulator_attempt_by_attempt(openb_dir: Path, policy:
     res = replay(hosts, order, policy, workload=[p.request for p in pods], seed=42)
     ref = _ref(openb_dir, ref_file)[:attempts]
     assert np.array_equal(res.used_milli, ref)
+
+
+@pytest.mark.parametrize("policy", ["fgd-balance", "gpu-clustering"])
+def test_score_cache_does_not_change_results(openb_dir: Path, policy: str) -> None:
+    hosts = load_openb_nodes(openb_dir / "openb_node_list_gpu_node.csv")
+    pods = load_openb_pods(openb_dir / "openb_pod_list_gpuspec33.csv")
+    order = openb_order(pods, CAPACITY, seed=3)[:400]
+    wl = [p.request for p in pods]
+    fast = replay(hosts, order, policy, workload=wl, seed=3)
+    slow = replay(hosts, order, policy, workload=wl, seed=3, cache=False)
+    assert np.array_equal(fast.used_milli, slow.used_milli)
+    assert np.array_equal(fast.placed, slow.placed)
+    assert fast.rescored_hosts < slow.rescored_hosts
