@@ -144,6 +144,7 @@ class UnitReading:
     clocks_hertz: dict[str, float] = field(default_factory=dict)
     ecc_uncorrected_total: int | None = None
     firmware: dict[str, str] = field(default_factory=dict)
+    device_nodes: list[str] = field(default_factory=list)
     conditions: list[HealthCondition] = field(default_factory=list)
     extras: dict[str, str | int | float | bool] = field(default_factory=dict)
 
@@ -450,7 +451,11 @@ def read_records(
         cells = split_cells(line.text)
         if line.blank or "|" not in line.text or len(cells) not in shapes:
             break
-        hdr = parsed[len(current) % len(parsed)]
+        if len(current) == len(parsed):
+            # A record has as many rows as the header (one-row tables have no rules between).
+            records.append(BoxRecord(tuple(current)))
+            current = []
+        hdr = parsed[len(current)]
         if len(hdr) != len(cells):
             hdr = next(h for h in parsed if len(h) == len(cells))
         fields: dict[str, str] = {}
@@ -750,6 +755,7 @@ def visible_binding(
             visible_id=visible,
             torch_device_type=torch,
             collective_backend=collective,
+            device_nodes=tuple(reading.device_nodes),
         )
 
     return bind

@@ -1,0 +1,211 @@
+"""Parsers for Kunlunxin ``xpu_smi`` / ``xpu-smi``: two unrelated layouts, ``-L`` and ``topo -m``.
+
+* driver 4.x (R200/R300): ``Runtime Version`` / ``Driver Version`` lines, then ``DEVICES``,
+  ``VIDEO`` and ``PROCESSES`` tables ruled with bare dashes, one row per device: DevID, PCI
+  Addr, Model, SN (masked ``02Kxxx`` in the sample), INODE ``/dev/xpuN``, UseRate, L3 and
+  Memory as ``0 / 32768 MB`` (MB meaning MiB: 32768 MB is the R300's 32 GiB).
+* driver 5.x (P800): an nvidia-smi-like box, three rows per XPU with ``L3-Usage`` and
+  ``SR-IOV M.``, memory in MiB, ``Volatile Uncorr. ECC``.
+* ``-L``: ``XPU 0: P800 OAM  GPU-<uuid>`` (or ``XPU 0: 00000000:21:00.0`` on some builds).
+* ``topo -m`` (no sample): ``XL`` inside groups, ``SYS`` across NUMA, ``PIX``/``PHB`` to NICs.
+
+Intel's GPU tool is also called ``xpu-smi``; its output has none of these landmarks, so it
+is refused with a :class:`ParseError` that says so rather than read as Kunlunxin's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from accel.errors import ParseError
+from accel.model import Action, HealthCondition, Severity, Subsystem
+
+from .._cli import (
+    BoxRecord,
+    ParseContext,
+    SourceLine,
+    clean,
+    find_box_tables,
+    is_masked,
+    parse_bus_id,
+    parse_bytes,
+    parse_celsius,
+    parse_int,
+    parse_ratio,
+    parse_used_total,
+    parse_watts,
+    split_lines,
+)
+from .._cli.extra import Lenient, ProcessRow, UnitReading, parse_process_rows, read_records
+
+__all__ = ["XpuSmi", "parse_xpu_smi"]
+
+#: Both names ship with the driver; ``xpu_smi`` first (Intel's tool is ``xpu-smi`` only).
+TOOLS = ("xpu_smi", "xpu-smi")
+SEARCH_PATH = ("/usr/local/bin", "/usr/bin")
+
+_RUNTIME4 = re.compile(r"^\s*Runtime Version:\s*(?P<v>\S+)")
+_DRIVER4 = re.compile(r"^\s*Driver Version:\s*(?P<v>\S+)")
+_BANNER5 = re.compile(r"XPU-SMI\s+Driver Version:\s*(?P<driver>\S+)(?:\s+XPU-RT Version:\s*(?P<rt>\S+))?")
+_DEVICES4 = re.compile(r"\|\s*DevID\s*\|\s*PCI Addr\s*\|")
+_PROCS4 = re.compile(r"\|\s*DevID\s*\|\s*PID\s*\|")
+
+
+@dataclass
+class XpuSmi:
+    """What ``xpu_smi`` printed; ``layout`` is ``"4.x"`` or ``"5.x"``."""
+
+    layout: str
+    driver_version: str | None = None
+    runtime_version: str | None = None
+    readings: list[UnitReading] = field(default_factory=list)
+    processes: list[ProcessRow] = field(default_factory=list)
+    problems: list[ParseError] = field(default_factory=list)
+
+
+def ecc_condition(count: int) -> HealthCondition:
+    """Volatile uncorrectable ECC errors since the driver loaded."""
+    return HealthCondition(
+        subsystem=Subsystem.MEMORY,
+        reason="UncorrectableMemoryError",
+        severity=Severity.ERROR,
+        action=Action.RESET_DEVICE,
+        vendor_code="kunlunxin.ecc:volatile-uncorrectable",
+        message=f"xpu_smi reports {count} volatile uncorrectable ECC error(s)",
+        count=count,
+    )
+
+
+def _mib_pair(text: str) -> tuple[int | None, int | None]:
+    # 4.x prints "0 / 32768 MB" meaning MiB (32768 MB is the R300's 32 GiB).
+    return parse_used_total(text, binary_prefixes=True)
+
+
+def _reading4(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
+    f = rec.fields
+    line = rec.first_line
+    r = UnitReading()
+    lenient = Lenient(ctx, r)
+    r.index = lenient.strict(parse_int, f.get("DevID"), line, "DevID")
+    if r.index is None:
+        raise ctx.error("device row without a DevID", line)
+    r.bus_id = lenient.strict(parse_bus_id, f.get("PCI Addr"), line, "PCI Addr")
+    r.model = clean(f.get("Model"))
+    serial = clean(f.get("SN"))
+    if serial is not None and is_masked(serial):
+        r.extras["kunlunxin.com/serialMasked"] = serial
+    else:
+        r.serial_number = serial
+    node = clean(f.get("INODE"))
+    if node is not None:
+        r.device_nodes.append(node)
+    r.utilization_ratio = lenient.get(parse_ratio, f.get("UseRate"), line, "UseRate")
+    mem = lenient.get(_mib_pair, f.get("Memory"), line, "Memory")
+    if mem is not None:
+        r.memory_used_bytes, r.memory_total_bytes = mem
+    l3 = lenient.get(_mib_pair, f.get("L3"), line, "L3")
+    if l3 is not None and l3[1] is not None:
+        r.extras["kunlunxin.com/l3TotalBytes"] = l3[1]
+    return r
+
+
+def _reading5(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
+    f = rec.fields
+    first = rec.first_line
+    rows = [row.line for row in rec.rows]
+    second = rows[1] if len(rows) > 1 else first
+    third = rows[2] if len(rows) > 2 else second
+    r = UnitReading()
+    lenient = Lenient(ctx, r)
+    r.index = lenient.strict(parse_int, f.get("XPU"), first, "XPU index")
+    if r.index is None:
+        raise ctx.error("XPU row without an index", first)
+    r.model = clean(f.get("Name"))
+    # "00000000:03:00.0 N/A": the bus id and Disp.A share one chunk (a single space apart).
+    bus = (f.get("Bus-Id") or "").split()
+    r.bus_id = lenient.strict(parse_bus_id, bus[0] if bus else None, first, "Bus-Id")
+    ecc = lenient.get(parse_int, f.get("Volatile Uncorr. ECC"), first, "Volatile Uncorr. ECC")
+    if ecc is not None:
+        r.ecc_uncorrected_total = ecc
+        if ecc > 0:
+            r.conditions.append(ecc_condition(ecc))
+    r.fan_ratio = lenient.get(parse_ratio, f.get("Fan"), second, "Fan")
+    r.temperature_celsius = lenient.get(parse_celsius, f.get("Temp"), second, "Temp")
+    power = lenient.get(lambda s: [parse_watts(p) for p in s.split("/")], f.get("Pwr:Usage/Cap"), second, "Power")
+    if power is not None and len(power) == 2:
+        r.power_watts, r.power_limit_watts = power
+    mem = lenient.get(parse_used_total, f.get("Memory-Usage"), second, "Memory-Usage")
+    if mem is not None:
+        r.memory_used_bytes, r.memory_total_bytes = mem
+    r.utilization_ratio = lenient.get(parse_ratio, f.get("XPU-Util"), second, "XPU-Util")
+    l3 = lenient.get(parse_used_total, f.get("L3-Usage"), third, "L3-Usage")
+    if l3 is not None and l3[1] is not None:
+        r.extras["kunlunxin.com/l3TotalBytes"] = l3[1]
+    for column, key in (("Persistence-M", "persistenceMode"), ("Perf", "perfState"), ("Compute M.", "computeMode"),
+                        ("SR-IOV M.", "sriovMode")):  # fmt: skip
+        value = clean(f.get(column))
+        if value is not None:
+            r.extras[f"kunlunxin.com/{key}"] = value
+    return r
+
+
+def sriov_enabled(reading: UnitReading) -> bool:
+    mode = reading.extras.get("kunlunxin.com/sriovMode")
+    return isinstance(mode, str) and mode.lower() in ("enabled", "enable", "on")
+
+
+def _records4(lines: list[SourceLine], pattern: re.Pattern[str]) -> tuple[list[BoxRecord], int]:
+    start = next((i for i, ln in enumerate(lines) if pattern.search(ln.text)), None)
+    if start is None:
+        return [], len(lines)
+    return read_records(lines, [lines[start].text], start=start + 1)
+
+
+def parse_xpu_smi(text: str, *, command: str = "xpu_smi") -> XpuSmi:
+    """Parse the default view of either layout; a device that cannot be read goes to ``problems``."""
+    tool = command.split()[0] if command else "xpu_smi"
+    ctx = ParseContext(tool, command)
+    lines = split_lines(text)
+    ctx.require(lines, "the xpu_smi device table")
+    banner5 = next((m for m in (_BANNER5.search(ln.text) for ln in lines) if m), None)
+    if banner5 is not None:
+        out = XpuSmi("5.x", driver_version=banner5.group("driver"), runtime_version=clean(banner5.group("rt")))
+        table = next((t for t in find_box_tables(lines) if "Bus-Id" in t.column_names), None)
+        if table is None:
+            raise ctx.error("XPU-SMI banner but no device table with a 'Bus-Id' column")
+        for rec in table.records:
+            try:
+                out.readings.append(_reading5(rec, ctx))
+            except ParseError as exc:
+                out.problems.append(exc)
+        out.processes = parse_process_rows([ln for ln in lines if ln.lineno > table.end_lineno], ctx)
+        return out
+    if any(_DEVICES4.search(ln.text) for ln in lines):
+        out = XpuSmi("4.x")
+        for ln in lines:
+            m4 = _RUNTIME4.match(ln.text)
+            if m4 and out.runtime_version is None:
+                out.runtime_version = m4.group("v")
+            m4 = _DRIVER4.match(ln.text)
+            if m4 and out.driver_version is None:
+                out.driver_version = m4.group("v")
+        records, _end = _records4(lines, _DEVICES4)
+        for rec in records:
+            try:
+                out.readings.append(_reading4(rec, ctx))
+            except ParseError as exc:
+                out.problems.append(exc)
+        procs, _ = _records4(lines, _PROCS4)
+        for rec in procs:
+            f = rec.fields
+            with ctx.at(rec.first_line):
+                dev, pid = parse_int(f.get("DevID")), parse_int(f.get("PID"))
+                mem = parse_bytes(f.get("Memory"), bare_unit="MiB", binary_prefixes=True)
+            if dev is not None and pid is not None:
+                out.processes.append(ProcessRow(dev, pid, clean(f.get("Command")), mem, rec.first_line))
+        return out
+    raise ctx.error(
+        "not Kunlunxin xpu_smi output (no 'XPU-SMI' banner, no 'DevID | PCI Addr' table); "
+        "Intel's GPU tool is also called xpu-smi"
+    )
