@@ -71,7 +71,8 @@ def load_amdsmi(name: str = "amdsmi") -> tuple[ModuleType | None, str]:
     except (KeyError, OSError) as exc:
         sys.modules.pop(name, None)
         printed = " ".join(sink.getvalue().split())[:200]
-        return None, f"amdsmi cannot load libamd_smi.so ({type(exc).__name__}: {exc}){' - ' + printed if printed else ''}"
+        tail = f" - {printed}" if printed else ""
+        return None, f"amdsmi cannot load libamd_smi.so ({type(exc).__name__}: {exc}){tail}"
     return module, ""
 
 
@@ -126,7 +127,7 @@ def _num(value: Any) -> float | None:
 def _int(value: Any) -> int | None:
     # Exact for 64-bit ids (a float would round an xGMI hive id).
     if isinstance(value, int) and not isinstance(value, bool):
-        return value if 0 <= value and value not in (0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF) else None
+        return value if value >= 0 and value not in (0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF) else None
     if isinstance(value, str) and value.strip().isdigit():
         return _int(int(value.strip()))
     num = _num(value)
@@ -462,7 +463,8 @@ class AmdSmiReader:
             pid = _int(p.get("pid"))
             if pid is None:
                 continue
-            usage = p.get("memory_usage") if isinstance(p.get("memory_usage"), dict) else {}
+            raw_usage = p.get("memory_usage")
+            usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
             out.append(ProcessReading(pid=pid, name=_str(p.get("name")), vram_bytes=_int(usage.get("vram_mem"))))
         r.processes = tuple(out)
 

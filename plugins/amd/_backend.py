@@ -144,12 +144,18 @@ class AmdBackend(Backend):
             self._notes.append(f"pyrsmi: {exc}")
         cards = read_cards(self._root, (AMD.pci_vendor_id,))
         if self._amdsmi is None and self._pyrsmi is None and not cards:
+            # Like every backend, open() fails with BackendUnavailableError; the cause says why
+            # and ``code`` tells a driver that is not live from a library that is missing.
             detail = "; ".join(self._notes) or "no layer answered"
-            if any(getattr(e, "code", "") == "driver.not-loaded" for e in errors) or driver_live(self._root) is False:
-                raise DriverError(f"AMD: the amdgpu driver is not live ({detail})", code="driver.not-loaded")
-            if any(isinstance(e, LibraryNotFoundError) for e in errors) or module is None:
-                raise LibraryNotFoundError(f"AMD: no usable library and no amdgpu sysfs cards ({detail})")
-            raise BackendUnavailableError(f"AMD: nothing to read ({detail})", plugin="amd")
+            cause: AccelError
+            if any(e.code == "driver.not-loaded" for e in errors) or driver_live(self._root) is False:
+                cause = DriverError(f"the amdgpu driver is not live ({detail})", code="driver.not-loaded")
+            elif any(isinstance(e, LibraryNotFoundError) for e in errors) or module is None:
+                cause = LibraryNotFoundError(f"no usable AMD library and no amdgpu sysfs cards ({detail})")
+            else:
+                cause = AccelError(f"nothing to read ({detail})")
+            raise BackendUnavailableError(f"AMD backend unavailable: {cause}", plugin="amd",
+                                          code=cause.code) from cause
 
     @property
     def name(self) -> str:
@@ -200,10 +206,12 @@ class AmdBackend(Backend):
                 if r.bus_id:
                     py.setdefault(r.bus_id, []).append(r)
         sysfs = {r.bus_id: r for r in read_cards(self._root, (AMD.pci_vendor_id,)) if r.bus_id}
-        order = sorted(
-            set(amd) | set(py) | set(sysfs),
-            key=lambda b: (min([r.index for r in amd.get(b, []) + py.get(b, []) if r.index is not None] or [1 << 30]), b),
-        )
+
+        def first_index(bus: str) -> tuple[int, str]:
+            indices = [r.index for r in amd.get(bus, []) + py.get(bus, []) if r.index is not None]
+            return (min(indices) if indices else 1 << 30, bus)
+
+        order = sorted(set(amd) | set(py) | set(sysfs), key=first_index)
         groups: list[list[GpuReading]] = []
         layer_parts: dict[str, set[str]] = {}
         for bus in order:
@@ -231,11 +239,9 @@ class AmdBackend(Backend):
         devices, partitions, profiles = build_devices(groups, AMD, unsupported=never)
         pairs = self._pairs(handles, devices)
         procs: list[ProcessUsage] = []
-        part_ids = {(p.parent_id, k): p.id for k, p in enumerate(partitions)}
-        del part_ids
         by_parent: dict[str, list[Partition]] = {}
-        for part in partitions:
-            by_parent.setdefault(part.parent_id, []).append(part)
+        for partition in partitions:
+            by_parent.setdefault(partition.parent_id, []).append(partition)
         for dev, group in zip(devices, groups, strict=True):
             parts = by_parent.get(dev.id, [])
             for k, r in enumerate(group):
@@ -346,7 +352,8 @@ def replace_checked(health: Health, now: datetime) -> Health:
 
 def _device_level(r: GpuReading) -> GpuReading:
     """A copy of a whole-device sysfs reading without per-partition parts (memory, load)."""
-    return replace(r, **{name: None for name in _DEVICE_LEVEL_SKIP},
+    cleared: dict[str, Any] = {name: None for name in _DEVICE_LEVEL_SKIP}
+    return replace(r, **cleared,
                    temperatures_celsius=dict(r.temperatures_celsius), clocks_hertz=dict(r.clocks_hertz),
                    ecc_blocks=dict(r.ecc_blocks), ras_states=dict(r.ras_states), firmware=dict(r.firmware),
                    not_supported=set(r.not_supported), sources=dict(r.sources), errors=dict(r.errors))

@@ -6,6 +6,7 @@ kind, PCI vendor id, extras domain); everything else is the same code.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -87,6 +88,15 @@ _ARCH = (
     ("gfx103", "RDNA2"),
     ("gfx101", "RDNA"),
 )
+
+
+def brand_family(name: str | None) -> tuple[str | None, str | None]:
+    """``("AMD Instinct", "MI300")`` from a market name; ``(None, None)`` when it says neither."""
+    if not name:
+        return None, None
+    brand = "AMD Instinct" if "Instinct" in name else "AMD Radeon" if "Radeon" in name else None
+    m = re.search(r"\bMI([0-9]{3})", name)
+    return brand, (f"MI{m.group(1)[:2]}0" if m else None)
 
 
 def architecture_of(isa: str | None) -> str | None:
@@ -290,6 +300,8 @@ def build_devices(
             "uuid": head.uuid,
             "uuid_synthesized": head.uuid_synthesized and head.uuid is not None,
             "serial_number": head.serial_number,
+            "brand": brand_family(head.name)[0],
+            "family": brand_family(head.name)[1],
             "architecture": architecture_of(head.isa),
             "isa": head.isa,
             "form_factor": FormFactor(head.form_factor) if head.form_factor else None,
@@ -405,8 +417,9 @@ def domains_for(devices: Sequence[Device], flavor: Flavor) -> list[Domain]:
         hive = d.extras.get(key)
         if isinstance(hive, str) and hive:
             hives.setdefault(hive, []).append(d.id)
+    prefix = "" if flavor.vendor == "amd" else f"{flavor.vendor}-"
     return [
-        Domain(id=f"{flavor.vendor}-xgmi-hive-{hive}", kind=DomainKind.XGMI_HIVE, members=tuple(members))
+        Domain(id=f"{prefix}xgmi-hive-{hive}", kind=DomainKind.XGMI_HIVE, members=tuple(members))
         for hive, members in sorted(hives.items())
         if len(members) >= 2
     ]

@@ -65,7 +65,7 @@ class AmdPlugin(BackendPlugin):
     def probe(self, config: BackendConfig) -> ProbeResult:
         try:
             return self._probe(config)
-        except Exception as exc:  # probe never raises
+        except Exception as exc:  # noqa: BLE001 - probe never raises, whatever went wrong
             return ProbeResult.error(f"amd probe failed: {type(exc).__name__}: {exc}")
 
     def _probe(self, config: BackendConfig) -> ProbeResult:

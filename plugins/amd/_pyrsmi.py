@@ -37,9 +37,10 @@ _KEEP = object()
 
 
 def _rocml() -> ModuleType:
-    from pyrsmi import rocml  # the one vendor import of this module
+    from pyrsmi import rocml  # type: ignore[import-untyped]  # the one vendor import of this module
 
-    return rocml
+    module: ModuleType = rocml
+    return module
 
 
 def pyrsmi_version() -> str | None:
@@ -158,7 +159,7 @@ class PyrsmiReader:
         with _quiet(rocml, self._amdsmi):
             try:
                 return func(*args)
-            except Exception as exc:  # rsmi-only calls raise AttributeError in package mode
+            except Exception as exc:  # noqa: BLE001 - rsmi-only calls raise AttributeError in package mode
                 _LOG.debug("pyrsmi %s%r raised %s: %s", fn, args, type(exc).__name__, exc)
                 return None
 

@@ -199,7 +199,8 @@ def _card(name: str, data: dict[str, Any], out: RocmSmiJson, tool: str, command:
                     r.bus_id = normalize_bus_id(text)
                 except ValidationError:
                     problems.append(f"'PCI Bus' is not a bus id: {value!r}")
-    if r.memory_total_bytes is not None and r.memory_used_bytes is not None and r.memory_used_bytes > r.memory_total_bytes:
+    total, used = r.memory_total_bytes, r.memory_used_bytes
+    if total is not None and used is not None and used > total:
         problems.append(f"used memory {r.memory_used_bytes} exceeds total {r.memory_total_bytes}")
         r.memory_used_bytes = None
     for p in problems:

@@ -22,6 +22,7 @@ The AMD backend uses the same thing when opened with ``options={"scenario": name
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import tempfile
 from pathlib import Path
@@ -97,9 +98,9 @@ class Installation:
         else:
             sys.modules.pop("amdsmi", None)
             self._finder = BrokenAmdSmiFinder()
-            sys.meta_path.insert(0, self._finder)  # type: ignore[arg-type]
+            sys.meta_path.insert(0, self._finder)
         try:
-            from pyrsmi import rocml
+            from pyrsmi import rocml  # type: ignore[import-untyped]
         except ImportError:
             rocml = None
         if rocml is not None:
@@ -122,10 +123,8 @@ class Installation:
             return
         self._active = False
         if self._finder is not None:
-            try:
-                sys.meta_path.remove(self._finder)  # type: ignore[arg-type]
-            except ValueError:
-                pass
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(self._finder)
             self._finder = None
         if self._saved_module is _MISSING:
             sys.modules.pop("amdsmi", None)

@@ -778,7 +778,8 @@ def make_fake_amdsmi(host: FakeHost, name: str = "amdsmi") -> types.ModuleType:
         def read(self, timeout_ms: int, num_elem: int = 10) -> list[dict[str, Any]]:
             if not self._open:
                 raise _fail("INVAL")
-            out, keep = [], []
+            out: list[dict[str, Any]] = []
+            keep: list[dict[str, Any]] = []
             for ev in st.events:
                 if len(out) < num_elem and ev.get("gpu") == self._gpu[1] and ev.get("event") in self._types:
                     out.append({"processor_handle": None, "event": ev["event"], "message": ev.get("message", "")})
@@ -814,7 +815,7 @@ class BrokenAmdSmiFinder:
             return None
         import importlib.machinery
 
-        return importlib.machinery.ModuleSpec(fullname, self)
+        return importlib.machinery.ModuleSpec(fullname, self)  # type: ignore[arg-type]
 
     def create_module(self, spec: Any) -> None:
         return None

@@ -24,7 +24,7 @@ _KFD_PCIE = 2
 def _bridges(bus_id: str) -> list[str]:
     b = int(bus_id[5:7], 16)
     r = max(b - 3, 0)
-    return [f"0000:{r:02x}:01.1", f"0000:{r + 1:02x}:00.0", f"0000:{r + 2:02x}:00.0"]
+    return [f"0000:{r:02x}:01.0", f"0000:{r + 1:02x}:00.0", f"0000:{r + 2:02x}:00.0"]
 
 
 def _files(gpu: FakeGpu) -> dict[str, str]:

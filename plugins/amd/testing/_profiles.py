@@ -32,7 +32,7 @@ MI300X_BUS_IDS = (
     "0000:e5:00.0",
 )
 
-MI300X_HIVE_ID = 0x3C1A2B4D5E6F7081
+MI300X_HIVE_ID = 0x8A3B  # the simulator's hive id
 
 
 def mi300x_unique_id(i: int) -> int:
@@ -127,7 +127,7 @@ class FakeHost:
     amdsmi: str = "present"
     ctypes_lib: bool = True
     driver_live: bool = True
-    numa_cpus: tuple[str, ...] = ("0-47,96-143", "48-95,144-191")
+    numa_cpus: tuple[str, ...] = ("0-95,192-287", "96-191,288-383")
     description: str = ""
 
 
@@ -144,7 +144,7 @@ def _mi300x(i: int, **kw: object) -> FakeGpu:
         vram_total=192 * GIB,
         vram_used=283_115_520,
         numa_node=0 if i < 4 else 1,
-        serial=f"PCB0469{i:05d}",
+        serial=f"6923120000{i:02d}",
         xgmi_hive_id=MI300X_HIVE_ID,
         xgmi_node_id=i,
         xgmi_links=7,
@@ -254,7 +254,7 @@ def _hosts() -> dict[str, FakeHost]:
             tuple(
                 _mi300x(
                     i,
-                    bad_pages=tuple((0x1000 * k, 4096, 0) for k in range(130)) + ((0xFFF000, 4096, 1),),
+                    bad_pages=(*((0x1000 * k, 4096, 0) for k in range(130)), (0xFFF000, 4096, 1)),
                     bad_page_threshold=128,
                 )
                 if i == 5
