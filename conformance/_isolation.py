@@ -76,12 +76,23 @@ def vendor_modules_in(modules: tuple[str, ...], vendor: frozenset[str]) -> list[
     return sorted(m for m in modules if m.split(".", 1)[0] in vendor)
 
 
+_CACHE: dict[tuple[str, str, bool], ImportReport] = {}
+
+
 def import_in_child(module: str, attr: str, *, probe: bool = True, timeout_s: float = 60.0) -> ImportReport:
     """Import ``module`` (and resolve ``attr``) in a child interpreter; probe an empty host.
 
     Raises :class:`RuntimeError` when the child hangs or dies without a report: the caller turns
-    that into a failed row with the child's output.
+    that into a failed row with the child's output.  A module's answer is cached for the rest of
+    the process (many suite classes share one plugin module).
     """
+    key = (module, attr, probe)
+    if key not in _CACHE:
+        _CACHE[key] = _import_in_child(module, attr, probe=probe, timeout_s=timeout_s)
+    return _CACHE[key]
+
+
+def _import_in_child(module: str, attr: str, *, probe: bool, timeout_s: float) -> ImportReport:
     target = f"{module}:{attr}" if attr else module
     with tempfile.TemporaryDirectory(prefix="accel-empty-host-") as empty:
         spec = {"module": module, "attr": attr, "probe": probe, "empty": empty, "path": list(sys.path)}

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from accel.conformance import Fault
+from accel.conformance import Fault, SysfsOracle
 from accel.errors import DeviceError, DeviceLostError, NotSupportedError, PluginError
 from accel.model import (
     Action,
@@ -81,7 +81,7 @@ BREAKS: dict[str, set[str]] = {
     "memory-mib": {"memory.total-bytes", "memory.oracle-1pct"},
     "memory-off-2pct": {"memory.oracle-1pct"},
     "used-unknown": {"memory.used-le-total", "telemetry.unsupported-listed"},
-    "telemetry-total-mib": {"memory.telemetry-consistent"},
+    "telemetry-total-mb": {"memory.telemetry-consistent"},
     "dup-links": {"topology.links-reference-devices"},
     "gbit-bandwidth": {"topology.link-bandwidth-units"},
     "domain-split": {"topology.domains-consistent"},
@@ -142,7 +142,7 @@ class FakeBackend(Backend):
         self._close_calls = 0
         self._lost: set[str] = set()
         self._unreadable: set[str] = set()
-        self._energy = 1000.0
+        self._energy = 100000.0
         self._calls = 0
         self._t0 = datetime(2025, 1, 1, tzinfo=UTC)
         self._ticks = 0
@@ -191,6 +191,13 @@ class FakeBackend(Backend):
                 raise DeviceError(f"no acme device {i!r}", device_id=i)
         return list(ids)
 
+    def _total(self) -> int:
+        if "memory-mib" in self._breaks:
+            return 81920  # MiB reported as bytes
+        if "memory-off-2pct" in self._breaks:
+            return int(TOTAL * 1.02)
+        return TOTAL
+
     def _health(self, dev_id: str) -> Health:
         if dev_id in self._lost:
             return Health(operational=Operational.LOST, conditions=(HealthCondition(
@@ -223,18 +230,13 @@ class FakeBackend(Backend):
                 dev_id = self._id(i)
                 if dev_id in self._lost:
                     continue
-                total = 81559 if "memory-mib" in self._breaks else TOTAL
-                if "memory-off-2pct" in self._breaks:
-                    total = int(TOTAL * 1.02)
+                total = self._total()
                 used = None if "used-unknown" in self._breaks else total // 100
                 health = self._health(dev_id)
                 if "health-state-mismatch" in self._breaks and i == 1:
                     health = Health(operational=Operational.DRAINING)
                 pci = PciInfo(bus_id=bus, vendor_id=VENDOR_ID,
                               device_id="ffff" if "bad-pci-ids" in self._breaks else DEVICE_ID)
-                if "bad-bridges" in self._breaks:
-                    pci = PciInfo(bus_id=bus, vendor_id=VENDOR_ID, device_id=DEVICE_ID, pcie_root="pci0000:15",
-                                  bridge_path=("0000:15:01.0", "0000:16:00.0"))
                 devices.append(Device(
                     id=dev_id, vendor="acme", kind=DeviceKind.GPU,
                     model="N/A" if "model-placeholder" in self._breaks else "Acme A100X 80GB",
@@ -268,7 +270,17 @@ class FakeBackend(Backend):
                 sources=() if "no-sources" in self._breaks else (
                     SourceInfo(backend="acme", plugin_version=PLUGIN.info.version, api="acme-smi"),),
             )
-        return inv if "bad-bridges" in self._breaks else enrich_inventory(inv, self._config.sysfs_root)
+        inv = enrich_inventory(inv, self._config.sysfs_root)
+        if "bad-bridges" in self._breaks:
+            # Claims every device hangs off one switch, where sysfs shows two sockets.
+            wrong = tuple(
+                d.model_copy(update={"pci": PciInfo(bus_id=d.pci.bus_id, vendor_id=VENDOR_ID, device_id=DEVICE_ID,
+                                                    pcie_root="pci0000:15",
+                                                    bridge_path=("0000:15:01.0", "0000:16:00.0"))})
+                for d in inv.devices if d.pci is not None
+            )
+            inv = inv.model_copy(update={"devices": wrong})
+        return inv
 
     def _partitions(self, ids: list[str], devices: list[Device]) -> tuple[tuple[Partition, ...],
                                                                           tuple[PartitionProfile, ...]]:
@@ -300,7 +312,7 @@ class FakeBackend(Backend):
             wanted = self._ids()
         with self._lock:
             self._ticks += 1
-            self._energy = 5.0 if "energy-resets" in self._breaks and self._ticks % 2 == 0 else self._energy + 50
+            self._energy += -50 if "energy-resets" in self._breaks else 50
             out = []
             for dev_id in wanted:
                 if dev_id in self._lost:
@@ -308,11 +320,11 @@ class FakeBackend(Backend):
                         raise DeviceLostError(f"{dev_id} is lost", device_id=dev_id)
                     continue
                 clock = 1410.0 if "clock-mhz" in self._breaks else 1.41e9
-                total = 81559 * 2**20 if "telemetry-total-mib" in self._breaks else TOTAL
+                total = 81920 * 10**6 if "telemetry-total-mb" in self._breaks else self._total()
                 unlisted = "power-unlisted" in self._breaks
                 out.append(Telemetry(
                     device_id=dev_id, timestamp=self._t0 + timedelta(seconds=self._ticks),
-                    utilization_ratio=0.25, memory_used_bytes=None if "used-unknown" in self._breaks else TOTAL // 100,
+                    utilization_ratio=0.25, memory_used_bytes=None if "used-unknown" in self._breaks else self._total() // 100,
                     memory_total_bytes=total, power_watts=None if unlisted else 120.0, energy_joules=self._energy,
                     temperature_celsius=41.0, clocks_hertz={"sm": clock}, ecc_corrected_total=3,
                     ecc_uncorrected_total=0,
@@ -410,6 +422,13 @@ class BadApiPlugin(FakePlugin):
 
 
 PLUGIN = FakePlugin()
+
+
+class AcmeOracle(SysfsOracle):
+    """Bus ids from sysfs; memory from the spec sheet (80 GiB), independent of the backend."""
+
+    def memory_total_bytes(self, device: Device) -> int | None:
+        return TOTAL
 
 
 def plugin_for(breaks: str) -> FakePlugin:
