@@ -122,37 +122,42 @@ class FragMeasure:
         self.count = np.array([t.count for t in types], dtype=np.int64)
         self.freq = np.array([t.freq for t in types], dtype=np.float64)
         self.unique_milli = sorted({int(m) for m in self.milli if m > 0})
+        pos = {m: i for i, m in enumerate(self.unique_milli)}
+        self._midx = np.array([pos.get(int(m), 0) for m in self.milli], dtype=np.int64)
+        self._gpu_type = self.milli > 0
 
     def __call__(self, cpu_left: IntArray, left: IntArray, cls: IntArray) -> FloatArray:
-        """Fragmentation (milli units) of each state; ``left`` is ``S x D``."""
-        n = cpu_left.shape[0]
+        """Fragmentation (milli units) of each state; ``left`` is ``S x D``.
+
+        Vectorised over (state, type); each quadrant is summed with ``cumsum`` along the type
+        axis, which adds strictly left to right like the published simulator's loop."""
+        if len(self.freq) == 0:
+            return np.zeros(cpu_left.shape[0])
         total = left.sum(axis=1)
-        totf = total.astype(np.float64)
-        per_m: dict[int, tuple[IntArray, IntArray]] = {}
-        for m in self.unique_milli:
-            small = left < m
-            per_m[m] = ((~small).sum(axis=1), np.where(small, left, 0).sum(axis=1))
-        buckets = np.zeros((7, n), dtype=np.float64)
-        cols = np.arange(n)
-        acc_rows = cls + 1
-        for t in range(len(self.freq)):
-            f = self.freq[t]
-            cpu_ok = cpu_left >= self.cpu[t]
-            m = int(self.milli[t])
-            if m == 0:
-                bucket = np.where(cpu_ok, _XL, _XR)
-                amount = f * totf
-            else:
-                cnt, frag_small = per_m[m]
-                access = self.access[acc_rows, t]
-                fits = cnt >= self.count[t]
-                q3 = access & fits & cpu_ok
-                bucket = np.where(~access, _NO_ACCESS,
-                                  np.where(fits, np.where(cpu_ok, _Q2_LACK_GPU, _Q4_LACK_CPU),
-                                           np.where(cpu_ok, _Q2_LACK_GPU, _Q1_LACK_BOTH)))
-                amount = f * np.where(q3, frag_small, total).astype(np.float64)
-            buckets[bucket, cols] += amount
-        out: FloatArray = buckets[0] + buckets[1]
-        for b in (3, 4, 5, 6):
-            out = out + buckets[b]
+        totf = total.astype(np.float64)[:, None]
+        cpu_ok = cpu_left[:, None] >= self.cpu[None, :]
+        if self.unique_milli:
+            um = np.asarray(self.unique_milli, dtype=np.int64)
+            small = left[:, :, None] < um[None, None, :]
+            cnt = (~small).sum(axis=1)
+            frag_small = np.where(small, left[:, :, None], 0).sum(axis=1)
+            cnt_t = cnt[:, self._midx]
+            frag_t = frag_small[:, self._midx].astype(np.float64)
+        else:
+            cnt_t = np.zeros(cpu_ok.shape, dtype=np.int64)
+            frag_t = np.zeros(cpu_ok.shape)
+        access = self.access[cls + 1]
+        fits = cnt_t >= self.count[None, :]
+        gpu_type = self._gpu_type[None, :]
+        bucket = np.where(gpu_type,
+                          np.where(~access, _NO_ACCESS,
+                                   np.where(cpu_ok, _Q2_LACK_GPU, np.where(fits, _Q4_LACK_CPU, _Q1_LACK_BOTH))),
+                          np.where(cpu_ok, _XL, _XR))
+        q3 = gpu_type & access & fits & cpu_ok
+        amount = self.freq[None, :] * np.where(q3, frag_t, totf)
+        out: FloatArray | None = None
+        for b in (_Q1_LACK_BOTH, _Q2_LACK_GPU, _Q4_LACK_CPU, _XL, _XR, _NO_ACCESS):
+            part = np.cumsum(np.where(bucket == b, amount, 0.0), axis=1)[:, -1]
+            out = part if out is None else out + part
+        assert out is not None
         return out
