@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ...errors import AccelError, DeviceError, DeviceLostError, DriverError
+from ...errors import AccelError, DeviceError, DeviceLostError, DriverError, NotSupportedError
 from ...model import Action as Act
 from ...model import (
     Binding,
@@ -236,6 +236,25 @@ class NvidiaBackend(Backend):
         """NVML wrapper calls made by this backend so far (the benchmark's counter)."""
         return self._nv.total_calls()
 
+    @property
+    def vendor_call_count(self) -> int:
+        """Cumulative NVML calls (the conformance kit's ``ReportsCost``)."""
+        return self._nv.total_calls()
+
+    def inject_fault(self, fault: object, device_id: str) -> None:
+        """Conformance hook, only over the fake NVML: ``device_lost`` or ``health_not_supported``."""
+        lib = self._nv.library
+        kind = str(getattr(fault, "value", fault))
+        index = next((i for i, st in self._statics.items() if st.device_id == device_id), None)
+        if not hasattr(lib, "lose_gpu") or index is None:
+            raise NotSupportedError("fault injection needs the fake NVML (option 'scenario')", device_id=device_id)
+        if kind == "device_lost":
+            lib.lose_gpu(index)
+        elif kind == "health_not_supported":
+            lib.make_health_unsupported(index)
+        else:
+            raise NotSupportedError(f"unknown fault {kind!r}", device_id=device_id)
+
     def _check_open(self) -> None:
         if self._closed:
             raise DriverError("the NVIDIA backend is closed", code="plugin.closed")
@@ -359,6 +378,8 @@ class NvidiaBackend(Backend):
             # NVML: ECC mode is "only applicable to devices with ECC": NOT_SUPPORTED is a fact.
             r.unsupported.discard("memory.ecc_supported")
         kind = _memory_kind(name)
+        # Read once here as well: a GPU lost later keeps its last known memory in the inventory.
+        first_memory = self._memory(r, h, kind, ecc)
         device = Device(
             id=device_id, vendor="nvidia", kind=DeviceKind.GPU, model=name, index=index,
             uuid=uuid or None, serial_number=_text(serial) if serial else None,
@@ -371,7 +392,7 @@ class NvidiaBackend(Backend):
                         link_gen_max=gen_max, link_width_max=width_max),
             numa_node=numa, cpu_affinity=cpus,
             versions=VersionInfo(driver=self._driver, runtime_name="cuda", runtime=self._cuda, firmware=firmware),
-            memory=(MemoryRegion(kind=kind),),
+            memory=(first_memory,),
             compute=ComputeInfo(units=int(cores) if cores is not None else None,
                                 unit_kind="cuda_core" if cores is not None else None,
                                 max_clock_hertz=int(sm_max) * 1_000_000 if sm_max is not None else None,
@@ -504,7 +525,9 @@ class NvidiaBackend(Backend):
             mem = self._nv.call("nvmlDeviceGetMemoryInfo", h, version=C.NVML_MEMORY_V2)
             v2 = True
         except DeviceLostError:
-            raise
+            if not r.tolerate_lost:
+                raise
+            r.lost = True
         except AccelError as err:
             if nvml_code_of(err) in (C.ERROR_FUNCTION_NOT_FOUND, 25):  # R470: no _v2 symbol
                 mem = self._get(r, "memory.total_bytes", "nvmlDeviceGetMemoryInfo", h)
@@ -567,6 +590,11 @@ class NvidiaBackend(Backend):
             temp = self._get(s.read, None, "nvmlDeviceGetTemperatureV", h, C.TEMPERATURE_GPU,
                              fallback="nvmlDeviceGetTemperature")
             conds += temperature_conditions(temp, *st.thresholds, at=at)
+            readable = temp is not None or throttle is not None or any(
+                v is not None for k, v in vars(counters).items() if k != "links_down")
+            if not readable:
+                # Every health query answered NOT_SUPPORTED (or no permission): unknown, never healthy.
+                monitored = False
             action = s.fields.get(C.FI_GPU_RECOVERY_ACTION)
             if action:
                 act = RECOVERY_ACTIONS.get(int(action), Act.INVESTIGATE)
@@ -934,6 +962,7 @@ class NvidiaBackend(Backend):
             self._lost.setdefault(index, at)
             return self._lost_device(st, at), [], [], st.profiles
         dev = st.device
+        st.device = Device.model_validate({**dev.model_dump(), "memory": [memory.model_dump()]})
         pci = dev.pci.model_copy(update={"link_gen_current": gen, "link_width_current": width}) if dev.pci else None
         mig_on = bool(parts) or (mig_pending is not None and self._mig_enabled(s.read, h))
         update: dict[str, Any] = {
@@ -1059,13 +1088,13 @@ class NvidiaBackend(Backend):
                 st = self._statics[i]
                 at = _now()
                 if i in self._lost:
-                    out.append(Telemetry(device_id=st.device_id, timestamp=at))
+                    out.append(_lost_sample(st.device_id, at))
                     continue
                 try:
                     out.append(self._telemetry(st, at))
                 except DeviceLostError:
                     self._lost.setdefault(i, at)
-                    out.append(Telemetry(device_id=st.device_id, timestamp=at))
+                    out.append(_lost_sample(st.device_id, at))
             return tuple(out)
 
     def _telemetry(self, st: _Static, at: datetime) -> Telemetry:
@@ -1194,3 +1223,10 @@ class NvidiaBackend(Backend):
             self._handles.clear()
             self._nv.shutdown()
 
+
+
+def _lost_sample(device_id: str, at: datetime) -> Telemetry:
+    """A lost GPU answers nothing until it is reset: every reading is listed as unavailable."""
+    empty = {name for name, info in Telemetry.model_fields.items()
+             if name not in ("device_id", "timestamp", "unsupported") and not info.is_required()}
+    return Telemetry(device_id=device_id, timestamp=at, unsupported=frozenset(empty))

@@ -269,6 +269,11 @@ class Nvml:
         self._lock = threading.Lock()
 
     @property
+    def library(self) -> Any:
+        """The library object (the ``pynvml`` module or a fake)."""
+        return self._lib
+
+    @property
     def initialised(self) -> bool:
         return self._initialised
 

@@ -42,6 +42,9 @@ _IDENTITY = frozenset({
     "nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetSerial", "nvmlDeviceGetPciInfo",
     "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetIndex", "nvmlDeviceGetMinorNumber", "nvmlDeviceGetBrand",
     "nvmlDeviceGetArchitecture", "nvmlDeviceGetCudaComputeCapability",
+    # The framebuffer size is learned at enumeration too; the "lost after identity" scenario
+    # models a GPU that drops off the bus right after the first inventory read it.
+    "nvmlDeviceGetMemoryInfo",
 })
 #: What a MIG device handle answers; everything else is NOT_SUPPORTED on a MIG handle.
 _MIG_OK = frozenset({
@@ -149,6 +152,16 @@ class FakeNVML:
     def lose_gpu(self, index: int) -> None:
         """GPU ``index`` falls off the bus now: GpuIsLost from everything that touches it."""
         self.scenario.gpus[index].lost = True
+
+    def make_health_unsupported(self, index: int) -> None:
+        """Health queries of GPU ``index`` answer NOT_SUPPORTED from now on (fields included)."""
+        gpu = self.scenario.gpus[index]
+        gpu.not_supported |= {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons",
+                              "nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature", "nvmlDeviceGetRemappedRows",
+                              "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRetiredPages",
+                              "nvmlDeviceGetRetiredPagesPendingStatus"}
+        for fid in (3, 4, 5, 6, 29, 30, 31, 38, 52, 59, 142, 143, 144, 145, 161, 162, 163, 165, 230):
+            gpu.errors[f"field:{fid}"] = 3
 
     def fail_all(self, code: int | None = None, exc: Callable[[], BaseException] | None = None) -> None:
         """Make every call raise ``NVMLError(code)`` (or ``exc()``); ``fail_all()`` clears it."""
