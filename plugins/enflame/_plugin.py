@@ -1,0 +1,39 @@
+"""The light ``enflame`` entry-point object (no tool is run at import or probe time)."""
+
+from __future__ import annotations
+
+from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo
+from accel.tools import Runner
+
+from .._cli import CliProbeSpec
+from .._cli.extra import BASE_CAPABILITIES, CliPlugin
+from ._parse import SEARCH_PATH
+
+__all__ = ["EnflamePlugin"]
+
+
+class EnflamePlugin(CliPlugin):
+    """Enflame GCUs (T20/T21, S60/S60G, L300) through ``efsmi``."""
+
+    info = PluginInfo(
+        name="enflame",
+        vendor="Enflame",
+        version="0.1.0",
+        api_versions=frozenset({PLUGIN_API}),
+        api="efsmi",
+        description="Enflame GCUs via efsmi (table and -q); SR-IOV VFs as partitions of their card.",
+        capabilities=BASE_CAPABILITIES
+        | {Capability.UUID, Capability.SERIAL, Capability.POWER, Capability.ECC, Capability.PARTITIONS},
+    )
+    probe_spec = CliProbeSpec(
+        vendor="Enflame",
+        pci_vendor_ids=("1e36",),
+        tool="efsmi",
+        tool_paths=SEARCH_PATH,
+    )
+    package = __package__ or "accel.plugins.enflame"
+
+    def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
+        from ._backend import EnflameBackend
+
+        return EnflameBackend(config, runner)
