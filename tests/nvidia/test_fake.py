@@ -6,10 +6,10 @@ import ctypes
 
 import pynvml
 import pytest
-
-from accel.plugin import BackendConfig
 from accel.plugins.nvidia import PLUGIN
 from accel.plugins.nvidia.testing import SCENARIOS, FakeNVML, dgx_h100_uuid
+
+from accel.plugin import BackendConfig
 
 
 def test_installed_over_the_module_and_real_code_path() -> None:
@@ -99,7 +99,8 @@ def test_field_values_report_per_field_failures() -> None:
     fake = FakeNVML("rtx4090-4")
     fake.nvmlInit()
     h = fake.nvmlDeviceGetHandleByIndex(0)
-    vals = fake.nvmlDeviceGetFieldValues(h, [pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL, pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION])
+    vals = fake.nvmlDeviceGetFieldValues(
+        h, [pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL, pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION])
     assert vals[0].nvmlReturn == pynvml.NVML_ERROR_NOT_SUPPORTED and vals[1].nvmlReturn == 0
     assert vals[1].value.ullVal == 456_789_012
 
