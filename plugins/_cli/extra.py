@@ -3,8 +3,6 @@
 The parsing toolkit of :mod:`accel.plugins._cli` turns tool output into values; this module
 turns those values into a backend, the same way for every CLI vendor:
 
-* :class:`CliPlugin`: the entry-point object, probing with the toolkit's ``probe_cli`` and
-  opening over ``runner_for`` (shipped replay scenarios are a test facility).
 * :class:`UnitReading` and :func:`build_unit`: one schedulable unit as a tool prints it, made
   into a :class:`~accel.model.Device` plus a :class:`~accel.model.Telemetry` sample with the
   same rules everywhere (stable id from the UUID else the bus id, ``used > total`` becomes a
@@ -14,7 +12,7 @@ turns those values into a backend, the same way for every CLI vendor:
 
 Text helpers the toolkit lacked (candidates to fold into :mod:`accel.plugins._cli`):
 
-* :func:`read_records`: multi-row device records read against header rows that a caller
+* :func:`read_header_records`: multi-row device records read against header rows that a caller
   located by landmark (or knows), for tables :func:`~accel.plugins._cli.find_box_tables` cannot
   frame: ``mthreads-gmi`` has no outer border, old ``efsmi`` doubles its rules, a pasted
   ``ixsmi`` fragment has no header at all.
@@ -22,19 +20,18 @@ Text helpers the toolkit lacked (candidates to fold into :mod:`accel.plugins._cl
   condition on the unit instead of losing the whole device.
 * :func:`parse_listing`: ``GPU 0: <name> (UUID: ...)`` / ``XPU 0: <name>  GPU-<uuid>`` lines of
   the ``-L`` option of nvidia-smi look-alikes.
-* :func:`matrix_links`: a ``topo -m`` matrix into typed links and link domains.
+* :func:`matrix_links`: a ``topo -m`` :class:`~accel.plugins._cli.Matrix` into typed links and link domains.
 """
 
 from __future__ import annotations
 
-import abc
 import re
 import shlex
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 from accel.errors import AccelError, BackendUnavailableError, DeviceError, ParseError, ToolError, ToolTimeoutError
 from accel.model import (
@@ -64,12 +61,11 @@ from accel.model import (
     device_id_for,
     validate,
 )
-from accel.plugin import Backend, BackendConfig, BackendPlugin, Capability, ProbeResult
-from accel.tools import Runner
+from accel.plugin import Backend, Capability
 
-from ._probe import CliProbeSpec, probe_cli
-from ._session import ToolSession, runner_for
-from ._tables import AlignedTable, BoxRecord, BoxRow, assign_fields, find_aligned_table, header_fields
+from ._matrix import Matrix, read_matrix
+from ._session import ToolSession
+from ._tables import BoxRecord, BoxRow, assign_fields, header_fields
 from ._text import ParseContext, SourceLine, split_lines
 from ._values import clean, parse_bus_id, parse_bytes
 
@@ -77,7 +73,6 @@ __all__ = [
     "BASE_CAPABILITIES",
     "PCIE_CODES",
     "CliBackend",
-    "CliPlugin",
     "Collection",
     "Lenient",
     "Listed",
@@ -93,11 +88,11 @@ __all__ = [
     "merge_readings",
     "parse_listing",
     "parse_process_rows",
-    "parse_topo_matrix",
     "processes_of",
-    "read_records",
+    "read_header_records",
     "source_info",
     "split_cells",
+    "topo_links",
     "unreadable",
     "visible_binding",
 ]
@@ -420,7 +415,7 @@ def split_cells(text: str) -> tuple[str, ...]:
     return tuple(s.split("|"))
 
 
-def read_records(
+def read_header_records(
     lines: Sequence[SourceLine],
     header: Sequence[str],
     *,
@@ -569,14 +564,14 @@ def parse_listing(text: str, *, words: Sequence[str], ctx: ParseContext) -> list
 
 
 def matrix_links(
-    table: AlignedTable,
+    matrix: Matrix,
     ids: Mapping[str, str],
     codes: Mapping[str, LinkType],
     *,
     domain_kind: DomainKind | None = None,
     domain_prefix: str = "link",
 ) -> tuple[list[Link], list[Domain]]:
-    """Links and domains from a ``topo -m`` matrix read with ``find_aligned_table(row_label=True)``.
+    """Links and domains from a ``topo -m`` matrix read with :func:`~accel.plugins._cli.read_matrix`.
 
     ``ids`` maps row/column labels (``GPU0``) to device ids; labels it lacks (``NIC0``, a device
     the inventory dropped) are skipped.  ``codes`` maps cell codes (``MX``, ``XL``, ``SYS``) to
@@ -585,52 +580,18 @@ def matrix_links(
     ``domain_kind`` (when given) with at least two members.
     """
     links: dict[frozenset[str], Link] = {}
-    for _line, row in table.rows:
-        a = ids.get(row.get("", ""))
-        if a is None:
+    for (row, col), code in matrix.codes.items():
+        a, b = ids.get(row), ids.get(col)
+        if a is None or b is None or a == b or code not in codes:
             continue
-        for label, cell in row.items():
-            b = ids.get(label)
-            code = cell.strip().upper()
-            if b is None or b == a or code not in codes:
-                continue
-            pair = frozenset((a, b))
-            if pair not in links:
-                first, second = sorted(pair)
-                links[pair] = Link(a=first, b=second, type=codes[code])
+        pair = frozenset((a, b))
+        if pair not in links:
+            first, second = sorted(pair)
+            links[pair] = Link(a=first, b=second, type=codes[code])
     ordered = sorted(links.values(), key=lambda lk: (lk.a, lk.b))
     fast = [lk for lk in ordered if lk.type in FAST_LINKS]
     domains = link_domains(fast, domain_kind, prefix=domain_prefix, order=list(ids.values())) if domain_kind else []
     return ordered, domains
-
-
-# --------------------------------------------------------------------------------------------
-# The plugin object
-# --------------------------------------------------------------------------------------------
-
-
-class CliPlugin(BackendPlugin):
-    """The light entry-point object of a CLI vendor: probe from data, open through a runner.
-
-    Subclasses set :attr:`info`, :attr:`probe_spec` and :attr:`package` and implement
-    :meth:`open_with`.  Replay scenarios shipped in the package's ``scenarios/`` folder are a
-    test facility: ``BackendConfig(options={"scenario": "<name>"})`` (``accel ...
-    --option scenario=<name>``) replays that folder's recordings instead of running the tools.
-    """
-
-    probe_spec: ClassVar[CliProbeSpec]
-    #: The plugin's package (``accel.plugins.metax``), where ``scenarios/`` lives.
-    package: ClassVar[str]
-
-    def probe(self, config: BackendConfig) -> ProbeResult:
-        return probe_cli(self.probe_spec, config, package=self.package)
-
-    def open(self, config: BackendConfig) -> Backend:
-        return self.open_with(config, runner_for(config, self.package))
-
-    @abc.abstractmethod
-    def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
-        """Open the backend over ``runner`` (real, replayed or recording)."""
 
 
 def build_units(
@@ -769,21 +730,6 @@ PCIE_CODES: Mapping[str, LinkType] = {
     "NODE": LinkType.NUMA,
     "SYS": LinkType.SYSTEM,
 }
-
-
-def parse_topo_matrix(text: str, ctx: ParseContext, *, label: str = "GPU") -> AlignedTable:
-    """The device matrix of an nvidia-smi-like ``topo -m`` (``GPU0  X  MX  SYS ...``).
-
-    The header is the first line that starts with whitespace then ``<label>0``; rows run to a
-    blank line or ``Legend``.  Elided lines (``...``) before it are skipped.  No matrix raises
-    a located :class:`ParseError`.
-    """
-    table = find_aligned_table(
-        text, re.compile(rf"^\s+{re.escape(label)}0(\s|$)"), row_label=True, stop=re.compile(r"^\s*Legend")
-    )
-    if table is None:
-        raise ctx.error(f"no '{label}0 {label}1 ...' matrix header in the output")
-    return table
 
 
 @dataclass(frozen=True)
@@ -932,3 +878,32 @@ BASE_CAPABILITIES: frozenset[Capability] = frozenset(
         Capability.VERSIONS,
     }
 )
+
+
+def topo_links(
+    col: Collection,
+    devices: Iterable[Device],
+    *,
+    label: str,
+    fast: Mapping[str, LinkType],
+    domain_kind: DomainKind | None = None,
+    prefix: str = "link",
+    args: Sequence[str] = ("topo", "-m"),
+) -> tuple[list[Link], list[Domain]]:
+    """Run ``<tool> topo -m`` (optional) and turn its matrix into links and domains.
+
+    Cells may hold ``X``, the PCIe/NUMA codes of :data:`PCIE_CODES` or a vendor's ``fast``
+    codes (``MX``, ``XL``); rows and columns are ``<label><index>``.  An unreadable matrix is
+    a problem of the snapshot, not a failure: the devices stand without it.
+    """
+    codes = {**PCIE_CODES, **fast}
+    valid = re.compile("|".join(["X", *(re.escape(c) for c in codes)]))
+    header = rf"^\s+{re.escape(label)}0(\s|$)"
+    tool = col.session.tool
+    matrix = col.extra(
+        lambda text, cmd: read_matrix(text, ParseContext(tool, cmd), header=header, valid_code=valid), *args
+    )
+    if matrix is None:
+        return [], []
+    ids = {f"{label}{d.index}": d.id for d in devices if d.index is not None}
+    return matrix_links(matrix, ids, codes, domain_kind=domain_kind, domain_prefix=prefix)

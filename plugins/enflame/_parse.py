@@ -32,9 +32,10 @@ from .._cli import (
     parse_kv,
     parse_ratio,
     parse_watts,
+    read_records,
     split_lines,
 )
-from .._cli.extra import Lenient, UnitReading, is_rule, read_records
+from .._cli.extra import Lenient, UnitReading, is_rule, read_header_records
 
 __all__ = ["EfsmiQuery", "EfsmiTable", "is_vf", "normalise_model", "parse_query", "parse_table", "rma_conditions"]
 
@@ -147,12 +148,8 @@ def parse_table(text: str, *, command: str = "efsmi") -> EfsmiTable:
     while i < len(lines) and not is_rule(lines[i].text) and "|" in lines[i].text:
         header.append(lines[i].text)
         i += 1
-    records, _end = read_records(lines, header, start=i)
-    for rec in records:
-        try:
-            out.readings.append(_table_reading(rec, ctx))
-        except ParseError as exc:
-            out.problems.append(exc)
+    records, _end = read_header_records(lines, header, start=i)
+    out.readings, out.problems = read_records(records, lambda rec: _table_reading(rec, ctx))
     return out
 
 

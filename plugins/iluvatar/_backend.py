@@ -15,7 +15,6 @@ from accel.model import (
     Domain,
     DomainKind,
     HealthCondition,
-    Link,
     Severity,
     Subsystem,
 )
@@ -24,17 +23,15 @@ from accel.tools import Runner
 
 from .._cli import ParseContext, ToolSession
 from .._cli.extra import (
-    PCIE_CODES,
     CliBackend,
     Collection,
     Snapshot,
     UnitReading,
     build_units,
-    matrix_links,
     merge_readings,
     parse_listing,
-    parse_topo_matrix,
     processes_of,
+    topo_links,
     visible_binding,
 )
 from ._parse import SEARCH_PATH, TOOL, pair_boards, parse_table
@@ -89,11 +86,7 @@ class IluvatarBackend(CliBackend):
             if d.board_id is not None:
                 boards.setdefault(d.board_id, []).append(d.id)
         domains = [Domain(id=b, kind=DomainKind.DIE_PAIR, members=tuple(m)) for b, m in boards.items() if len(m) > 1]
-        links: list[Link] = []
-        topo = col.extra(lambda text, cmd: parse_topo_matrix(text, ParseContext(TOOL, cmd)), "topo", "-m")
-        if topo is not None:
-            ids = {f"GPU{d.index}": d.id for d in devices if d.index is not None}
-            links, _ = matrix_links(topo, ids, PCIE_CODES)
+        links, _ = topo_links(col, devices, label="GPU", fast={})
         return col.snapshot(
             devices,
             samples,

@@ -34,9 +34,10 @@ from .._cli import (
     parse_ratio,
     parse_used_total,
     parse_watts,
+    read_records,
     split_lines,
 )
-from .._cli.extra import Lenient, ProcessRow, UnitReading, is_rule, parse_process_rows, read_records
+from .._cli.extra import Lenient, ProcessRow, UnitReading, is_rule, parse_process_rows, read_header_records
 
 __all__ = [
     "DUAL_CHIP_MODELS",
@@ -171,15 +172,11 @@ def parse_table(text: str, *, command: str = "ixsmi") -> IxsmiTable:
         start = next((i for i, ln in enumerate(lines) if is_rule(ln.text)), None)
         if start is None:
             raise ctx.error("no ixsmi device table (no 'Bus-Id' header and no table rows)")
-        records, end = read_records(lines, _KNOWN_HEADER, start=start)
+        records, end = read_header_records(lines, _KNOWN_HEADER, start=start)
         rest = lines[end:]
         if not records:
             raise ctx.error("no ixsmi device rows", lines[start])
-    for rec in records:
-        try:
-            out.readings.append(_reading(rec, ctx))
-        except ParseError as exc:
-            out.problems.append(exc)
+    out.readings, out.problems = read_records(records, lambda rec: _reading(rec, ctx))
     out.processes = parse_process_rows(rest, ctx)
     for line in rest:
         m = _RESET.match(line.text)

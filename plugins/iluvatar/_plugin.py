@@ -5,14 +5,14 @@ from __future__ import annotations
 from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo
 from accel.tools import Runner
 
-from .._cli import CliProbeSpec
-from .._cli.extra import BASE_CAPABILITIES, CliPlugin
+from .._cli import CliBackendPlugin, CliProbeSpec
+from .._cli.extra import BASE_CAPABILITIES
 from ._parse import SEARCH_PATH
 
 __all__ = ["IluvatarPlugin"]
 
 
-class IluvatarPlugin(CliPlugin):
+class IluvatarPlugin(CliBackendPlugin):
     """Iluvatar CoreX GPUs (MR-V50/V100, BI-V100, BI-V150) through ``ixsmi``."""
 
     info = PluginInfo(

@@ -13,9 +13,7 @@ from accel.errors import ParseError
 from accel.model import (
     Capabilities,
     DeviceKind,
-    Domain,
     DomainKind,
-    Link,
     LinkType,
     PartitionScheme,
 )
@@ -24,17 +22,15 @@ from accel.tools import Runner
 
 from .._cli import ParseContext, ToolSession
 from .._cli.extra import (
-    PCIE_CODES,
     CliBackend,
     Collection,
     Snapshot,
     UnitReading,
     build_units,
-    matrix_links,
     merge_readings,
     parse_listing,
-    parse_topo_matrix,
     processes_of,
+    topo_links,
     visible_binding,
 )
 from ._parse import SEARCH_PATH, TOOLS, parse_xpu_smi, sriov_enabled
@@ -86,13 +82,9 @@ class KunlunxinBackend(CliBackend):
             versions={"driver": smi.driver_version, "runtime_name": "xpu-rt", "runtime": smi.runtime_version},
             timestamp=col.now,
         )
-        links: list[Link] = []
-        domains: list[Domain] = []
-        topo = col.extra(lambda text, cmd: parse_topo_matrix(text, ParseContext(tool, cmd), label="XPU"), "topo", "-m")
-        if topo is not None:
-            ids = {f"XPU{d.index}": d.id for d in devices if d.index is not None}
-            codes = {**PCIE_CODES, "XL": LinkType.XPULINK}
-            links, domains = matrix_links(topo, ids, codes, domain_kind=DomainKind.XPULINK_GROUP, domain_prefix="xl")
+        links, domains = topo_links(
+            col, devices, label="XPU", fast={"XL": LinkType.XPULINK}, domain_kind=DomainKind.XPULINK_GROUP, prefix="xl"
+        )
         return col.snapshot(
             devices, samples, links=links, domains=domains, processes=processes_of(smi.processes, devices)
         )

@@ -35,9 +35,11 @@ from .._cli import (
     parse_ratio,
     parse_used_total,
     parse_watts,
+    read_records,
+    select_table,
     split_lines,
 )
-from .._cli.extra import Lenient, ProcessRow, UnitReading, parse_process_rows, read_records
+from .._cli.extra import Lenient, ProcessRow, UnitReading, parse_process_rows, read_header_records
 
 __all__ = ["XpuSmi", "parse_xpu_smi"]
 
@@ -159,7 +161,7 @@ def _records4(lines: list[SourceLine], pattern: re.Pattern[str]) -> tuple[list[B
     start = next((i for i, ln in enumerate(lines) if pattern.search(ln.text)), None)
     if start is None:
         return [], len(lines)
-    return read_records(lines, [lines[start].text], start=start + 1)
+    return read_header_records(lines, [lines[start].text], start=start + 1)
 
 
 def parse_xpu_smi(text: str, *, command: str = "xpu_smi") -> XpuSmi:
@@ -171,14 +173,8 @@ def parse_xpu_smi(text: str, *, command: str = "xpu_smi") -> XpuSmi:
     banner5 = next((m for m in (_BANNER5.search(ln.text) for ln in lines) if m), None)
     if banner5 is not None:
         out = XpuSmi("5.x", driver_version=banner5.group("driver"), runtime_version=clean(banner5.group("rt")))
-        table = next((t for t in find_box_tables(lines) if "Bus-Id" in t.column_names), None)
-        if table is None:
-            raise ctx.error("XPU-SMI banner but no device table with a 'Bus-Id' column")
-        for rec in table.records:
-            try:
-                out.readings.append(_reading5(rec, ctx))
-            except ParseError as exc:
-                out.problems.append(exc)
+        table = select_table(find_box_tables(lines), ("XPU", "Bus-Id"), ctx, text, "XPU-SMI device table")
+        out.readings, out.problems = read_records(table.records, lambda rec: _reading5(rec, ctx))
         out.processes = parse_process_rows([ln for ln in lines if ln.lineno > table.end_lineno], ctx)
         return out
     if any(_DEVICES4.search(ln.text) for ln in lines):
@@ -191,11 +187,7 @@ def parse_xpu_smi(text: str, *, command: str = "xpu_smi") -> XpuSmi:
             if m4 and out.driver_version is None:
                 out.driver_version = m4.group("v")
         records, _end = _records4(lines, _DEVICES4)
-        for rec in records:
-            try:
-                out.readings.append(_reading4(rec, ctx))
-            except ParseError as exc:
-                out.problems.append(exc)
+        out.readings, out.problems = read_records(records, lambda rec: _reading4(rec, ctx))
         procs, _ = _records4(lines, _PROCS4)
         for rec in procs:
             f = rec.fields

@@ -5,14 +5,14 @@ from __future__ import annotations
 from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo, ProbeResult
 from accel.tools import Runner, which
 
-from .._cli import CliProbeSpec
-from .._cli.extra import BASE_CAPABILITIES, CliPlugin
+from .._cli import CliBackendPlugin, CliProbeSpec
+from .._cli.extra import BASE_CAPABILITIES
 from ._parse import SEARCH_PATH
 
 __all__ = ["KunlunxinPlugin"]
 
 
-class KunlunxinPlugin(CliPlugin):
+class KunlunxinPlugin(CliBackendPlugin):
     """Kunlunxin XPUs (R200/R300, P800) through ``xpu_smi`` / ``xpu-smi``.
 
     The probe trusts PCI vendor id ``1d22`` and ``/dev/xpuN`` first and, of the tools, only

@@ -11,23 +11,21 @@ import re
 from typing import Any
 
 from accel.errors import ParseError
-from accel.model import Capabilities, DeviceKind, Domain, DomainKind, Link, LinkType, PartitionScheme, SharingMode
+from accel.model import Capabilities, DeviceKind, DomainKind, LinkType, PartitionScheme, SharingMode
 from accel.plugin import BackendConfig
 from accel.tools import Runner
 
 from .._cli import ParseContext, ToolSession
 from .._cli.extra import (
-    PCIE_CODES,
     CliBackend,
     Collection,
     Snapshot,
     UnitReading,
     build_units,
-    matrix_links,
     merge_readings,
     parse_listing,
-    parse_topo_matrix,
     processes_of,
+    topo_links,
     visible_binding,
 )
 from ._parse import SEARCH_PATH, TOOL, parse_mx_smi, sgpu_enabled
@@ -92,15 +90,14 @@ class MetaxBackend(CliBackend):
             versions=versions,
             timestamp=col.now,
         )
-        links: list[Link] = []
-        domains: list[Domain] = []
-        topo = col.extra(lambda text, cmd: parse_topo_matrix(text, ParseContext(TOOL, cmd)), "topo", "-m")
-        if topo is not None:
-            ids = {f"GPU{d.index}": d.id for d in devices if d.index is not None}
-            codes = {**PCIE_CODES, "MX": LinkType.METAXLINK}
-            links, domains = matrix_links(
-                topo, ids, codes, domain_kind=DomainKind.METAXLINK_GROUP, domain_prefix="metaxlink"
-            )
+        links, domains = topo_links(
+            col,
+            devices,
+            label="GPU",
+            fast={"MX": LinkType.METAXLINK},
+            domain_kind=DomainKind.METAXLINK_GROUP,
+            prefix="metaxlink",
+        )
         return col.snapshot(
             devices, samples, links=links, domains=domains, processes=processes_of(smi.processes, devices)
         )

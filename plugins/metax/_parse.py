@@ -30,6 +30,8 @@ from .._cli import (
     parse_ratio,
     parse_used_total,
     parse_watts,
+    read_records,
+    select_table,
     split_lines,
 )
 from .._cli.extra import Lenient, ProcessRow, UnitReading, parse_process_rows
@@ -131,14 +133,7 @@ def parse_mx_smi(text: str, *, command: str = "mx-smi") -> MxSmi:
         m = _ATTACHED.match(line.text)
         if m and out.attached is None:
             out.attached = int(m.group("n"))
-    tables = find_box_tables(lines)
-    devices = next((t for t in tables if "Bus-id" in t.column_names or "Bus-Id" in t.column_names), None)
-    if devices is None:
-        raise ctx.error("no mx-smi device table (no 'Bus-id' column)")
-    for rec in devices.records:
-        try:
-            out.readings.append(_reading(rec, ctx))
-        except ParseError as exc:
-            out.problems.append(exc)
+    devices = select_table(find_box_tables(lines), ("GPU", "Bus-id"), ctx, text, "mx-smi device table")
+    out.readings, out.problems = read_records(devices.records, lambda rec: _reading(rec, ctx))
     out.processes = parse_process_rows([ln for ln in lines if ln.lineno > devices.end_lineno], ctx)
     return out

@@ -5,14 +5,14 @@ from __future__ import annotations
 from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo
 from accel.tools import Runner
 
-from .._cli import CliProbeSpec
-from .._cli.extra import BASE_CAPABILITIES, CliPlugin
+from .._cli import CliBackendPlugin, CliProbeSpec
+from .._cli.extra import BASE_CAPABILITIES
 from ._parse import SEARCH_PATH
 
 __all__ = ["MetaxPlugin"]
 
 
-class MetaxPlugin(CliPlugin):
+class MetaxPlugin(CliBackendPlugin):
     """MetaX GPUs (C500/C550/C600, N260) through ``mx-smi``."""
 
     info = PluginInfo(

@@ -33,9 +33,10 @@ from .._cli import (
     parse_ratio,
     parse_used_total,
     parse_watts,
+    read_records,
     split_lines,
 )
-from .._cli.extra import Lenient, ProcessRow, UnitReading, is_rule, parse_process_rows, read_records
+from .._cli.extra import Lenient, ProcessRow, UnitReading, is_rule, parse_process_rows, read_header_records
 
 __all__ = [
     "GmiTable",
@@ -159,12 +160,8 @@ def parse_table(text: str, *, command: str = "mthreads-gmi") -> GmiTable:
     while i < len(lines) and not is_rule(lines[i].text) and not lines[i].blank:
         header.append(lines[i].text)
         i += 1
-    records, end = read_records(lines, header, start=i)
-    for rec in records:
-        try:
-            out.units.append(_unit_from_record(rec, ctx))
-        except ParseError as exc:
-            out.problems.append(exc)
+    records, end = read_header_records(lines, header, start=i)
+    out.units, out.problems = read_records(records, lambda rec: _unit_from_record(rec, ctx))
     out.processes = parse_process_rows(lines[end:], ctx)
     return out
 
