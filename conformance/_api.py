@@ -88,16 +88,17 @@ def run(
     if not backend:
         raise ConfigError("run() needs a backend name")
     with tempfile.TemporaryDirectory(prefix="accel-conformance-run-") as tmp:
-        out = Path(report) if report is not None else Path(tmp) / "report"
+        out = (Path(report) if report is not None else Path(tmp) / "report").resolve()
         out.mkdir(parents=True, exist_ok=True)
-        args = ["--accel-backend", backend, "--accel-report", str(out.resolve())]
+        args = ["--accel-backend", backend, "--accel-report", str(out)]
         for key, value in (options or {}).items():
             args += ["--accel-option", f"{key}={value}"]
         if scenario:
             args += ["--accel-scenario", scenario]
         if certify:
             args.append("--accel-certify")
-        code, output, cmd = _pytest(Path(tmp), [*args, *pytest_args], echo=echo, timeout_s=timeout_s)
+        # The run directory is pytest's rootdir too, so node ids read suite/test_accel_<name>.py::...
+        code, output, cmd = _pytest(out, [*args, *pytest_args], echo=echo, timeout_s=timeout_s)
         (out / "pytest-output.txt").write_text(output, encoding="utf-8")
         results = load_results(out) if (out / "results.json").is_file() else None
         paths = {k: out / f"matrix.{k}" for k in ("md", "json", "html") if (out / f"matrix.{k}").is_file()}

@@ -22,14 +22,14 @@ import importlib.util
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib import metadata, resources
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from accel.errors import ConfigError
 from accel.plugin import ENTRY_POINT_GROUP, Backend, BackendConfig
 
-from ._hooks import Oracle
+from ._hooks import Fault, Oracle
 from ._suite import ConformanceSuite
 
 __all__ = ["SCENARIOS_ATTR", "Scenario", "all_scenarios", "scenarios_for", "suite_for"]
@@ -50,6 +50,8 @@ class Scenario:
     oracle: Oracle | None = None
     lose_device: Callable[[Backend, str], None] | None = None
     make_health_unreadable: Callable[[Backend, str], None] | None = None
+    #: ``(tmp_path, fault, position) -> BackendConfig | None``: see ConformanceSuite.faulted_config.
+    faulted_config: Callable[[Path, Fault, int], BackendConfig | None] | None = None
     xfail: Mapping[str, str] = field(default_factory=dict)
     snapshot_budget: int | None = None
     description: str = ""
@@ -74,12 +76,9 @@ def _entry_module(backend: str) -> str | None:
 
 def _sim_fallback() -> dict[str, Scenario]:
     # Until accel.sim ships its own conformance module: every profile file is a scenario.
-    try:
-        profiles = resources.files("accel.sim").joinpath("profiles")
-        names = sorted(p.name.removesuffix(".json") for p in profiles.iterdir() if p.name.endswith(".json"))
-    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
-        return {}
-    return {n: Scenario(name=n, options={"profile": n}, description=f"simulator profile {n}") for n in names}
+    from ._simscenarios import sim_scenarios
+
+    return sim_scenarios()
 
 
 def scenarios_for(backend: str) -> dict[str, Scenario]:
@@ -155,6 +154,14 @@ def suite_for(backend: str, scenario: str | Scenario, *, options: Mapping[str, A
         attrs["lose_device"] = staticmethod(scen.lose_device)
     if scen.make_health_unreadable is not None:
         attrs["make_health_unreadable"] = staticmethod(scen.make_health_unreadable)
+    if scen.faulted_config is not None:
+        faulted = scen.faulted_config
+
+        def faulted_config(cls: type[ConformanceSuite], tmp_path: Path, fault: Fault,
+                           position: int) -> BackendConfig | None:
+            return faulted(tmp_path, fault, position)
+
+        attrs["faulted_config"] = classmethod(faulted_config)
     if scen.snapshot_budget is not None:
         attrs["snapshot_budget"] = scen.snapshot_budget
     return type(_class_name(backend, scen.name), (ConformanceSuite,), attrs)

@@ -286,11 +286,45 @@ class _Harness:
 
     def lose_device(self, backend: Backend, device_id: str) -> bool:
         hook = getattr(self.suite, "lose_device", None)
+        if hook is None and not isinstance(backend, FaultInjector):
+            # Convention of simulators and fakes: a backend method lose_device(device_id).
+            method = getattr(backend, "lose_device", None)
+            if callable(method):
+                method(device_id)
+                return True
         return self._inject(hook, Fault.DEVICE_LOST, backend, device_id)
 
     def make_unreadable(self, backend: Backend, device_id: str) -> bool:
         hook = getattr(self.suite, "make_health_unreadable", None)
         return self._inject(hook, Fault.HEALTH_NOT_SUPPORTED, backend, device_id)
+
+    def faulted(self, fault: Fault) -> tuple[Backend, list[str], str] | None:
+        """A backend whose first device is under ``fault``: (backend, ids before, target id).
+
+        Tries the runtime hooks on a fresh backend first (suite function, FaultInjector, a
+        backend ``lose_device`` method), then the suite's ``faulted_config`` (a config opened
+        with the fault already in place: a simulator option, a recorded faulty scenario).
+        ``None`` when the suite has no way to inject it.
+        """
+        backend = self.open()
+        inv = self.call("inventory()", backend.inventory)
+        if not inv.devices:
+            pytest.skip("no devices to inject a fault into")
+        ids = _device_ids(inv)
+        inject = self.lose_device if fault is Fault.DEVICE_LOST else self.make_unreadable
+        if inject(backend, ids[0]):
+            return backend, ids, ids[0]
+        config = self.suite.faulted_config(self.tmp / f"fault-{fault.value}", fault, 0)
+        if config is None:
+            return None
+        plugin = self.require_plugin()
+        try:
+            faulty = plugin.open(config)
+        except Exception as exc:  # noqa: BLE001
+            pytest.fail(f"open(faulted_config({fault.value!r})) raised {_describe(exc)}", pytrace=False)
+        with self._lock:
+            self._opened.append(faulty)
+        return faulty, ids, ids[0]
 
     @staticmethod
     def _inject(hook: object, fault: Fault, backend: Backend, device_id: str) -> bool:
@@ -413,7 +447,8 @@ class ConformanceSuite:
         An :class:`~accel.conformance.Oracle`: independent truth for the ``*oracle*`` rows.
     ``lose_device`` / ``make_health_unreadable``
         ``Callable[[Backend, str], None]`` fault hooks (plain functions); without them the suite
-        uses the backend's :class:`~accel.conformance.FaultInjector`, or skips the row.
+        uses the backend's :class:`~accel.conformance.FaultInjector` (or a backend method
+        ``lose_device(device_id)``), then :meth:`faulted_config`, or skips the row.
     ``xfail``
         ``{"row.id": "reason"}``: known deviations, strict.
     ``snapshot_budget`` / ``probe_budget``
@@ -438,6 +473,16 @@ class ConformanceSuite:
     def backend_config(cls, tmp_path: Path) -> BackendConfig:
         """The config every backend of this suite is opened with (override for a fake sysfs, a replay runner)."""
         return BackendConfig(options=dict(cls.options))
+
+    @classmethod
+    def faulted_config(cls, tmp_path: Path, fault: Fault, position: int) -> BackendConfig | None:
+        """A config whose backend opens with ``fault`` on the device at ``position`` (inventory order).
+
+        The alternative to runtime fault hooks for backends configured by data: a simulator
+        option (``faults=device_lost:0``) or a recorded scenario of a real failure.  ``None``
+        (the default): no such config, and the fault rows skip unless a runtime hook exists.
+        """
+        return None
 
     @classmethod
     def scenario_name(cls) -> str | None:
@@ -1098,13 +1143,11 @@ class ConformanceSuite:
             _check([f"without the 'health' capability these are not unknown: {wrong}"] if wrong else [],
                    "return Health.unknown() for devices whose health the backend cannot read")
             return
-        backend = accel.open()
-        inv = accel.call("inventory()", backend.inventory)
-        if not inv.devices:
-            pytest.skip("no devices to make unreadable")
-        target = inv.devices[0].id
-        if not accel.make_unreadable(backend, target):
-            pytest.skip("no fault hook: set make_health_unreadable or implement FaultInjector (health_not_supported)")
+        faulted = accel.faulted(Fault.HEALTH_NOT_SUPPORTED)
+        if faulted is None:
+            pytest.skip("no fault hook: set make_health_unreadable or faulted_config, or implement FaultInjector "
+                        "(health_not_supported)")
+        backend, ids, target = faulted
         got = accel.call("health() with one device's health unreadable", backend.health)
         h = got.get(target)
         problems = []
@@ -1112,21 +1155,19 @@ class ConformanceSuite:
             problems.append(f"health() dropped {target} when its health became unreadable")
         elif h.monitored or h.state is not HealthState.UNKNOWN:
             problems.append(f"{target} with NOT_SUPPORTED health is {h.state.value} (monitored={h.monitored})")
-        for other in inv.devices[1:]:
-            if other.id in got and got[other.id].state is HealthState.UNKNOWN and got[other.id].monitored is False:
-                problems.append(f"{other.id} also became unknown")
+        for other in ids[1:]:
+            if other in got and got[other].state is HealthState.UNKNOWN and got[other].monitored is False:
+                problems.append(f"{other} also became unknown")
         _check(problems, "map the vendor's NOT_SUPPORTED to Health(monitored=False), not to a failure condition")
 
     @row("health.lost-device-isolated")
     def test_health_lost_device_isolated(self, accel: _Harness) -> None:
-        backend = accel.open()
-        inv = accel.call("inventory()", backend.inventory)
-        if not inv.devices:
-            pytest.skip("no devices to lose")
-        lost = inv.devices[0].id
-        others = [d.id for d in inv.devices[1:]]
-        if not accel.lose_device(backend, lost):
-            pytest.skip("no fault hook: set ConformanceSuite.lose_device or implement FaultInjector on the backend")
+        faulted = accel.faulted(Fault.DEVICE_LOST)
+        if faulted is None:
+            pytest.skip("no fault hook: set ConformanceSuite.lose_device or faulted_config, or implement "
+                        "FaultInjector on the backend")
+        backend, ids, lost = faulted
+        others = ids[1:]
         problems = []
         try:
             after = backend.inventory()
@@ -1388,9 +1429,11 @@ class ConformanceSuite:
             backend.close()
         except Exception as exc:  # noqa: BLE001
             problems.append(f"close() after a failed call raised {_describe(exc)}")
-        other = accel.open()
-        inv = accel.call("inventory()", other.inventory)
-        if inv.devices and accel.lose_device(other, inv.devices[0].id):
+        faulted = accel.faulted(Fault.DEVICE_LOST)
+        if faulted is not None:
+            other = faulted[0]
+            with contextlib.suppress(Exception):
+                other.health()  # let the backend notice the loss first
             try:
                 other.close()
             except Exception as exc:  # noqa: BLE001
