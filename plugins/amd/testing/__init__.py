@@ -23,6 +23,7 @@ The AMD backend uses the same thing when opened with ``options={"scenario": name
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -62,6 +63,12 @@ _ROCML_GLOBALS = (
 )
 
 
+def _fast_tmp() -> str | None:
+    """A RAM-backed directory for the fake tree when there is one (hundreds of small files)."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
 class Installation:
     """A scenario put in place; :meth:`restore` (or leaving the ``with``) undoes it.
 
@@ -82,7 +89,7 @@ class Installation:
         self._active = False
         if build_sysfs or sysfs_root is not None:
             if sysfs_root is None:
-                self._tmp = tempfile.TemporaryDirectory(prefix=f"accel-amd-{host.name}-")
+                self._tmp = tempfile.TemporaryDirectory(prefix=f"accel-amd-{host.name}-", dir=_fast_tmp())
                 sysfs_root = Path(self._tmp.name)
             build_amdgpu_sysfs(host, sysfs_root)
             self.sysfs_root = sysfs_root
