@@ -129,13 +129,38 @@ class Scheduler:
             self._cache[key] = entry
         stale = hosts[entry.seen[hosts] != self.state.version[hosts]]
         if len(stale):
-            s, slot = sc.score(self.state, req, stale)
+            s, slot = self._score_dedup(req, stale)
             entry.scores[stale] = s
             entry.slots[stale] = slot
             entry.seen[stale] = self.state.version[stale]
             self.stats.rescored_hosts += len(stale)
         entry.hits += 1
         return entry.scores[hosts], entry.slots[hosts]
+
+    def _score_dedup(self, req: Request, hosts: IntArray) -> tuple[FloatArray, IntArray]:
+        """Score many hosts by scoring one representative of each distinct host state.
+
+        Hosts whose rows are identical in every array a host-local scorer can read get identical
+        scores; on a fresh or lightly loaded cluster most hosts share a handful of states."""
+        sc = self.scorer
+        if len(hosts) <= 64 or not sc.host_local:
+            return sc.score(self.state, req, hosts)
+        st = self.state
+        key = np.concatenate([
+            np.stack([st.cpu_free[hosts], st.cpu_cap[hosts], st.mem_free[hosts], st.pods_used[hosts],
+                      st.pods_cap[hosts], st.host_class[hosts], st.n_devices[hosts]], axis=1),
+            st.dev_left[hosts], st.dev_cap[hosts], st.dev_usable[hosts].astype(np.int64),
+            st.dev_degraded[hosts].astype(np.int64), st.dev_class[hosts], st.dev_mem_left[hosts],
+            st.affinity[hosts]], axis=1)
+        weights = np.random.default_rng(12345).integers(1, 2**62, size=key.shape[1], dtype=np.int64)
+        with np.errstate(over="ignore"):
+            digest = key @ weights
+        _, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        if len(first) * 2 > len(hosts) or not np.array_equal(key, key[first][inverse]):
+            return sc.score(st, req, hosts)  # few duplicates, or a digest collision: score all
+        s, slot = sc.score(st, req, hosts[first])
+        return s[inverse], slot[inverse]
 
     def decide(self, req: Request) -> Decision:
         """Filter, score and pick a host and devices without changing the state."""

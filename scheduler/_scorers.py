@@ -55,6 +55,9 @@ class Scorer(ABC):
     name: ClassVar[str] = ""
     cacheable: ClassVar[bool] = True
     uses_workload: ClassVar[bool] = False
+    host_local: ClassVar[bool] = True
+    """Score depends only on the host's capacity/usage rows (not on its identity or topology
+    labels), so identical hosts may share one evaluation."""
 
     def __init__(self) -> None:
         self.state: ClusterState | None = None

@@ -122,6 +122,8 @@ class ClusterState:
         self.classes: list[DeviceSpec] = []
         self._class_of: dict[tuple[Any, ...], int] = {}
         self._sel_cache: dict[DeviceSelector, BoolArray] = {}
+        self._elig_cache: dict[DeviceSelector, tuple[int, BoolArray]] = {}
+        self._health_clock = 0
         self._prof_cache: dict[str, IntArray] = {}
         domains: dict[tuple[int, str], int] = {}
         racks: dict[str, int] = {}
@@ -190,13 +192,15 @@ class ClusterState:
 
     def eligible_slots(self, req: Request, hosts: IntArray | None = None) -> BoolArray:
         """Device slots (``len(hosts) x D``) a request's selector accepts, usable ones only."""
-        rows = slice(None) if hosts is None else hosts
-        cls = self.dev_class[rows]
-        usable = self.dev_usable[rows]
-        if req.selector.is_empty:
-            return usable & (cls >= 0)
-        mask = self.class_mask(req.selector)
-        return usable & (cls >= 0) & mask[np.maximum(cls, 0)]
+        cached = self._elig_cache.get(req.selector)
+        if cached is None or cached[0] != self._health_clock:
+            cls = self.dev_class
+            base = self.dev_usable & (cls >= 0)
+            if not req.selector.is_empty:
+                base = base & self.class_mask(req.selector)[np.maximum(cls, 0)]
+            cached = (self._health_clock, base)
+            self._elig_cache[req.selector] = cached
+        return cached[1] if hosts is None else cached[1][hosts]
 
     def profile_milli(self, profile: str) -> IntArray:
         """Per device class: compute milli a partition profile takes (0 = not offered)."""
@@ -303,6 +307,7 @@ class ClusterState:
             self.dev_mem_left[host, slot] = 0
         self.dev_usable[host, slot] = usable
         self.dev_degraded[host, slot] = degraded
+        self._health_clock += 1
         self._touch(host)
 
     def _affinity_col(self, req: Request) -> int | None:

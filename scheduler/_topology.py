@@ -155,6 +155,7 @@ class TopologyScorer(Scorer):
     one point.  Single-device and CPU-only requests fall back to best fit."""
 
     name = "topology-aware"
+    host_local = False
 
     def score(self, state: ClusterState, req: Request, hosts: IntArray) -> tuple[FloatArray, IntArray]:
         n = len(hosts)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import accel.scheduler
 
-ALLOWED_ACCEL = {"accel.model", "accel.errors"}
+ALLOWED_ACCEL = {"accel.model", "accel.errors", "accel.scheduler"}
 FORBIDDEN_PREFIXES = ("accel.plugins", "accel.discovery", "accel.plugin", "accel.conformance", "accel.sim",
                       "accel.cli", "accel.tools", "pynvml", "pyrsmi", "amdsmi", "stevedore")
 
