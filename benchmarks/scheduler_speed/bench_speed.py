@@ -100,7 +100,8 @@ def main() -> int:
         per_attempt = r["wall_s"] / r["attempts"]
         base_per = base["wall_s"] / base["attempts"]
         print(f"openb default seed 42 {pol}: {r['attempts']} attempts, curve recorded after each, "
-              f"wall {r['wall_s']:.1f}s (after loading the CSVs), peak RSS {r['peak_rss_mib']:.0f} MiB; uncached baseline "
+              f"wall {r['wall_s']:.1f}s (after loading the CSVs), peak RSS {r['peak_rss_mib']:.0f} MiB; "
+              "uncached baseline "
               f"{base_per * 1e3:.2f} ms/attempt over {base['attempts']} attempts vs {per_attempt * 1e3:.2f} "
               f"ms/attempt -> {base_per / per_attempt:.1f}x")
     print("context (published, not measured here): the FGD paper's Go simulator needs 27 min 24 s and "
