@@ -167,6 +167,8 @@ class AmdSmiReader:
     def __init__(self, module: ModuleType) -> None:
         self._m = module
         self._open = False
+        #: amdsmi calls made so far (cumulative), for the conformance kit's cost rows.
+        self.calls = 0
 
     # -- lifecycle --------------------------------------------------------------------------
     def open(self) -> None:
@@ -189,6 +191,7 @@ class AmdSmiReader:
     # -- plumbing ---------------------------------------------------------------------------
     def _call(self, fn: str, *args: Any) -> Any:
         func: Callable[..., Any] | None = getattr(self._m, fn, None)
+        self.calls += 1
         if func is None:
             raise NotSupportedError(f"{fn} is not in this amdsmi version")
         try:

@@ -62,6 +62,7 @@ _LOG = logging.getLogger("accel.plugins.amd")
 _AMDSMI_ONLY = (
     "serial_number",
     "isa",
+    "architecture",
     "compute_units",
     "max_clock_hertz",
     "memory_max_clock_hertz",
@@ -106,6 +107,7 @@ class AmdBackend(Backend):
         self._pyrsmi: PyrsmiReader | None = None
         self._notes: list[str] = []
         self._closed = False
+        self._closed_calls = 0
         name = config.option("scenario")
         if name:
             from .testing import SCENARIOS, Installation
@@ -161,10 +163,16 @@ class AmdBackend(Backend):
     def name(self) -> str:
         return "amd"
 
+    @property
+    def vendor_call_count(self) -> int:
+        """Cumulative pyrsmi and amdsmi calls (the conformance kit's ``ReportsCost``)."""
+        return sum(r.calls for r in (self._amdsmi, self._pyrsmi) if r is not None) + self._closed_calls
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self._closed_calls = self.vendor_call_count
         for reader in (self._pyrsmi, self._amdsmi):
             if reader is not None:
                 try:

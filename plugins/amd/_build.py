@@ -36,6 +36,7 @@ from accel.model import (
     Telemetry,
     ThermalLimits,
     VersionInfo,
+    device_id_for,
     validate,
 )
 from accel.model import (
@@ -116,6 +117,7 @@ PART_FIELDS = {
     "serial_number": "serial_number",
     "uuid": "uuid",
     "isa": "isa",
+    "architecture": "architecture",
     "numa_node": "numa_node",
     "compute_units": "compute.units",
     "max_clock_hertz": "compute.max_clock_hertz",
@@ -155,11 +157,20 @@ def unsupported_paths(parts: Iterable[str], device: Device) -> frozenset[str]:
     return frozenset(out)
 
 
-def _device_id(flavor: Flavor, r: GpuReading) -> str:
+def _identity(r: GpuReading) -> str | None:
+    """The device's stable UUID: the ASIC unique id (what the simulator and ROCr use), else
+    the library's device UUID when it is real (not pyrsmi's BDF-derived stand-in)."""
     if r.unique_id:
-        return f"{flavor.vendor}:{r.unique_id}"
-    if r.bus_id:
-        return f"{flavor.vendor}:pci-{r.bus_id}"
+        return r.unique_id
+    if r.uuid and not r.uuid_synthesized:
+        return r.uuid
+    return None
+
+
+def _device_id(flavor: Flavor, r: GpuReading) -> str:
+    uuid = _identity(r)
+    if uuid or r.bus_id:
+        return device_id_for(flavor.vendor, uuid=uuid, bus_id=r.bus_id)
     # Last resort (a CLI that prints neither): the tool's index, marked as such in the id.
     return f"{flavor.vendor}:index-{r.index if r.index is not None else 0}"
 
@@ -203,6 +214,8 @@ def _extras(flavor: Flavor, r: GpuReading) -> dict[str, str | int | float | bool
     if r.unique_id:
         # ROCr accepts this stable form in ROCR_VISIBLE_DEVICES (rocminfo prints it as Uuid).
         out[f"{d}/rocrVisibleDevice"] = "GPU-" + r.unique_id.removeprefix("0x")
+    if r.uuid and not r.uuid_synthesized and r.uuid != r.unique_id:
+        out[f"{d}/deviceUuid"] = r.uuid
     if r.pci_revision:
         out[f"{d}/pciRevision"] = r.pci_revision
     if r.vbios_version:
@@ -297,8 +310,7 @@ def build_devices(
             "kind": flavor.kind,
             "model": model or f"{flavor.vendor.upper()} device",
             "index": indices[0] if indices else None,
-            "uuid": head.uuid,
-            "uuid_synthesized": head.uuid_synthesized and head.uuid is not None,
+            "uuid": _identity(head),
             "serial_number": head.serial_number,
             "brand": brand_family(head.name)[0],
             "family": brand_family(head.name)[1],
@@ -473,6 +485,11 @@ def telemetry_for(
         "ecc_uncorrected_total": ecc.uncorrectable if ecc else None,
         "retired_pages_total": len(head.bad_pages) if head.bad_pages is not None else None,
     }
-    never = {u for u in unsupported if data.get(u) in (None, (), {})}
+    # A declared telemetry field this device gave nothing for is listed too: the conformance
+    # contract is "a value, or named in unsupported" (energy is not read at all: never declared).
+    candidates = set(unsupported) | {"energy_joules", "power_watts", "temperature_celsius", "utilization_ratio",
+                                     "clocks_hertz", "memory_used_bytes", "fan_ratio"}
+    data["energy_joules"] = None
+    never = {u for u in candidates if data.get(u) in (None, (), {})}
     data["unsupported"] = frozenset(never)
     return validate(Telemetry, data, what=f"telemetry of {device.id}")

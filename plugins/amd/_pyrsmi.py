@@ -112,6 +112,8 @@ class PyrsmiReader:
         self._amdsmi = amdsmi
         self._open = False
         self._rocml: ModuleType | None = None
+        #: pyrsmi calls made so far (cumulative).
+        self.calls = 0
 
     @property
     def mode(self) -> str:
@@ -154,6 +156,7 @@ class PyrsmiReader:
         if rocml is None or not self._open:
             raise DriverError("pyrsmi is not open")
         func = getattr(rocml, fn, None)
+        self.calls += 1
         if func is None:
             return None
         with _quiet(rocml, self._amdsmi):

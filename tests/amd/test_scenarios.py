@@ -38,6 +38,8 @@ def test_mi300x_8_inventory_matches_the_simulator_profile() -> None:
         assert (d.binding.torch_device_type, d.binding.collective_backend) == ("cuda", "rccl")
         assert d.extras["amd.com/rocrVisibleDevice"] == f"GPU-{mi300x_unique_id(i):016x}"
         assert d.unsupported == frozenset()
+        assert d.uuid == f"0x{mi300x_unique_id(i):016x}"  # as the simulator: id == amd:<uuid>
+        assert d.extras["amd.com/deviceUuid"].endswith(f"{mi300x_unique_id(i) & 0xFFFFFFFFFFFF:012x}")
     # The xGMI hive is one domain of 8 and every pair is linked.
     assert len(inv.domains) == 1
     hive = inv.domains[0]
@@ -196,7 +198,9 @@ def test_consumer_radeon_no_ecc_matches_the_rocm_smi_sample() -> None:
     assert d.memory[0].kind is MemoryKind.GDDR and d.memory[0].ecc_enabled is False
     assert d.capabilities.ecc is None and d.capabilities.partitioning == ()
     assert d.serial_number is None and "serial_number" in d.unsupported
-    assert d.uuid is None  # pyrsmi's BDF-derived pseudo-UUID is not taken as an identity
+    assert d.uuid == "0x5c88007d760374f3"
+    # amdsmi has no device UUID here; pyrsmi's BDF-derived stand-in is not taken for one.
+    assert "amd.com/deviceUuid" not in d.extras
     assert d.architecture == "RDNA3" and d.isa == "gfx1101"
     assert d.health.state is HealthState.HEALTHY and d.health.conditions == ()
     assert inv.links == () and inv.domains == () and inv.partitions == ()
