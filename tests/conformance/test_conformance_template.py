@@ -1,0 +1,26 @@
+"""The out-of-tree path: the template plugin installs into a fresh venv and passes certification."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "plugins" / "_template"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="ci.sh needs bash")
+def test_template_installs_out_of_tree_and_certifies(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHON": sys.executable, "TMPDIR": str(tmp_path)}
+    env.pop("PYTEST_ADDOPTS", None)
+    proc = subprocess.run(["bash", str(TEMPLATE / "ci.sh"), str(tmp_path / "report")], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "certification: PASSED" in proc.stdout
+    assert "site-packages/accel_backend_example/__init__.py" in proc.stdout
+    assert (tmp_path / "report" / "PRODUCT.json").is_file()
+    assert "example 0.1.0" in (tmp_path / "report" / "matrix.md").read_text()
