@@ -1,0 +1,54 @@
+"""accel.scheduler.queueing: priorities, preemption, backfill, wait estimates, tenants, metering,
+health-aware recovery and a durable journal, on top of :mod:`accel.scheduler` placement.
+
+:class:`QueueingScheduler` is the engine (time is passed in, so it runs live or in
+:class:`Simulator`); :class:`Journal` is its append-only SQLite (WAL) event log, from which
+:meth:`QueueingScheduler.recover` rebuilds the state after a crash.
+"""
+
+from __future__ import annotations
+
+from ._engine import CycleResult, Job, QueueingScheduler, WaitEstimate
+from ._journal import Event, Journal
+from ._meter import Bill, BillLine, Meter, PriceTable
+from ._profile import Profile
+from ._tenants import Admission, Quota, Tenant, TenantBook, Usage
+from ._types import (
+    DEFAULT_CLASS,
+    BackfillMode,
+    InClassOrder,
+    JobSpec,
+    JobState,
+    Policy,
+    PreemptMode,
+    PriorityClass,
+    WaitReason,
+)
+
+__all__ = [
+    "DEFAULT_CLASS",
+    "Admission",
+    "BackfillMode",
+    "Bill",
+    "BillLine",
+    "CycleResult",
+    "Event",
+    "InClassOrder",
+    "Job",
+    "JobSpec",
+    "JobState",
+    "Journal",
+    "Meter",
+    "Policy",
+    "PreemptMode",
+    "PriceTable",
+    "PriorityClass",
+    "Profile",
+    "QueueingScheduler",
+    "Quota",
+    "Tenant",
+    "TenantBook",
+    "Usage",
+    "WaitEstimate",
+    "WaitReason",
+]

@@ -1,0 +1,894 @@
+"""The queueing engine: admission, ordering, preemption, backfill, placement, recovery.
+
+:class:`QueueingScheduler` sits on top of part 1 (a :class:`accel.scheduler.ClusterState` and a
+:class:`accel.scheduler.Scheduler` that picks device slots inside a host).  It decides *when*
+and *how many per host*; part 1 decides *which slots*.  All mutation goes through
+:meth:`QueueingScheduler._emit`, which appends the event to the journal and applies it, and a
+rebuild (:meth:`QueueingScheduler.recover`) applies the same events again: live state and
+rebuilt state cannot drift apart.
+
+Capacity model: each device model is a *pool*; backfill and estimates count whole free
+devices per pool (a fractional share takes a whole free device there, which is conservative).
+A job that is not ``same_host`` is split into per-host chunks, consolidated on as few hosts
+as possible and placed all-or-nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from accel.scheduler import (
+    Allocation,
+    ClusterState,
+    DeviceSelector,
+    InvalidRequestError,
+    Request,
+    Scheduler,
+    SchedulerStateError,
+    Share,
+    host_spec_from_inventory,
+)
+
+from accel.model import HostInventory
+
+from ._journal import Event, Journal
+from ._meter import Bill, Meter, PriceTable, Segment
+from ._profile import Profile
+from ._tenants import Admission, Tenant, TenantBook, Usage
+from ._types import BackfillMode, InClassOrder, JobSpec, JobState, Policy, PreemptMode, PriorityClass, WaitReason
+
+__all__ = ["CycleResult", "Job", "QueueingScheduler", "WaitEstimate"]
+
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(slots=True)
+class Job:
+    """Mutable record of one job (the engine owns it; read it, do not change it)."""
+
+    spec: JobSpec
+    klass: PriorityClass
+    seq: int
+    submitted_at: float
+    state: JobState = JobState.QUEUED
+    pool: str | None = None
+    allocs: list[Allocation] = field(default_factory=list)
+    started_at: float | None = None
+    first_started_at: float | None = None
+    ended_at: float | None = None
+    work_s: float = 0.0
+    lost_s: float = 0.0
+    attempts: int = 0
+    borrowing: bool = False
+    stop_at: float | None = None
+    reason: str = ""
+    wait: WaitReason = WaitReason.NONE
+    estimate_at_submit: float | None = None
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def active(self) -> bool:
+        """Holding devices (running, or winding down after preemption)."""
+        return self.state in (JobState.RUNNING, JobState.PREEMPTING)
+
+    def progress(self, now: float) -> float:
+        """Work done so far (seconds at full speed), counting the current run segment."""
+        if self.active and self.started_at is not None:
+            return self.work_s + max(0.0, now - self.started_at)
+        return self.work_s
+
+    def remaining_estimate(self) -> float:
+        """Declared estimate minus the work already kept (never below one second)."""
+        return max(1.0, self.spec.estimate_s - self.work_s)
+
+    def checkpoint_at(self, now: float) -> float:
+        """Work saved by the last periodic checkpoint."""
+        ci = self.spec.checkpoint_interval_s
+        done = self.progress(now)
+        if ci is None:
+            return 0.0
+        return math.floor(done / ci + 1e-9) * ci
+
+
+@dataclass(frozen=True, slots=True)
+class WaitEstimate:
+    """When a queued job would start in one pool, and why it waits."""
+
+    pool: str
+    start_at: float
+    wait_s: float
+    reason: WaitReason
+    price_per_hour: float
+
+    def describe(self) -> str:
+        if not math.isfinite(self.wait_s):
+            when = "not with the current capacity"
+        elif self.wait_s < 30:
+            when = "now"
+        elif self.wait_s < 5400:
+            when = f"about {round(self.wait_s / 60)} minutes"
+        else:
+            when = f"about {self.wait_s / 3600:.1f} hours"
+        why = "" if self.reason == WaitReason.NONE else f" ({self.reason.value})"
+        return f"{self.pool} pool: {when}{why}, {self.price_per_hour:.2f}/h"
+
+
+@dataclass(slots=True)
+class CycleResult:
+    started: list[str] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+    reservations: dict[str, float] = field(default_factory=dict)
+
+
+class QueueingScheduler:
+    """Priority classes, backfill with reservations, preemption, quotas, metering, journal.
+
+    Time is always passed in (``now``, seconds); the engine never reads a clock.
+    """
+
+    def __init__(self, cluster: ClusterState, policy: Policy | None = None, *,
+                 tenants: Iterable[Tenant] = (), prices: PriceTable | None = None,
+                 journal: Journal | str | Path | None = None, scorer: str = "best-fit") -> None:
+        self.state = cluster
+        self.policy = policy or Policy()
+        self.placer = Scheduler(cluster, scorer)
+        self.book = TenantBook(tenants, half_life_s=self.policy.fair_half_life_s)
+        self.meter = Meter(prices)
+        self.journal = journal if isinstance(journal, Journal) else Journal(journal or ":memory:")
+        self.jobs: dict[str, Job] = {}
+        self.now = -math.inf
+        self._seq = 0
+        self._replaying = False
+        self.reservations: dict[str, tuple[str, float, int]] = {}
+        self._init_pools()
+
+    # -- pools -----------------------------------------------------------------------------------
+    def _init_pools(self) -> None:
+        st = self.state
+        names = sorted({c.model or "unknown" for c in st.classes})
+        self.pools: tuple[str, ...] = tuple(names)
+        self._pool_index = {p: i for i, p in enumerate(names)}
+        cls_pool = np.array([self._pool_index[c.model or "unknown"] for c in st.classes] or [0], dtype=np.int64)
+        self._slot_pool = np.where(st.dev_class >= 0, cls_pool[np.maximum(st.dev_class, 0)], -1)
+        self._dev_mem: dict[str, int] = {}
+        for c in st.classes:
+            self._dev_mem.setdefault(c.model or "unknown", c.memory_bytes)
+        self.host_free = np.zeros((st.n_hosts, len(names)), dtype=np.int64)
+        self.host_usable = np.zeros((st.n_hosts, len(names)), dtype=np.int64)
+        for h in range(st.n_hosts):
+            self._refresh_host(h)
+
+    def _refresh_host(self, h: int) -> None:
+        st = self.state
+        pools = self._slot_pool[h]
+        usable = st.dev_usable[h] & (pools >= 0)
+        free = usable & (st.dev_left[h] == st.dev_cap[h])
+        n = len(self.pools)
+        self.host_free[h] = np.bincount(pools[free], minlength=n)[:n]
+        self.host_usable[h] = np.bincount(pools[usable], minlength=n)[:n]
+
+    def pool_free(self, pool: str) -> int:
+        """Fully free usable devices of ``pool``."""
+        return int(self.host_free[:, self._pool_index[pool]].sum())
+
+    def pool_capacity(self, pool: str) -> int:
+        """Usable devices of ``pool``."""
+        return int(self.host_usable[:, self._pool_index[pool]].sum())
+
+    def _pools_for(self, spec: JobSpec) -> list[str]:
+        if spec.pool:
+            if spec.pool not in self._pool_index:
+                raise InvalidRequestError(f"job {spec.id}: no pool {spec.pool!r}; pools: {list(self.pools)}",
+                                          field="pool")
+            return [spec.pool]
+        return list(self.pools)
+
+    # -- journal plumbing ----------------------------------------------------------------------------
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group several calls into one journal transaction (all or nothing after a crash)."""
+        with self.journal.transaction():
+            yield
+
+    def _emit(self, t: float, job: str | None, kind: str, reason: str = "", data: dict[str, Any] | None = None) -> None:
+        data = data or {}
+        if not self._replaying:
+            self.journal.append(t, job, kind, reason, data)
+        self._apply(Event(0, t, job, kind, reason, data))
+
+    def _advance(self, now: float) -> None:
+        if now < self.now - 1e-9:
+            raise SchedulerStateError(f"time went backwards: {now} < {self.now}")
+        self.now = max(self.now, float(now))
+
+    # -- applying events (live and replay) ---------------------------------------------------------------
+    def _apply(self, ev: Event) -> None:
+        self._advance(ev.t)
+        handler = getattr(self, "_on_" + ev.kind, None)
+        if handler is None:
+            raise SchedulerStateError(f"journal has an unknown event kind {ev.kind!r}")
+        handler(ev)
+
+    def _on_submitted(self, ev: Event) -> None:
+        d = ev.data["spec"]
+        share = Share(**d["share"]) if d.get("share") else None
+        labels = tuple(tuple(x) for x in d.get("labels", ()))
+        spec = JobSpec(**{**d, "share": share, "labels": labels})
+        self._seq += 1
+        job = Job(spec, self.policy.klass(spec.priority_class), self._seq, ev.t)
+        job.estimate_at_submit = ev.data.get("estimate")
+        self.jobs[spec.id] = job
+
+    def _on_admitted(self, ev: Event) -> None:
+        pass  # informational: the quota check passed (placement follows in the same call)
+
+    def _on_placed(self, ev: Event) -> None:
+        job = self.jobs[str(ev.job)]
+        pool = str(ev.data["pool"])
+        spec = job.spec
+        allocs: list[Allocation] = []
+        chunks = ev.data["chunks"]
+        for i, (host_name, slots) in enumerate(chunks):
+            h = self.state.host_index[host_name]
+            req = self._chunk_request(spec, pool, i, len(slots), len(chunks))
+            allocs.append(self.state.allocate(req, h, tuple(int(s) for s in slots)))
+            self._refresh_host(h)
+        job.allocs = allocs
+        job.pool = pool
+        job.state = JobState.RUNNING
+        job.started_at = ev.t
+        job.stop_at = None
+        job.attempts += 1
+        job.borrowing = bool(ev.data.get("borrowing", False))
+        if job.first_started_at is None:
+            job.first_started_at = ev.t
+        job.reason = ev.reason
+        job.wait = WaitReason.NONE
+        self.reservations.pop(job.id, None)
+        use = self._usage(job)
+        self.book.add(spec.tenant, pool, use, ev.t)
+        mem = spec.share.memory_bytes if spec.share is not None else self._dev_mem.get(pool, 0)
+        share = spec.compute_milli / 1000.0
+        self.meter.start(job.id, [Segment(spec.tenant, pool, len(a.devices), mem * len(a.devices),
+                                          share * len(a.devices) / max(spec.devices, 1), ev.t) for a in allocs])
+
+    def _on_preempting(self, ev: Event) -> None:
+        job = self.jobs[str(ev.job)]
+        job.state = JobState.PREEMPTING
+        job.stop_at = float(ev.data["stop_at"])
+        job.reason = ev.reason
+
+    def _stop(self, job: Job, t: float) -> None:
+        """Release a job's devices and close its meter segments."""
+        for a in job.allocs:
+            self.state.release(a)
+            self._refresh_host(a.host)
+        if job.pool is not None:
+            self.book.add(job.spec.tenant, job.pool, self._usage(job), t, sign=-1)
+        self.meter.stop(job.id, t)
+        job.allocs = []
+
+    def _on_preempted(self, ev: Event) -> None:
+        job = self.jobs[str(ev.job)]
+        progress = job.progress(ev.t)
+        keep = float(ev.data["keep"])
+        self._stop(job, ev.t)
+        job.lost_s += max(0.0, progress - keep)
+        job.work_s = keep
+        job.state = JobState.SUSPENDED if ev.data.get("mode") == PreemptMode.SUSPEND.value else JobState.QUEUED
+        job.started_at = None
+        job.stop_at = None
+        job.pool = None
+        job.reason = ev.reason
+
+    def _on_failed(self, ev: Event) -> None:
+        job = self.jobs[str(ev.job)]
+        progress = job.progress(ev.t)
+        if job.active:
+            self._stop(job, ev.t)
+        if ev.data.get("requeue"):
+            keep = float(ev.data["keep"])
+            job.lost_s += max(0.0, progress - keep)
+            job.work_s = keep
+            job.state = JobState.QUEUED
+        else:
+            job.work_s = progress
+            job.state = JobState.FAILED
+            job.ended_at = ev.t
+        job.started_at = None
+        job.pool = None
+        job.reason = ev.reason
+
+    def _on_finished(self, ev: Event) -> None:
+        job = self.jobs[str(ev.job)]
+        progress = job.progress(ev.t)
+        if job.active:
+            self._stop(job, ev.t)
+        job.work_s = progress
+        job.state = JobState.FINISHED
+        job.ended_at = ev.t
+        job.pool = None
+        job.reason = ev.reason
+
+    def _on_cancelled(self, ev: Event) -> None:
+        job = self.jobs[str(ev.job)]
+        if job.active:
+            self._stop(job, ev.t)
+        job.state = JobState.CANCELLED
+        job.ended_at = ev.t
+        job.reason = ev.reason
+        self.reservations.pop(job.id, None)
+
+    def _on_health(self, ev: Event) -> None:
+        h = self.state.host_index[str(ev.data["host"])]
+        slot = int(ev.data["slot"])
+        self.state.set_device_health(h, slot, usable=bool(ev.data["usable"]), degraded=bool(ev.data.get("degraded")))
+        self._refresh_host(h)
+
+    # -- helpers ----------------------------------------------------------------------------------------
+    def _usage(self, job: Job) -> Usage:
+        spec = job.spec
+        pool = job.pool or (spec.pool or (self.pools[0] if self.pools else ""))
+        mem = spec.share.memory_bytes if spec.share is not None else self._dev_mem.get(pool, 0) * spec.devices
+        return Usage(spec.devices if spec.share is None else 0, mem, spec.compute_milli)
+
+    def _need(self, job: Job, pool: str) -> Usage:
+        spec = job.spec
+        mem = spec.share.memory_bytes if spec.share is not None else self._dev_mem.get(pool, 0) * spec.devices
+        return Usage(spec.devices if spec.share is None else 0, mem, spec.compute_milli)
+
+    def _chunk_request(self, spec: JobSpec, pool: str, i: int, k: int, n_chunks: int) -> Request:
+        sel = DeviceSelector(models=(pool,)) if pool != "unknown" else DeviceSelector()
+        name = spec.id if n_chunks == 1 else f"{spec.id}#{i}"
+        gang = spec.id if n_chunks > 1 else None
+        cpu = spec.cpu_milli * k // max(spec.devices, 1)
+        mem = spec.memory_bytes * k // max(spec.devices, 1)
+        if spec.share is not None:
+            return Request(name, cpu_milli=cpu, memory_bytes=mem, share=spec.share, selector=sel,
+                           priority=spec_level(self, spec), tenant=spec.tenant)
+        return Request(name, cpu_milli=cpu, memory_bytes=mem, devices=k, selector=sel, gang=gang,
+                       priority=spec_level(self, spec), tenant=spec.tenant)
+
+    def expected_end(self, job: Job, now: float) -> float:
+        """When the scheduler expects an active job to release its devices."""
+        if job.state == JobState.PREEMPTING and job.stop_at is not None:
+            return job.stop_at
+        assert job.started_at is not None
+        end = job.started_at + job.remaining_estimate()
+        return end if end > now else now + self.policy.overrun_margin_s
+
+    def order_key(self, job: Job, now: float) -> tuple[float, ...]:
+        """Queue order: higher class first, then the class's in-class order, then submit order."""
+        k = job.klass
+        if k.order == InClassOrder.SHORTEST:
+            inner = k.band(job.remaining_estimate() * job.spec.devices)
+        elif k.order == InClassOrder.FAIR:
+            inner = self.book.fair_usage(job.spec.tenant, now)
+        else:
+            inner = 0.0
+        return (-float(k.level), inner, float(job.seq))
+
+    def queue(self, now: float | None = None) -> list[Job]:
+        """Queued (and suspended) jobs in the order the next cycle examines them."""
+        t = self.now if now is None else now
+        waiting = [j for j in self.jobs.values() if j.state in (JobState.QUEUED, JobState.SUSPENDED)]
+        return sorted(waiting, key=lambda j: self.order_key(j, t))
+
+    def running(self) -> list[Job]:
+        return [j for j in self.jobs.values() if j.active]
+
+    def _profiles(self, now: float) -> dict[str, Profile]:
+        rel: dict[str, list[tuple[float, int]]] = {p: [] for p in self.pools}
+        for j in self.jobs.values():
+            if j.active and j.pool is not None:
+                rel[j.pool].append((self.expected_end(j, now), j.spec.devices))
+        return {p: Profile(now, self.pool_free(p), rel[p]) for p in self.pools}
+
+    # -- public calls --------------------------------------------------------------------------------
+    def submit(self, spec: JobSpec, now: float, *, estimate: bool = False) -> Job:
+        """Queue a job.  With ``estimate=True`` its start-time estimate is taken and journaled."""
+        if spec.id in self.jobs:
+            raise InvalidRequestError(f"job {spec.id} already submitted", field="id")
+        self.policy.klass(spec.priority_class)
+        self._pools_for(spec)
+        cap = max((self.pool_capacity(p) for p in self._pools_for(spec)), default=0)
+        if spec.devices > cap:
+            raise InvalidRequestError(f"job {spec.id} asks for {spec.devices} devices; the largest pool it "
+                                      f"accepts has {cap}", field="devices")
+        self._advance(now)
+        data: dict[str, Any] = {"spec": _spec_dict(spec)}
+        if estimate:
+            # estimate as if it were queued now (a throwaway record, nothing is journaled)
+            tmp = Job(spec, self.policy.klass(spec.priority_class), self._seq + 1, now)
+            self.jobs[spec.id] = tmp
+            try:
+                ests = self.estimate(spec.id, now)
+            finally:
+                del self.jobs[spec.id]
+            own = [e.start_at for e in ests if e.pool in self._pools_for(spec)]
+            data["estimate"] = min(own) if own else None
+            if data["estimate"] is not None and not math.isfinite(data["estimate"]):
+                data["estimate"] = None
+        self._emit(now, spec.id, "submitted", "submitted", data)
+        return self.jobs[spec.id]
+
+    def finish(self, job_id: str, now: float, *, ok: bool = True, reason: str = "") -> None:
+        """The job ended by itself (``ok=False``: it failed)."""
+        job = self._job(job_id)
+        if job.state.terminal:
+            raise SchedulerStateError(f"job {job_id} already {job.state.value}")
+        self._advance(now)
+        if ok:
+            self._emit(now, job_id, "finished", reason or "completed")
+        else:
+            self._emit(now, job_id, "failed", reason or "job failed", {"requeue": False})
+
+    def cancel(self, job_id: str, now: float, reason: str = "cancelled by user") -> None:
+        job = self._job(job_id)
+        if job.state.terminal:
+            raise SchedulerStateError(f"job {job_id} already {job.state.value}")
+        self._advance(now)
+        self._emit(now, job_id, "cancelled", reason)
+
+    def _job(self, job_id: str) -> Job:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise SchedulerStateError(f"unknown job {job_id}")
+        return job
+
+    # -- health -----------------------------------------------------------------------------------------
+    def update_health(self, now: float, snapshot: Iterable[HostInventory] | Mapping[str, bool]) -> list[str]:
+        """Apply device health from new snapshots (or ``{device_id: usable}``).
+
+        Jobs on a device that turned unhealthy or lost are requeued to resume from their last
+        checkpoint (work since then is accounted as lost) and re-placed by the next cycle.
+        Returns the ids of the jobs that were failed over.
+        """
+        self._advance(now)
+        wanted: dict[str, tuple[bool, bool]] = {}
+        if isinstance(snapshot, Mapping):
+            wanted = {str(k): (bool(v), False) for k, v in snapshot.items()}
+        else:
+            for inv in snapshot:
+                spec = host_spec_from_inventory(inv)
+                for dev in spec.devices:
+                    wanted[dev.id] = (dev.healthy, dev.degraded)
+        where: dict[str, tuple[int, int]] = {}
+        for h, ids in enumerate(self.state.dev_ids):
+            for s, did in enumerate(ids):
+                where[did] = (h, s)
+        hit: list[str] = []
+        with self.batch():
+            for did, (usable, degraded) in sorted(wanted.items()):
+                if did not in where:
+                    continue
+                h, s = where[did]
+                if bool(self.state.dev_usable[h, s]) == usable and bool(self.state.dev_degraded[h, s]) == degraded:
+                    continue
+                if not usable:
+                    for job in sorted(self.running(), key=lambda j: j.seq):
+                        if any(a.host == h and s in a.devices for a in job.allocs):
+                            keep = job.checkpoint_at(now)
+                            self._emit(now, job.id, "failed", f"device {did} unhealthy: resume from checkpoint",
+                                       {"requeue": True, "keep": keep, "device": did})
+                            hit.append(job.id)
+                self._emit(now, None, "health", f"device {did} {'usable' if usable else 'unusable'}",
+                           {"host": self.state.host_names[h], "slot": s, "usable": usable, "degraded": degraded,
+                            "device": did})
+        return hit
+
+    # -- placement --------------------------------------------------------------------------------------
+    def _plan_chunks(self, spec: JobSpec, pool: str) -> list[tuple[int, int]] | None:
+        """Hosts and device counts for a job: one host if possible (best fit), else fewest hosts."""
+        col = self.host_free[:, self._pool_index[pool]]
+        n = spec.devices
+        ok = np.nonzero(col >= n)[0]
+        if len(ok):
+            h = int(ok[np.argmin(col[ok])])
+            return [(h, n)]
+        if spec.same_host or spec.share is not None or int(col.sum()) < n:
+            return None
+        order = np.argsort(-col, kind="stable")
+        chunks: list[tuple[int, int]] = []
+        left = n
+        for h in order.tolist():
+            if left == 0 or col[h] == 0:
+                break
+            k = min(int(col[h]), left)
+            chunks.append((int(h), k))
+            left -= k
+        return chunks if left == 0 else None
+
+    def _place(self, job: Job, pool: str) -> list[tuple[str, list[int]]] | None:
+        """Choose hosts and slots (part 1 picks the slots) without changing the state."""
+        plan = self._plan_chunks(job.spec, pool)
+        if plan is None:
+            return None
+        out: list[tuple[str, list[int]]] = []
+        for i, (h, k) in enumerate(plan):
+            req = self._chunk_request(job.spec, pool, i, k, len(plan))
+            fit = self.state.slot_fit(req, np.array([h]))[0]
+            free = fit & (self.state.dev_left[h] == self.state.dev_cap[h])
+            if job.spec.share is not None:
+                slots = [int(np.nonzero(free)[0][0])] if free.any() else []
+            else:
+                if not self.state.feasible(req, np.array([h]))[0]:
+                    return None
+                slots = list(self.placer.reserve_devices(req, h))
+            if len(slots) != k:
+                return None
+            out.append((self.state.host_names[h], slots))
+        return out
+
+    def _start(self, job: Job, pool: str, now: float, adm: Admission, reason: str) -> bool:
+        chunks = self._place(job, pool)
+        if chunks is None:
+            return False
+        if job.attempts == 0:
+            self._emit(now, job.id, "admitted", "quota ok" + (" (borrowing)" if adm.borrowing else ""),
+                       {"pool": pool, "borrowing": adm.borrowing})
+        kind_reason = reason if job.attempts == 0 else f"resumed: {reason}"
+        self._emit(now, job.id, "placed", kind_reason,
+                   {"pool": pool, "chunks": chunks, "borrowing": adm.borrowing, "resume_from": job.work_s})
+        return True
+
+    # -- the cycle ---------------------------------------------------------------------------------------
+    def cycle(self, now: float) -> CycleResult:
+        """One scheduling cycle: finish preemptions, admit, start, preempt, reserve, backfill."""
+        self._advance(now)
+        res = CycleResult()
+        with self.batch():
+            for job in sorted(self.running(), key=lambda j: j.seq):
+                if job.state == JobState.PREEMPTING and job.stop_at is not None and job.stop_at <= now + 1e-9:
+                    self._finish_preemption(job, now)
+            self._walk(now, res, commit=True)
+        return res
+
+    def _finish_preemption(self, job: Job, now: float) -> None:
+        mode = self.policy.preempt_mode
+        if mode == PreemptMode.REQUEUE:
+            keep = 0.0
+        elif mode == PreemptMode.SUSPEND:
+            keep = job.progress(now)
+        else:
+            keep = job.checkpoint_at(now)
+        self._emit(now, job.id, "preempted", job.reason or "preempted", {"mode": mode.value, "keep": keep})
+
+    def _walk(self, now: float, res: CycleResult, *, commit: bool, target: str | None = None,
+              depth: int | None = None) -> tuple[dict[str, Profile], dict[str, WaitEstimate]]:
+        """Walk the queue in order.  ``commit=False`` only plans (for estimates).
+
+        Returns the profiles after the walk and, in planning mode, the target's estimates.
+        """
+        pol = self.policy
+        profiles = self._profiles(now)
+        blocked_pools: dict[str, float] = {}  # strict order (no backfill): pool -> no start before
+        easy_reserved: set[str] = set()
+        reservations = 0
+        tests = 0
+        out: dict[str, WaitEstimate] = {}
+        planned_work: dict[str, float] = {p: 0.0 for p in self.pools}
+        # planning mode: quota usage of jobs started in the plan
+        plan_usage: dict[tuple[str, str], Usage] = {}
+        if commit:
+            self.reservations.clear()
+        exact = pol.plan_depth if depth is None else depth
+        for job in self.queue(now):
+            if commit and pol.max_tests is not None and tests >= pol.max_tests:
+                break
+            tests += 1
+            spec = job.spec
+            is_target = job.id == target
+            d = job.remaining_estimate()
+            pools = self._pools_for(spec)
+            if not commit and not is_target and reservations >= exact:
+                # beyond the exact depth: fluid approximation of the work ahead
+                p = pools[0] if len(pools) == 1 else max(pools, key=lambda q: profiles[q].free_now)
+                planned_work[p] += d * spec.devices
+                continue
+            adm_by_pool: dict[str, Admission] = {}
+            for p in pools:
+                adm_by_pool[p] = self._admit_planned(job, p, plan_usage)
+            if is_target:
+                for p in self.pools:
+                    out[p] = self._estimate_in(job, p, profiles[p], now, planned_work[p], adm_by_pool.get(p)
+                                               or self._admit_planned(job, p, plan_usage), blocked_pools)
+                return profiles, out
+            admissible = [p for p in pools if adm_by_pool[p].ok]
+            if not admissible:
+                job.wait = WaitReason.QUOTA
+                continue
+            started = False
+            for p in admissible:
+                if p in blocked_pools:
+                    continue
+                prof = profiles[p]
+                n = spec.devices
+                if prof.fits(now, d, n):
+                    ok = self._start(job, p, now, adm_by_pool[p], "fits now") if commit else True
+                    if ok:
+                        prof.add(now, now + d, n)
+                        if commit:
+                            res.started.append(job.id)
+                        else:
+                            key = (spec.tenant, p)
+                            plan_usage[key] = plan_usage.get(key, Usage()).plus(self._need(job, p))
+                        started = True
+                        break
+            if started:
+                continue
+            # blocked: preempt, or hold a reservation
+            if commit and self._try_preempt(job, admissible, profiles, now, res):
+                continue
+            best_p, best_t = admissible[0], math.inf
+            for p in admissible:
+                t = profiles[p].earliest(spec.devices, d, after=blocked_pools.get(p))
+                if t < best_t:
+                    best_p, best_t = p, t
+            job.wait = (WaitReason.RESERVATION if profiles[best_p].free_now >= spec.devices
+                        else WaitReason.CAPACITY)
+            if pol.backfill == BackfillMode.NONE:
+                for p in admissible:
+                    blocked_pools[p] = max(blocked_pools.get(p, now), best_t if p == best_p else now)
+                if not commit and math.isfinite(best_t):
+                    profiles[best_p].add(best_t, best_t + d, spec.devices)
+                reservations += 1
+                continue
+            reserve = (not commit or (pol.backfill == BackfillMode.CONSERVATIVE and reservations < pol.plan_depth)
+                       or (pol.backfill == BackfillMode.EASY and best_p not in easy_reserved))
+            if reserve and math.isfinite(best_t):
+                profiles[best_p].add(best_t, best_t + d, spec.devices)
+                reservations += 1
+                easy_reserved.add(best_p)
+                if commit:
+                    self.reservations[job.id] = (best_p, best_t, spec.devices)
+                    res.reservations[job.id] = best_t
+        return profiles, out
+
+    def _admit_planned(self, job: Job, pool: str, plan_usage: Mapping[tuple[str, str], Usage]) -> Admission:
+        extra = plan_usage.get((job.spec.tenant, pool))
+        if not extra:
+            return self.book.admit(job.spec.tenant, pool, self._need(job, pool))
+        return self.book.admit(job.spec.tenant, pool, self._need(job, pool).plus(extra))
+
+    def _estimate_in(self, job: Job, pool: str, prof: Profile, now: float, work_ahead: float,
+                     adm: Admission, blocked: Mapping[str, float]) -> WaitEstimate:
+        n, d = job.spec.devices, job.remaining_estimate()
+        price = self.meter.prices.device_hour(pool) * job.spec.compute_milli / 1000.0
+        if n > self.pool_capacity(pool):
+            return WaitEstimate(pool, math.inf, math.inf, WaitReason.CAPACITY, price)
+        after = prof.area_time(work_ahead, now) if work_ahead > 0 else now
+        after = max(after, blocked.get(pool, now))
+        t = prof.earliest(n, d, after=after)
+        reason = WaitReason.NONE
+        if not adm.ok:
+            reason = WaitReason.QUOTA
+            t = max(t, self._quota_frees_at(job, pool, now))
+        elif t > now + 1e-9:
+            if work_ahead > 0 or pool in blocked or any(
+                    r[0] == pool for k, r in self.reservations.items() if k != job.id):
+                reason = WaitReason.PRIORITY if (work_ahead > 0 or pool in blocked
+                                                 or prof.free_now < n) else WaitReason.RESERVATION
+            else:
+                reason = WaitReason.CAPACITY
+            if reason == WaitReason.PRIORITY and prof.free_now >= n:
+                reason = WaitReason.RESERVATION
+        return WaitEstimate(pool, t, t - now, reason, price)
+
+    def _quota_frees_at(self, job: Job, pool: str, now: float) -> float:
+        """Earliest expected end of the tenant's own running jobs after which its quota admits ``job``."""
+        tenant = job.spec.tenant
+        mine = sorted((self.expected_end(j, now), j.seq, j) for j in self.running() if j.spec.tenant == tenant)
+        freed: dict[str, Usage] = {}
+        for k, (end, _seq, j) in enumerate(mine):
+            for key in (j.pool or pool, "*"):
+                freed[key] = freed.get(key, Usage()).plus(self._usage(j))
+            if self.book.admit(tenant, pool, self._need(job, pool), minus=freed, running_minus=k + 1).ok:
+                return end
+        return math.inf
+
+    # -- preemption -------------------------------------------------------------------------------------
+    def _victim_ok(self, job: Job, v: Job, pool: str) -> bool:
+        if v.state != JobState.RUNNING or v.pool != pool or not (v.spec.preemptible and v.klass.preemptible):
+            return False
+        use = self._usage(v)
+        if v.klass.level < job.klass.level and job.klass.preempts:
+            return v.spec.tenant == job.spec.tenant or self.book.above_guarantee(v.spec.tenant, pool, use)
+        # reclaim: a tenant inside its guarantee takes back quota lent to a borrower
+        return (v.spec.tenant != job.spec.tenant and v.borrowing
+                and self.book.within_guarantee(job.spec.tenant, pool, self._need(job, pool))
+                and self.book.above_guarantee(v.spec.tenant, pool, use))
+
+    def _try_preempt(self, job: Job, pools: Sequence[str], profiles: dict[str, Profile], now: float,
+                     res: CycleResult) -> bool:
+        best: tuple[tuple[float, ...], str, list[Job]] | None = None
+        d, n, grace = job.remaining_estimate(), job.spec.devices, self.policy.grace_s
+        for p in pools:
+            cands = [v for v in self.running() if self._victim_ok(job, v, p)]
+            if not cands:
+                continue
+            prof = profiles[p]
+
+            def fits(victims: Sequence[Job], prof: Profile = prof) -> bool:
+                trial = prof.copy()
+                for v in victims:
+                    trial.add(now + grace, self.expected_end(v, now), -v.spec.devices)
+                return trial.fits(now + grace, d, n)
+
+            if not fits(cands):
+                continue
+            options = []
+            for order in (lambda v: (-v.klass.level, -self._lost_if(v, now), v.spec.devices),
+                          lambda v: (v.spec.devices, -v.klass.level, -self._lost_if(v, now))):
+                chosen = list(cands)
+                for v in sorted(cands, key=order):
+                    rest = [x for x in chosen if x is not v]
+                    if fits(rest):
+                        chosen = rest
+                options.append(chosen)
+            for chosen in options:
+                cost = (float(len(chosen)), sum(self._lost_if(v, now) for v in chosen),
+                        float(max(v.klass.level for v in chosen)))
+                if best is None or cost < best[0]:
+                    best = (cost, p, chosen)
+        if best is None:
+            return False
+        _, p, victims = best
+        prof = profiles[p]
+        ends = {v.id: self.expected_end(v, now) for v in victims}
+        for v in sorted(victims, key=lambda x: x.seq):
+            why = f"preempted for {job.id} ({job.klass.name})"
+            self._emit(now, v.id, "preempting", why, {"stop_at": now + grace, "for": job.id})
+            res.preempted.append(v.id)
+            if grace <= 0:
+                self._finish_preemption(v, now)
+            prof.add(now + grace, ends[v.id], -v.spec.devices)
+        if grace <= 0:
+            adm = self._admit_planned(job, p, {})
+            if adm.ok and self._start(job, p, now, adm, "started by preemption"):
+                prof.add(now, now + d, n)
+                res.started.append(job.id)
+                return True
+        prof.add(now + grace, now + grace + d, n)
+        self.reservations[job.id] = (p, now + grace, n)
+        res.reservations[job.id] = now + grace
+        return True
+
+    def _lost_if(self, v: Job, now: float) -> float:
+        mode = self.policy.preempt_mode
+        if mode == PreemptMode.SUSPEND:
+            return 0.0
+        if mode == PreemptMode.REQUEUE:
+            return v.progress(now)
+        return v.progress(now) - v.checkpoint_at(now)
+
+    # -- estimates --------------------------------------------------------------------------------------
+    def estimate(self, job_id: str, now: float | None = None, *, depth: int | None = None) -> list[WaitEstimate]:
+        """Estimated start per pool for a queued job, with the reason it waits (best first).
+
+        Jobs ahead of it are planned exactly (conservative reservations) up to ``depth``
+        (default ``Policy.plan_depth``) and as fluid work beyond.  A job of a fixed pool gets
+        estimates for every pool that could serve it, so a user can choose.
+        """
+        t = self.now if now is None else now
+        job = self._job(job_id)
+        if job.state not in (JobState.QUEUED, JobState.SUSPENDED):
+            raise SchedulerStateError(f"job {job_id} is {job.state.value}, not queued")
+        _, out = self._walk(t, CycleResult(), commit=False, target=job_id, depth=depth)
+        return sorted(out.values(), key=lambda e: (e.start_at, e.price_per_hour))
+
+    # -- reports -----------------------------------------------------------------------------------------
+    def bill(self, now: float | None = None) -> Bill:
+        return self.meter.bill(self.now if now is None else now)
+
+    def history(self, job_id: str) -> list[Event]:
+        return self.journal.history(job_id)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Comparable summary of the whole state (used by crash tests)."""
+        return {
+            "jobs": {j.id: (j.state.value, j.pool, sorted((a.host_name, a.devices) for a in j.allocs),
+                            round(j.work_s, 6), round(j.lost_s, 6), j.attempts, j.started_at, j.ended_at)
+                     for j in self.jobs.values()},
+            "bill": self.bill().as_rows(),
+            "usage": {t: {p: (u.devices, u.compute_milli) for p, u in per.items()} for t, per in self.book.usage.items()},
+        }
+
+    # -- invariants --------------------------------------------------------------------------------------
+    def check_invariants(self) -> None:
+        """Raise :class:`SchedulerStateError` if any bookkeeping invariant is broken."""
+        st = self.state
+        if (st.dev_left < 0).any() or (st.dev_mem_left < 0).any():
+            raise SchedulerStateError("a device is over-allocated")
+        held: dict[tuple[int, int], int] = {}
+        for job in self.jobs.values():
+            if job.active:
+                devs = sum(len(a.devices) for a in job.allocs)
+                if devs != job.spec.devices:
+                    raise SchedulerStateError(f"gang {job.id} holds {devs} of {job.spec.devices} devices")
+                for a in job.allocs:
+                    for s in a.devices:
+                        held[(a.host, s)] = held.get((a.host, s), 0) + a.milli
+            elif job.allocs:
+                raise SchedulerStateError(f"job {job.id} is {job.state.value} but holds devices")
+        for (h, s), milli in held.items():
+            if milli > st.dev_cap[h, s]:
+                raise SchedulerStateError(f"device {st.dev_ids[h][s]} holds {milli} milli")
+        for h in range(st.n_hosts):
+            before = self.host_free[h].copy()
+            self._refresh_host(h)
+            if not np.array_equal(before, self.host_free[h]):
+                raise SchedulerStateError(f"free-device count of host {st.host_names[h]} drifted")
+        for tname, t in self.book.tenants.items():
+            running = sum(1 for j in self.jobs.values() if j.active and j.spec.tenant == tname)
+            if self.book.running.get(tname, 0) != running:
+                raise SchedulerStateError(f"tenant {tname}: running count drifted")
+            if t.max_running_jobs is not None and running > t.max_running_jobs:
+                raise SchedulerStateError(f"tenant {tname} runs {running} jobs, above its limit")
+            for key, per in self.book.usage.get(tname, {}).items():
+                lim = t.limit.get(key) or (t.guaranteed.get(key) if t.cohort is None else None)
+                if lim is not None and not lim.allows(per):
+                    raise SchedulerStateError(f"tenant {tname} is above its limit in {key}")
+        for jid, (pool, at, _n) in self.reservations.items():
+            job = self.jobs.get(jid)
+            if job is None or job.state not in (JobState.QUEUED, JobState.SUSPENDED):
+                continue
+            if not math.isfinite(at):
+                raise SchedulerStateError(f"reservation of {jid} has no time")
+        # accounting: metered device-seconds equal the run segments of every job
+        metered = sum(u.device_seconds for u in self.meter.totals(self.now).values())
+        ran = self._segment_seconds()
+        if not math.isclose(metered, ran, rel_tol=1e-9, abs_tol=1e-6):
+            raise SchedulerStateError(f"metered {metered} device-seconds, jobs ran {ran}")
+
+    def _segment_seconds(self) -> float:
+        total = 0.0
+        starts: dict[str, tuple[float, int]] = {}
+        for ev in self.journal.events():
+            if ev.kind == "placed":
+                starts[str(ev.job)] = (ev.t, sum(len(s) for _, s in ev.data["chunks"]))
+            elif ev.kind in ("preempted", "finished", "failed", "cancelled") and ev.job in starts:
+                t0, n = starts.pop(str(ev.job))
+                total += n * (ev.t - t0)
+        for t0, n in starts.values():
+            total += n * (self.now - t0)
+        return total
+
+    # -- recovery ------------------------------------------------------------------------------------------
+    @classmethod
+    def recover(cls, cluster: ClusterState, journal: Journal | str | Path, policy: Policy | None = None, *,
+                tenants: Iterable[Tenant] = (), prices: PriceTable | None = None) -> QueueingScheduler:
+        """Rebuild the state after a crash by replaying the journal onto a fresh cluster view."""
+        jr = journal if isinstance(journal, Journal) else Journal(journal, create=False)
+        eng = cls(cluster, policy, tenants=tenants, prices=prices, journal=jr)
+        eng._replaying = True
+        try:
+            for ev in jr.events():
+                eng._apply(ev)
+        finally:
+            eng._replaying = False
+        return eng
+
+
+def spec_level(eng: QueueingScheduler, spec: JobSpec) -> int:
+    return eng.policy.klass(spec.priority_class).level
+
+
+def _spec_dict(spec: JobSpec) -> dict[str, Any]:
+    return {"id": spec.id, "tenant": spec.tenant, "devices": spec.devices, "pool": spec.pool,
+            "share": ({"compute_milli": spec.share.compute_milli, "memory_bytes": spec.share.memory_bytes}
+                      if spec.share else None),
+            "estimate_s": spec.estimate_s, "priority_class": spec.priority_class, "same_host": spec.same_host,
+            "checkpoint_interval_s": spec.checkpoint_interval_s, "cpu_milli": spec.cpu_milli,
+            "memory_bytes": spec.memory_bytes, "preemptible": spec.preemptible,
+            "labels": [list(x) for x in spec.labels]}

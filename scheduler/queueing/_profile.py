@@ -1,0 +1,114 @@
+"""Free-device profile of one pool over time: the reservation book of backfill.
+
+``free(t)`` is a step function: the devices of the pool that are free at time ``t`` given the
+running jobs' expected ends and every reservation or start booked so far.  Backfill asks two
+questions of it: does a job fit in ``[now, now + d)`` (:meth:`fits`), and when is the earliest
+``t`` it fits in ``[t, t + d)`` (:meth:`earliest`).  Arrays are numpy so that a profile with
+thousands of breakpoints (a 5,000-host cluster) still answers in microseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Profile"]
+
+INF = math.inf
+
+
+class Profile:
+    """Free devices over time from ``now``: ``fs[i]`` devices are free in ``[ts[i], ts[i+1])``."""
+
+    __slots__ = ("fs", "now", "ts")
+
+    def __init__(self, now: float, free: int, releases: Iterable[tuple[float, int]] = ()) -> None:
+        self.now = float(now)
+        rel: dict[float, int] = {}
+        for t, n in releases:
+            key = max(float(t), self.now)
+            rel[key] = rel.get(key, 0) + int(n)
+        start = int(free) + rel.pop(self.now, 0)
+        times = sorted(rel)
+        self.ts: npt.NDArray[np.float64] = np.array([self.now, *times], dtype=np.float64)
+        steps = np.array([start, *(rel[t] for t in times)], dtype=np.int64)
+        self.fs: npt.NDArray[np.int64] = np.cumsum(steps).astype(np.int64)
+
+    def copy(self) -> Profile:
+        out = Profile.__new__(Profile)
+        out.now, out.ts, out.fs = self.now, self.ts.copy(), self.fs.copy()
+        return out
+
+    @property
+    def free_now(self) -> int:
+        return int(self.fs[0])
+
+    def _split(self, t: float) -> int:
+        """Index of the segment starting at ``t`` (inserting a breakpoint if needed)."""
+        i = int(np.searchsorted(self.ts, t, side="right")) - 1
+        if i < 0:
+            return 0
+        if self.ts[i] == t:
+            return i
+        self.ts = np.insert(self.ts, i + 1, t)
+        self.fs = np.insert(self.fs, i + 1, self.fs[i])
+        return i + 1
+
+    def add(self, start: float, end: float, n: int) -> None:
+        """Book ``n`` devices over ``[start, end)`` (``n < 0`` gives them back)."""
+        start = max(start, self.now)
+        if end <= start or n == 0:
+            return
+        i = self._split(start)
+        j = self._split(end) if math.isfinite(end) else len(self.ts)
+        self.fs[i:j] -= n
+
+    def min_over(self, start: float, end: float) -> int:
+        start = max(start, self.now)
+        i = int(np.searchsorted(self.ts, start, side="right")) - 1
+        j = int(np.searchsorted(self.ts, end, side="left")) if math.isfinite(end) else len(self.ts)
+        j = max(j, i + 1)
+        return int(self.fs[max(i, 0):j].min())
+
+    def fits(self, start: float, duration: float, n: int) -> bool:
+        """Are ``n`` devices free during all of ``[start, start + duration)``?"""
+        if n > self.fs[0] and start <= self.now:
+            return False
+        return self.min_over(start, start + duration) >= n
+
+    def earliest(self, n: int, duration: float, after: float | None = None) -> float:
+        """First ``t >= after`` with ``n`` devices free during ``[t, t + duration)``; inf if never."""
+        after = self.now if after is None else max(after, self.now)
+        if n <= 0:
+            return after
+        if self.fs[-1] < n:
+            return INF
+        first = max(int(np.searchsorted(self.ts, after, side="right")) - 1, 0)
+        cand = np.nonzero(self.fs[first:] >= n)[0] + first
+        for i in cand.tolist():
+            t = max(float(self.ts[i]), after)
+            j = int(np.searchsorted(self.ts, t + duration, side="left"))
+            if int(self.fs[i:max(j, i + 1)].min()) >= n:
+                return t
+        return INF
+
+    def area_time(self, work: float, after: float) -> float:
+        """Time by which ``work`` device-seconds of free capacity have passed after ``after``
+        (the fluid approximation used for jobs beyond the exact planning depth)."""
+        if work <= 0:
+            return after
+        ts = np.maximum(self.ts, after)
+        widths = np.diff(np.append(ts, INF))
+        free = np.maximum(self.fs, 0).astype(np.float64)
+        area = free[:-1] * widths[:-1]
+        cum = np.cumsum(area)
+        k = int(np.searchsorted(cum, work, side="left"))
+        if k < len(cum):
+            before = float(cum[k - 1]) if k else 0.0
+            return float(ts[k]) + (work - before) / max(float(free[k]), 1e-9)
+        before = float(cum[-1]) if len(cum) else 0.0
+        last = max(float(free[-1]), 1e-9)
+        return float(ts[-1]) + (work - before) / last

@@ -1,0 +1,297 @@
+"""Discrete-event simulator driving a :class:`QueueingScheduler` with a job trace.
+
+The simulator knows each job's true duration; the scheduler only sees the declared estimate
+an :class:`Estimator` gives at submission.  Events at one instant (arrivals, completions,
+grace-period ends) are applied together, then one scheduling cycle runs, all in one journal
+transaction.  The run is deterministic, and :meth:`Simulator.resume` continues a run from a
+journal after a crash by re-deriving its pending events from the rebuilt state.
+"""
+
+from __future__ import annotations
+
+import csv
+import heapq
+import math
+import statistics
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from accel.scheduler import ClusterState, DeviceSpec, HostSpec
+
+from ._engine import QueueingScheduler
+from ._types import JobSpec, JobState
+
+__all__ = [
+    "DeclaredEstimator",
+    "Estimator",
+    "HistoryEstimator",
+    "SimResult",
+    "Simulator",
+    "TraceJob",
+    "load_philly",
+    "uniform_cluster",
+]
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """One job of a trace: when it arrives, what it asks for, how long it truly runs."""
+
+    id: str
+    submit_s: float
+    devices: int
+    duration_s: float
+    tenant: str = "default"
+    pool: str = ""
+    priority_class: str = ""
+    checkpoint_interval_s: float | None = None
+
+
+class Estimator(Protocol):
+    """Gives the duration a job declares at submission, and learns from finished jobs."""
+
+    def estimate(self, job: TraceJob) -> float: ...
+
+    def observe(self, job: TraceJob, duration_s: float) -> None: ...
+
+
+class DeclaredEstimator:
+    """The trace's true duration is declared (an upper bound on what an estimator can do)."""
+
+    def estimate(self, job: TraceJob) -> float:
+        return job.duration_s
+
+    def observe(self, job: TraceJob, duration_s: float) -> None:
+        return None
+
+
+class HistoryEstimator:
+    """Mean duration of the last ``window`` finished jobs of the same tenant (VC) and size,
+    else of the tenant, else ``default_s``.  Only jobs finished earlier in the replay count."""
+
+    def __init__(self, window: int = 64, default_s: float = 3600.0) -> None:
+        self.window = window
+        self.default_s = default_s
+        self._by_key: dict[tuple[str, int], deque[float]] = {}
+        self._by_tenant: dict[str, deque[float]] = {}
+
+    def estimate(self, job: TraceJob) -> float:
+        hist = self._by_key.get((job.tenant, job.devices))
+        if hist:
+            return max(1.0, statistics.fmean(hist))
+        hist = self._by_tenant.get(job.tenant)
+        if hist:
+            return max(1.0, statistics.fmean(hist))
+        return self.default_s
+
+    def observe(self, job: TraceJob, duration_s: float) -> None:
+        self._by_key.setdefault((job.tenant, job.devices), deque(maxlen=self.window)).append(duration_s)
+        self._by_tenant.setdefault(job.tenant, deque(maxlen=self.window)).append(duration_s)
+
+
+@dataclass(slots=True)
+class JobOutcome:
+    id: str
+    tenant: str
+    devices: int
+    duration_s: float
+    submit_s: float
+    start_s: float | None
+    end_s: float | None
+    estimate_s: float | None
+    lost_s: float
+
+
+@dataclass(slots=True)
+class SimResult:
+    """Per-job outcomes and the summary metrics of one run."""
+
+    outcomes: list[JobOutcome]
+    capacity_devices: int
+    makespan_s: float
+    busy_device_s: float
+    cycles: int
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def _done(self) -> list[JobOutcome]:
+        return [o for o in self.outcomes if o.end_s is not None and o.start_s is not None]
+
+    def metrics(self) -> dict[str, float]:
+        done = self._done()
+        jct = sorted(o.end_s - o.submit_s for o in done if o.end_s is not None)
+        wait = sorted(o.start_s - o.submit_s for o in done if o.start_s is not None)
+        errs = [abs(o.estimate_s - o.start_s) / (o.start_s - o.submit_s) for o in done
+                if o.start_s is not None and o.estimate_s is not None and o.start_s - o.submit_s >= 60.0]
+        waited = [o for o in done if o.start_s is not None and o.start_s - o.submit_s >= 60.0]
+        return {
+            "jobs": float(len(self.outcomes)), "finished": float(len(done)),
+            "avg_jct_s": _mean(jct), "p99_jct_s": _pct(jct, 0.99), "avg_wait_s": _mean(wait),
+            "p99_wait_s": _pct(wait, 0.99),
+            "utilisation": self.busy_device_s / (self.capacity_devices * self.makespan_s) if self.makespan_s else 0.0,
+            "waited_1min": float(len(waited)), "estimated": float(len(errs)),
+            "est_median_rel_err": statistics.median(errs) if errs else math.nan,
+            "est_mean_rel_err": _mean(sorted(errs)),
+            "lost_work_s": sum(o.lost_s for o in self.outcomes),
+            "cycles": float(self.cycles),
+        }
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return statistics.fmean(xs) if xs else math.nan
+
+
+def _pct(xs: Sequence[float], q: float) -> float:
+    if not xs:
+        return math.nan
+    return xs[min(len(xs) - 1, int(math.ceil(q * len(xs))) - 1)]
+
+
+def uniform_cluster(hosts: int, devices_per_host: int = 8, *, model: str = "P100",
+                    memory_bytes: int = 16 * GIB, prefix: str = "node", vendor: str = "nvidia",
+                    rack_size: int = 32) -> ClusterState:
+    """A cluster of identical hosts (the Philly VCs' 8-GPU nodes by default)."""
+    specs = []
+    for h in range(hosts):
+        name = f"{prefix}{h:04d}"
+        devs = tuple(DeviceSpec(id=f"{name}/{model}-{d}", vendor=vendor, model=model, memory_bytes=memory_bytes,
+                                link_domain="nvlink", numa=d * 2 // max(devices_per_host, 1))
+                     for d in range(devices_per_host))
+        specs.append(HostSpec(name=name, cpu_milli=64_000, memory_bytes=512 * GIB, devices=devs,
+                              rack=f"rack{h // rack_size}"))
+    return ClusterState.from_specs(specs)
+
+
+def load_philly(path: str | Path, *, limit: int | None = None, tenant: str | None = None) -> list[TraceJob]:
+    """Jobs of one Philly VC file (``trace_<vc>.csv``): duration = service / GPUs."""
+    p = Path(path)
+    vc = tenant or p.stem.removeprefix("trace_")
+    out: list[TraceJob] = []
+    with p.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            n = int(row["num_jobs"])
+            out.append(TraceJob(f"{vc}-{int(row['app_id'])}", float(row["submit_time"]), n,
+                                max(1.0, float(row["service"]) / n), tenant=vc))
+            if limit is not None and len(out) >= limit:
+                break
+    return out
+
+
+class Simulator:
+    """Replays ``jobs`` in submit order on ``engine``."""
+
+    def __init__(self, engine: QueueingScheduler, jobs: Iterable[TraceJob], estimator: Estimator | None = None, *,
+                 estimate_at_submit: bool = True, estimate_depth: int | None = None,
+                 health_events: Iterable[tuple[float, dict[str, bool]]] = ()) -> None:
+        self.engine = engine
+        self.jobs = sorted(jobs, key=lambda j: (j.submit_s, j.id))
+        self.by_id = {j.id: j for j in self.jobs}
+        self.estimator: Estimator = estimator or DeclaredEstimator()
+        self.estimate_at_submit = estimate_at_submit
+        self.estimate_depth = estimate_depth
+        self._heap: list[tuple[float, int, str, str, int]] = []
+        self._n = 0
+        self._health = sorted(health_events, key=lambda x: x[0])
+        self.cycles = 0
+        for j in self.jobs:
+            self._push(j.submit_s, "arrive", j.id, 0)
+        for i, (t, _) in enumerate(self._health):
+            self._push(t, "health", str(i), 0)
+
+    def _push(self, t: float, kind: str, job: str, attempt: int) -> None:
+        self._n += 1
+        heapq.heappush(self._heap, (t, self._n, kind, job, attempt))
+
+    def _spec(self, j: TraceJob) -> JobSpec:
+        return JobSpec(id=j.id, tenant=j.tenant, devices=j.devices, pool=j.pool,
+                       estimate_s=float(self.estimator.estimate(j)), priority_class=j.priority_class,
+                       checkpoint_interval_s=j.checkpoint_interval_s)
+
+    def _schedule_finishes(self, ids: Iterable[str], now: float) -> None:
+        eng = self.engine
+        for jid in ids:
+            job = eng.jobs[jid]
+            if job.state == JobState.RUNNING and job.started_at is not None:
+                left = self.by_id[jid].duration_s - job.work_s
+                self._push(job.started_at + max(left, 0.0), "finish", jid, job.attempts)
+
+    def step(self) -> bool:
+        """Apply every event of the next instant and run one cycle; False when nothing is left."""
+        if not self._heap:
+            return False
+        eng = self.engine
+        t = self._heap[0][0]
+        with eng.batch():
+            arrivals: list[TraceJob] = []
+            while self._heap and self._heap[0][0] == t:
+                _, _, kind, jid, attempt = heapq.heappop(self._heap)
+                if kind == "arrive":
+                    arrivals.append(self.by_id[jid])
+                elif kind == "finish":
+                    job = eng.jobs.get(jid)
+                    if job is not None and job.state == JobState.RUNNING and job.attempts == attempt:
+                        eng.finish(jid, t)
+                        self.estimator.observe(self.by_id[jid], self.by_id[jid].duration_s)
+                elif kind == "health":
+                    eng.update_health(t, self._health[int(jid)][1])
+            for j in arrivals:
+                eng.submit(self._spec(j), t, estimate=self.estimate_at_submit)
+            res = eng.cycle(t)
+            self.cycles += 1
+        self._schedule_finishes(res.started, t)
+        for jid, at in res.reservations.items():
+            if at > t and any(eng.jobs[v].state == JobState.PREEMPTING for v in res.preempted):
+                self._push(at, "tick", jid, 0)
+        return True
+
+    def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
+        done_before = 0
+        while self.step():
+            if progress is not None:
+                finished = sum(1 for j in self.engine.jobs.values() if j.state.terminal)
+                if finished != done_before:
+                    progress(finished - done_before)
+                    done_before = finished
+        return self.result()
+
+    @classmethod
+    def resume(cls, engine: QueueingScheduler, jobs: Iterable[TraceJob], estimator: Estimator | None = None,
+               **kw: object) -> Simulator:
+        """Continue a run whose engine was rebuilt from the journal (see module docstring)."""
+        sim = cls(engine, [], estimator, **kw)  # type: ignore[arg-type]
+        sim.jobs = sorted(jobs, key=lambda j: (j.submit_s, j.id))
+        sim.by_id = {j.id: j for j in sim.jobs}
+        now = engine.now
+        for j in sim.jobs:
+            rec = engine.jobs.get(j.id)
+            if rec is None:
+                sim._push(j.submit_s, "arrive", j.id, 0)
+            elif rec.state.terminal and rec.state == JobState.FINISHED:
+                sim.estimator.observe(j, j.duration_s)
+        # replay observations in finish order so the history estimator matches the original run
+        sim.estimator = estimator or DeclaredEstimator()
+        finished = sorted((r.ended_at or 0.0, r.seq, r.id) for r in engine.jobs.values()
+                          if r.state == JobState.FINISHED)
+        for _, _, jid in finished:
+            sim.estimator.observe(sim.by_id[jid], sim.by_id[jid].duration_s)
+        sim._schedule_finishes([r.id for r in engine.jobs.values()], now)
+        return sim
+
+    def result(self) -> SimResult:
+        eng = self.engine
+        outcomes = []
+        for j in self.jobs:
+            r = eng.jobs.get(j.id)
+            if r is None:
+                continue
+            outcomes.append(JobOutcome(j.id, j.tenant, j.devices, j.duration_s, r.submitted_at, r.first_started_at,
+                                       r.ended_at, r.estimate_at_submit, r.lost_s))
+        cap = sum(eng.pool_capacity(p) for p in eng.pools)
+        start = min((o.submit_s for o in outcomes), default=0.0)
+        end = max((o.end_s or 0.0 for o in outcomes), default=0.0)
+        busy = sum(u.device_seconds for u in eng.meter.totals(eng.now).values())
+        return SimResult(outcomes, cap, max(end - start, 0.0), busy, self.cycles)

@@ -1,0 +1,194 @@
+"""Value types of the queueing layer: jobs, priority classes, policies, job states.
+
+Everything here is a frozen value or an enum; the mutable bookkeeping lives in
+:mod:`._engine`.  Times are seconds on the caller's clock (``now`` is always passed in, the
+scheduler never reads a wall clock), so the same engine runs live or inside the simulator.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from accel.scheduler import InvalidRequestError, Share
+
+__all__ = [
+    "DEFAULT_CLASS",
+    "BackfillMode",
+    "InClassOrder",
+    "JobSpec",
+    "JobState",
+    "Policy",
+    "PreemptMode",
+    "PriorityClass",
+    "WaitReason",
+]
+
+
+class JobState(StrEnum):
+    """Where a job is.  ``PREEMPTING`` = signalled, still holding devices for its grace period."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    PREEMPTING = "preempting"
+    SUSPENDED = "suspended"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        """True for states a job never leaves."""
+        return self in (JobState.FINISHED, JobState.FAILED, JobState.CANCELLED)
+
+
+class InClassOrder(StrEnum):
+    """Order of jobs inside one priority class."""
+
+    FIFO = "fifo"
+    SHORTEST = "shortest"  # shortest estimated device-time first (ties: submit order)
+    FAIR = "fair"  # least decayed tenant usage (per weight) first, then submit order
+
+
+class PreemptMode(StrEnum):
+    """What happens to a victim of preemption."""
+
+    REQUEUE = "requeue"  # killed, restarts from zero: all its work is lost
+    SUSPEND = "suspend"  # suspended, resumes with all its work (state kept off-device)
+    CHECKPOINT = "checkpoint"  # restarts from its last checkpoint: work since then is lost
+
+
+class BackfillMode(StrEnum):
+    """How later jobs may run ahead of a blocked one."""
+
+    NONE = "none"  # strict order: nothing runs ahead of a blocked job of its pool
+    EASY = "easy"  # the first blocked job per pool holds a reservation; others may not delay it
+    CONSERVATIVE = "conservative"  # every blocked job (up to ``Policy.plan_depth``) holds one
+
+
+class WaitReason(StrEnum):
+    """Why a queued job does not run now."""
+
+    NONE = "none"  # it would start now
+    QUOTA = "quota"  # its tenant's quota (or running-job limit) is used up
+    CAPACITY = "capacity"  # not enough free devices; nothing ahead of it
+    RESERVATION = "reservation"  # devices are free but held for an earlier job's reservation
+    PRIORITY = "priority"  # jobs ahead of it (higher class or earlier in order) go first
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    """One priority level.  Higher ``level`` runs first; ``order`` sorts jobs inside it.
+
+    ``preempts``: jobs of this class may preempt running jobs of lower levels.
+    ``preemptible``: running jobs of this class may be preempted by higher levels.
+    ``band_ratio`` (shortest-first only): estimates within a factor of this ratio are one band
+    and keep submit order inside it, so a slightly shorter late job does not jump an earlier one
+    (this keeps start-time estimates stable; ``None`` = exact shortest-first).
+    """
+
+    name: str
+    level: int = 0
+    order: InClassOrder = InClassOrder.FIFO
+    preempts: bool = False
+    preemptible: bool = True
+    band_ratio: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise InvalidRequestError("priority class needs a name", field="class.name")
+        if self.band_ratio is not None and not self.band_ratio > 1.0:
+            raise InvalidRequestError("band_ratio must be > 1", field="class.band_ratio")
+
+    def band(self, device_seconds: float) -> float:
+        """The sort key of a job's estimated device-seconds under this class's banding."""
+        if self.band_ratio is None:
+            return device_seconds
+        return float(math.floor(math.log(max(device_seconds, 1.0), self.band_ratio)))
+
+
+DEFAULT_CLASS = PriorityClass("default", 0, InClassOrder.FIFO)
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Queueing policy: classes, backfill, preemption.
+
+    ``plan_depth`` bounds how many blocked jobs per cycle get a reservation in conservative mode
+    (Slurm's ``bf_max_job_test`` plays the same role); ``max_tests`` bounds how many queued jobs
+    one cycle examines (``None`` = all).  ``grace_s`` is the time a preemption victim keeps its
+    devices to wind down.  ``overrun_margin_s``: a job running past its estimate is expected to
+    end this much later (re-evaluated every cycle).
+    """
+
+    classes: tuple[PriorityClass, ...] = (DEFAULT_CLASS,)
+    backfill: BackfillMode = BackfillMode.EASY
+    preempt_mode: PreemptMode = PreemptMode.CHECKPOINT
+    grace_s: float = 0.0
+    plan_depth: int = 64
+    max_tests: int | None = None
+    fair_half_life_s: float = 7 * 86400.0
+    overrun_margin_s: float = 600.0
+    default_class: str = ""
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.classes]
+        if not names or len(set(names)) != len(names):
+            raise InvalidRequestError("policy needs uniquely named classes", field="classes")
+        if self.default_class and self.default_class not in names:
+            raise InvalidRequestError(f"default_class {self.default_class!r} is not a class", field="default_class")
+        if self.grace_s < 0 or self.plan_depth < 0:
+            raise InvalidRequestError("grace_s and plan_depth must be >= 0", field="grace_s")
+
+    def klass(self, name: str | None) -> PriorityClass:
+        """The class called ``name`` (the default class for ``None``/empty)."""
+        key = name or self.default_class or self.classes[0].name
+        for c in self.classes:
+            if c.name == key:
+                return c
+        raise InvalidRequestError(f"unknown priority class {key!r}; known: {[c.name for c in self.classes]}",
+                                  field="priority_class")
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What a user submits.  The scheduler never sees a true duration, only ``estimate_s``.
+
+    ``devices`` whole devices of ``pool`` (a device model such as ``"A100"``; empty = any pool),
+    or one fractional ``share`` of a device.  ``same_host`` requires every device on one host;
+    otherwise the job is a gang split into per-host chunks, placed all-or-nothing.
+    ``checkpoint_interval_s``: the job checkpoints every so many seconds of run time (``None`` =
+    never; a failure or requeue then loses all its work).
+    """
+
+    id: str
+    tenant: str = "default"
+    devices: int = 1
+    pool: str = ""
+    share: Share | None = None
+    estimate_s: float = 3600.0
+    priority_class: str = ""
+    same_host: bool = False
+    checkpoint_interval_s: float | None = None
+    cpu_milli: int = 0
+    memory_bytes: int = 0
+    preemptible: bool = True
+    labels: tuple[tuple[str, str], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise InvalidRequestError("job id must be non-empty", field="id")
+        if self.share is not None and self.devices != 1:
+            raise InvalidRequestError("a share job asks for devices=1", field="devices")
+        if self.devices < 1:
+            raise InvalidRequestError(f"job {self.id}: devices must be >= 1", field="devices")
+        if not (self.estimate_s > 0 and math.isfinite(self.estimate_s)):
+            raise InvalidRequestError(f"job {self.id}: estimate_s must be a positive number", field="estimate_s")
+        if self.checkpoint_interval_s is not None and not self.checkpoint_interval_s > 0:
+            raise InvalidRequestError("checkpoint_interval_s must be > 0", field="checkpoint_interval_s")
+
+    @property
+    def compute_milli(self) -> int:
+        """Compute held, in milli-devices (1000 per whole device)."""
+        return self.share.compute_milli if self.share is not None else 1000 * self.devices
