@@ -25,13 +25,14 @@ Text helpers the toolkit lacked (candidates to fold into :mod:`accel.plugins._cl
 
 from __future__ import annotations
 
+import abc
 import re
 import shlex
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from accel.errors import AccelError, BackendUnavailableError, DeviceError, ParseError, ToolError, ToolTimeoutError
 from accel.model import (
@@ -61,7 +62,8 @@ from accel.model import (
     device_id_for,
     validate,
 )
-from accel.plugin import Backend, Capability
+from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo
+from accel.tools import Runner
 
 from ._matrix import Matrix, read_matrix
 from ._session import ToolSession
@@ -71,16 +73,21 @@ from ._values import clean, parse_bus_id, parse_bytes
 
 __all__ = [
     "BASE_CAPABILITIES",
+    "NEVER_READ",
     "PCIE_CODES",
     "CliBackend",
     "Collection",
     "Lenient",
     "Listed",
+    "PartitionsSurface",
     "ProcessRow",
+    "ProcessesSurface",
     "Snapshot",
+    "ToolBackend",
     "UnitReading",
     "build_unit",
     "build_units",
+    "cli_plugin_info",
     "is_rule",
     "link_domains",
     "matrix_links",
@@ -140,6 +147,9 @@ class UnitReading:
     ecc_uncorrected_total: int | None = None
     firmware: dict[str, str] = field(default_factory=dict)
     device_nodes: list[str] = field(default_factory=list)
+    #: Telemetry fields that are empty *this time* (a hung card's sentinels, an unreadable
+    #: cell): never listed as unsupported.  ``"*"`` means "some value was unreadable".
+    dropped: set[str] = field(default_factory=set)
     conditions: list[HealthCondition] = field(default_factory=list)
     extras: dict[str, str | int | float | bool] = field(default_factory=dict)
 
@@ -154,7 +164,11 @@ class UnitReading:
 
 def memory_condition(total: int | None, used: int | None, *, tool: str) -> HealthCondition | None:
     """The condition for a used-memory reading above the total (an IOMMU misconfiguration
-    makes Moore Threads S4000 show 32 GiB total with 44 GiB used), else ``None``."""
+    makes Moore Threads S4000 show 32 GiB total with 44 GiB used), else ``None``.
+
+    :func:`build_unit` then clamps used to the total: "full" is the safe reading for a
+    scheduler, and the condition keeps the printed value.
+    """
     if total is None or used is None or used <= total:
         return None
     return HealthCondition(
@@ -165,7 +179,7 @@ def memory_condition(total: int | None, used: int | None, *, tool: str) -> Healt
         action=Action.INVESTIGATE,
         message=(
             f"{tool} reports {used} bytes used of {total} bytes total; the total is wrong "
-            "(IOMMU misconfiguration is the known cause), so the used reading was dropped"
+            "(IOMMU misconfiguration is the known cause), so used was clamped to the total"
         ),
     )
 
@@ -196,7 +210,7 @@ def build_unit(
     cond = memory_condition(reading.memory_total_bytes, used, tool=tool)
     if cond is not None:
         conditions.append(cond)
-        used = None
+        used = reading.memory_total_bytes
     reserved = reading.memory_reserved_bytes
     if reserved is not None and reading.memory_total_bytes is not None and reserved > reading.memory_total_bytes:
         reserved = None
@@ -252,6 +266,7 @@ def build_unit(
         "extras": dict(reading.extras),
         "unsupported": frozenset(unsupported),
     }
+    data["unsupported"] = frozenset(unsupported) | _silent_device_fields(data)
     device = validate(Device, data, what=f"{vendor} device {dev_id}")
     sample = validate(
         Telemetry,
@@ -268,11 +283,40 @@ def build_unit(
             "fan_ratio": reading.fan_ratio,
             "clocks_hertz": dict(reading.clocks_hertz),
             "ecc_uncorrected_total": reading.ecc_uncorrected_total,
-            "unsupported": frozenset(telemetry_unsupported),
+            "unsupported": frozenset(telemetry_unsupported) | _silent_telemetry(reading, used),
         },
         what=f"{vendor} telemetry of {dev_id}",
     )
     return device, sample
+
+
+#: Device fields a CLI view either prints or never prints (architecture: none of these tools).
+_VIEW_FIELDS = ("uuid", "serial_number")
+#: Telemetry fields owned by capabilities; an empty one that was not dropped is unsupported.
+_TELEMETRY_VIEW = ("power_watts", "temperature_celsius", "utilization_ratio", "clocks_hertz", "memory_used_bytes")
+
+
+def _silent_device_fields(data: Mapping[str, Any]) -> frozenset[str]:
+    """Identity fields this unit's views do not print, plus ``architecture`` (no CLI shows it)."""
+    return frozenset(name for name in _VIEW_FIELDS if not data.get(name)) | {"architecture"}
+
+
+def _silent_telemetry(reading: UnitReading, used: int | None) -> frozenset[str]:
+    """Telemetry fields empty because the tool never prints them for this unit.
+
+    ``None`` in a column that exists but was unreadable, or a hung card's dropped sentinels,
+    is "not this time" (``reading.dropped``) and stays out; ``energy_joules`` is never read.
+    """
+    if "*" in reading.dropped:
+        return NEVER_READ
+    values = {
+        "power_watts": reading.power_watts,
+        "temperature_celsius": reading.temperature_celsius,
+        "utilization_ratio": reading.utilization_ratio,
+        "clocks_hertz": reading.clocks_hertz,
+        "memory_used_bytes": used,
+    }
+    return NEVER_READ | {k for k, v in values.items() if v in (None, {}) and k not in reading.dropped}
 
 
 # --------------------------------------------------------------------------------------------
@@ -287,6 +331,7 @@ class Snapshot:
     devices: tuple[Device, ...]
     telemetry: tuple[Telemetry, ...] = ()
     partitions: tuple[Partition, ...] = ()
+    profiles: tuple[PartitionProfile, ...] = ()
     links: tuple[Link, ...] = ()
     domains: tuple[Domain, ...] = ()
     processes: tuple[ProcessUsage, ...] = ()
@@ -301,6 +346,7 @@ class Snapshot:
                 "host": Host(hostname=socket.gethostname() or "localhost"),
                 "devices": self.devices,
                 "partitions": self.partitions,
+                "partition_profiles": self.profiles,
                 "links": self.links,
                 "domains": self.domains,
                 "processes": self.processes,
@@ -367,25 +413,61 @@ class CliBackend(Backend):
             raise DeviceError(f"{self._name}: no device {unknown[0]!r}", device_id=unknown[0])
         return {i: everything[i] for i in ids}
 
+    def close(self) -> None:
+        self._closed = True
+
+
+class ProcessesSurface(CliBackend):
+    """Mixin: the tool's process table as ``SupportsProcesses`` (declare ``processes``)."""
+
     def processes(self, ids: Sequence[str] | None = None) -> tuple[ProcessUsage, ...]:
-        """Processes the tool lists (``SupportsProcesses``)."""
+        """Processes the tool lists; ``ids`` filters by device id."""
         procs = self.snapshot().processes
         if ids is None:
             return procs
         wanted = set(ids)
         return tuple(p for p in procs if p.device_id in wanted)
 
+
+class PartitionsSurface(CliBackend):
+    """Mixin: partitions the tool shows as ``SupportsPartitions`` (declare ``partitions``)."""
+
     def partitions(self) -> tuple[Partition, ...]:
-        """Partitions the tool shows (``SupportsPartitions``)."""
+        """Live partitions of this snapshot."""
         return self.snapshot().partitions
 
     def partition_profiles(self) -> tuple[PartitionProfile, ...]:
-        """CLI tools list live partitions only, no profile catalogue."""
-        self.snapshot()
-        return ()
+        """The profiles the live partitions use (a CLI lists no catalogue beyond those)."""
+        return self.snapshot().profiles
 
-    def close(self) -> None:
-        self._closed = True
+
+class ToolBackend(CliBackend):
+    """A :class:`CliBackend` over one vendor tool: subclasses set the class attributes and
+    implement :meth:`collect`, which reads the tool through a fresh :class:`Collection`."""
+
+    backend_name: ClassVar[str]
+    tool: ClassVar[str]
+    search_path: ClassVar[tuple[str, ...]] = ()
+    version: ClassVar[str] = "0.1.0"
+
+    def __init__(self, config: BackendConfig, runner: Runner) -> None:
+        self.config = config
+        self.runner = runner
+        super().__init__(self.backend_name, self._snapshot)
+
+    def tool_name(self) -> str:
+        """The binary to run (Kunlunxin picks ``xpu_smi`` or ``xpu-smi``)."""
+        return self.tool
+
+    def _snapshot(self) -> Snapshot:
+        session = ToolSession(
+            self.runner, self.tool_name(), search_path=self.search_path, timeout_s=self.config.tool_timeout_s
+        )
+        return self.collect(Collection(self.backend_name, self.version, session))
+
+    @abc.abstractmethod
+    def collect(self, col: Collection) -> Snapshot:
+        """Run the tool's views through ``col`` and build the snapshot."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -499,6 +581,7 @@ class Lenient:
         except (ParseError, ValueError, ArithmeticError) as exc:
             err = exc if isinstance(exc, AccelError) else ParseError(str(exc))
             self.reading.conditions.append(unreadable(self.ctx, line, what, err))
+            self.reading.dropped.add("*")
             return None
 
     def strict(
@@ -830,6 +913,25 @@ class Collection:
         """Run and parse a secondary view; ``None`` when absent or unreadable."""
         return self._parsed(args, parse, optional=True)
 
+    def required(self, parse: Callable[[str, str], P], *args: str) -> P:
+        """Run and parse the main view; its failure is raised (no other view lists devices)."""
+        parsed = self.main(parse, *args)
+        if parsed is None:
+            raise self._first or ParseError(f"{self.session.tool} printed nothing to parse", tool=self.session.tool)
+        return parsed
+
+    def uuids(self, readings: list[UnitReading], words: Sequence[str]) -> tuple[list[UnitReading], bool]:
+        """Merge the UUIDs (and names, bus ids) of ``<tool> -L`` into ``readings``.
+
+        Returns the merged readings and whether the listing was available at all.
+        """
+        tool = self.session.tool
+        listed = self.extra(lambda text, cmd: parse_listing(text, words=words, ctx=ParseContext(tool, cmd)), "-L")
+        if listed is None:
+            return readings, False
+        extra = [UnitReading(index=x.index, uuid=x.uuid, bus_id=x.bus_id) for x in listed]
+        return merge_readings(readings, extra), True
+
     def require(self, found: Sized) -> None:
         """Raise the first failure when nothing was found (no view worked)."""
         if not found and self._first is not None:
@@ -841,6 +943,7 @@ class Collection:
         telemetry: Sequence[Telemetry],
         *,
         partitions: Sequence[Partition] = (),
+        profiles: Sequence[PartitionProfile] = (),
         links: Sequence[Link] = (),
         domains: Sequence[Domain] = (),
         processes: Sequence[ProcessUsage] = (),
@@ -849,6 +952,7 @@ class Collection:
             devices=tuple(devices),
             telemetry=tuple(telemetry),
             partitions=tuple(partitions),
+            profiles=tuple(profiles),
             links=tuple(links),
             domains=tuple(domains),
             processes=tuple(processes),
@@ -907,3 +1011,31 @@ def topo_links(
         return [], []
     ids = {f"{label}{d.index}": d.id for d in devices if d.index is not None}
     return matrix_links(matrix, ids, codes, domain_kind=domain_kind, domain_prefix=prefix)
+
+
+#: Telemetry no CLI backend here can read: tools print no energy counter.
+NEVER_READ: frozenset[str] = frozenset({"energy_joules"})
+
+
+def cli_plugin_info(
+    name: str,
+    *,
+    api: str,
+    description: str,
+    capabilities: Iterable[Capability] = (),
+    without: Iterable[Capability] = (),
+    version: str = "0.1.0",
+) -> PluginInfo:
+    """The :class:`PluginInfo` of a CLI plugin: :data:`BASE_CAPABILITIES` plus ``capabilities``
+    minus ``without``; ``vendor`` is the lower-case backend id (the human name goes in
+    ``description``)."""
+    caps = (BASE_CAPABILITIES | frozenset(capabilities)) - frozenset(without)
+    return PluginInfo(
+        name=name,
+        vendor=name,
+        version=version,
+        api_versions=frozenset({PLUGIN_API}),
+        api=api,
+        description=description,
+        capabilities=caps,
+    )

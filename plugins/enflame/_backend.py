@@ -1,12 +1,15 @@
-"""The Enflame backend: ``efsmi`` table and ``efsmi -q`` detail.
+"""The Enflame backend: ``efsmi`` table and ``efsmi -q`` detail, merged by bus id.
 
-The two views merge by bus id.  SR-IOV virtual functions (``GCU Virt`` = ``SRIOV``) that
-share a serial number are one card: the card is the device (id ``enflame:sn-<serial>``,
-since a VM or container sees no physical function to name it by) and each VF is a
-``sriov_vf`` partition named by its own PCI address.  RMA flags and double-bit ECC counts
-of ``-q`` are health conditions.
+SR-IOV virtual functions (``GCU Virt`` = ``SRIOV``) of one card share its serial number.
+By default each VF is a device (what a runtime schedules, named by its own PCI address) and
+the card is kept as the relation between them: ``board_id`` ``sn-<serial>``, a ``pcie_switch``
+-free ``other`` domain per card and ``partition_mode`` ``sriov``.  With
+``options={"sriov": "card"}`` the card becomes the device (id ``enflame:sn-<serial>``, since a
+VM or container sees no physical function to name it by) and each VF a ``sriov_vf``
+partition of it; that view has no PCI address or telemetry for the card itself.
 
-No visibility variable is set: the reference lists Enflame's as "(vendor toolkit)", not a
+RMA flags, double-bit ECC counts and ``Health: False`` of ``-q`` are health conditions.  No
+visibility variable is set: the reference lists Enflame's as "(vendor toolkit)", not a
 documented name, so ``binding.visible_env`` stays unknown rather than guessed.
 """
 
@@ -14,27 +17,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from accel.errors import AccelError, ParseError
+from accel.errors import AccelError, ConfigError
 from accel.model import (
     Capabilities,
     Device,
     DeviceKind,
+    Domain,
+    DomainKind,
     Health,
     Partition,
     PartitionFamily,
+    PartitionProfile,
     PartitionScheme,
-    Telemetry,
     device_id_for,
     validate,
 )
-from accel.plugin import BackendConfig
-from accel.tools import Runner
 
-from .._cli import ToolSession
 from .._cli.extra import (
-    CliBackend,
     Collection,
+    PartitionsSurface,
     Snapshot,
+    ToolBackend,
     UnitReading,
     build_units,
     merge_readings,
@@ -44,24 +47,21 @@ from ._parse import SEARCH_PATH, TOOL, is_vf, parse_query, parse_table
 
 __all__ = ["EnflameBackend"]
 
-VERSION = "0.1.0"
 _BIND = visible_binding(None)
+_VIEWS = ("vf", "card")
 
 
-class EnflameBackend(CliBackend):
+class EnflameBackend(PartitionsSurface, ToolBackend):
     """Backend ``enflame`` over a runner (see :mod:`accel.tools`)."""
 
-    def __init__(self, config: BackendConfig, runner: Runner) -> None:
-        self._config = config
-        self._runner = runner
-        super().__init__("enflame", self._snapshot)
+    backend_name = "enflame"
+    tool = TOOL
+    search_path = SEARCH_PATH
 
-    def _snapshot(self) -> Snapshot:
-        col = Collection(
-            "enflame",
-            VERSION,
-            ToolSession(self._runner, TOOL, search_path=SEARCH_PATH, timeout_s=self._config.tool_timeout_s),
-        )
+    def collect(self, col: Collection) -> Snapshot:
+        view = self.config.option("sriov", "vf")
+        if view not in _VIEWS:
+            raise ConfigError(f"enflame option sriov={view!r}: expected one of {', '.join(_VIEWS)}")
         table = col.main(lambda text, cmd: parse_table(text, command=cmd))
         readings: list[UnitReading] = []
         driver = None
@@ -74,39 +74,67 @@ class EnflameBackend(CliBackend):
             readings = merge_readings(readings, query.readings)
             driver = driver or query.driver_version
         col.require(readings)
+        cards: dict[str, list[UnitReading]] = {}
+        for r in readings:
+            if is_vf(r):
+                r.board_id = f"sn-{r.serial_number}" if r.serial_number else None
+                cards.setdefault(r.serial_number or f"unknown-{r.bus_id}", []).append(r)
         common: dict[str, Any] = {
             "vendor": "enflame",
             "problems": col.problems,
+            "per_unit": _modes,
             "kind": DeviceKind.GCU,
             "tool": TOOL,
             "binding": _BIND,
             "versions": {"driver": driver},
             "timestamp": col.now,
         }
-        whole = [r for r in readings if not is_vf(r)]
-        devices, samples = build_units(whole, **common)
-        cards: dict[str, list[UnitReading]] = {}
-        for r in readings:
-            if is_vf(r):
-                cards.setdefault(r.serial_number or f"unknown-{r.bus_id}", []).append(r)
+        if view == "vf":
+            devices, samples = build_units(readings, **common)
+            groups: dict[str, list[str]] = {}
+            for d in devices:
+                if d.board_id is not None:
+                    groups.setdefault(d.board_id, []).append(d.id)
+            domains = [Domain(id=f"card-{b}", kind=DomainKind.OTHER, members=tuple(m)) for b, m in groups.items()]
+            return col.snapshot(devices, samples, domains=domains)
+        devices, samples = build_units([r for r in readings if not is_vf(r)], **common)
         partitions: list[Partition] = []
+        profiles: list[PartitionProfile] = []
         for serial, vfs in cards.items():
-            card, parts, tel = _card(serial, vfs, driver, common, col.problems)
+            card, parts = _card(serial, vfs, driver, common, col.problems)
             if card is not None:
                 devices.append(card)
                 partitions.extend(parts)
-                samples.extend(tel)
-        return col.snapshot(devices, samples, partitions=partitions)
+                profiles.append(
+                    PartitionProfile(
+                        name="sriov-vf",
+                        parent_id=card.id,
+                        family=PartitionFamily.SRIOV_VF,
+                        memory_bytes=parts[0].memory_bytes,
+                        max_instances=len(parts),
+                    )
+                )
+        return col.snapshot(devices, samples, partitions=partitions, profiles=profiles)
+
+
+def _modes(reading: UnitReading) -> dict[str, Any]:
+    """A VF is one SR-IOV function of its card."""
+    if not is_vf(reading):
+        return {}
+    return {
+        "capabilities": Capabilities(sriov=True, partitioning=(PartitionScheme.SRIOV,)),
+        "partition_mode": {"scheme": PartitionScheme.SRIOV},
+    }
 
 
 def _card(
     serial: str, vfs: list[UnitReading], driver: str | None, common: dict[str, Any], problems: list[AccelError]
-) -> tuple[Device | None, list[Partition], list[Telemetry]]:
-    """One SR-IOV card (a device) and its virtual functions (partitions), with VF telemetry."""
-    first = vfs[0]
+) -> tuple[Device | None, list[Partition]]:
+    """One SR-IOV card (a device) and its virtual functions (partitions)."""
     card_id = device_id_for("enflame", uuid=f"sn-{serial}")
-    built, tel = build_units(vfs, **common)
-    conditions = tuple(c for d in built for c in d.health.conditions)
+    built, _tel = build_units(vfs, **common)
+    if not built:
+        return None, []
     try:
         card = validate(
             Device,
@@ -114,33 +142,29 @@ def _card(
                 "id": card_id,
                 "vendor": "enflame",
                 "kind": DeviceKind.GCU,
-                "model": first.model or "unknown",
+                "model": vfs[0].model or "unknown",
                 "serial_number": None if serial.startswith("unknown-") else serial,
-                "versions": {"driver": driver, "firmware": dict(first.firmware)},
+                "versions": {"driver": driver, "firmware": dict(vfs[0].firmware)},
                 "capabilities": Capabilities(sriov=True, partitioning=(PartitionScheme.SRIOV,)),
                 "partition_mode": {"scheme": PartitionScheme.SRIOV},
-                "health": Health(conditions=conditions),
+                "health": Health(conditions=tuple(c for d in built for c in d.health.conditions)),
                 "extras": {"enflame.com/virtualFunctions": len(built)},
             },
             what=f"enflame card {card_id}",
         )
     except AccelError as exc:
         problems.append(exc)
-        return None, [], []
-    parts: list[Partition] = []
-    for vf in built:
-        parts.append(
-            Partition(
-                id=vf.id,
-                parent_id=card_id,
-                profile="sriov-vf",
-                family=PartitionFamily.SRIOV_VF,
-                memory_bytes=vf.memory_total_bytes,
-                binding=vf.binding,
-                health=vf.health,
-            )
+        return None, []
+    parts = [
+        Partition(
+            id=vf.id,
+            parent_id=card_id,
+            profile="sriov-vf",
+            family=PartitionFamily.SRIOV_VF,
+            memory_bytes=vf.memory_total_bytes,
+            binding=vf.binding,
+            health=vf.health,
         )
-    if not parts:
-        problems.append(ParseError(f"no readable virtual function of card {serial}"))
-        return None, [], []
-    return card, parts, tel
+        for vf in built
+    ]
+    return card, parts

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo
+from accel.plugin import Backend, BackendConfig, Capability
 from accel.tools import Runner
 
 from .._cli import CliBackendPlugin, CliProbeSpec
-from .._cli.extra import BASE_CAPABILITIES
-from ._parse import SEARCH_PATH
+from .._cli.extra import cli_plugin_info
+from ._parse import SEARCH_PATH, TOOL
 
 __all__ = ["EnflamePlugin"]
 
@@ -15,20 +15,16 @@ __all__ = ["EnflamePlugin"]
 class EnflamePlugin(CliBackendPlugin):
     """Enflame GCUs (T20/T21, S60/S60G, L300) through ``efsmi``."""
 
-    info = PluginInfo(
-        name="enflame",
-        vendor="Enflame",
-        version="0.1.0",
-        api_versions=frozenset({PLUGIN_API}),
-        api="efsmi",
-        description="Enflame GCUs via efsmi (table and -q); SR-IOV VFs as partitions of their card.",
-        capabilities=BASE_CAPABILITIES
-        | {Capability.UUID, Capability.SERIAL, Capability.POWER, Capability.ECC, Capability.PARTITIONS},
+    info = cli_plugin_info(
+        "enflame",
+        api=TOOL,
+        description="Enflame GCUs via efsmi (table and -q); SR-IOV VFs grouped by their card's serial.",
+        capabilities=(Capability.UUID, Capability.SERIAL, Capability.POWER, Capability.ECC, Capability.PARTITIONS),
     )
     probe_spec = CliProbeSpec(
         vendor="Enflame",
         pci_vendor_ids=("1e36",),
-        tool="efsmi",
+        tool=TOOL,
         tool_paths=SEARCH_PATH,
     )
     package = __package__ or "accel.plugins.enflame"

@@ -7,29 +7,14 @@ become a critical ``DeviceWedged`` condition instead of readings.
 
 from __future__ import annotations
 
-from accel.errors import ParseError
-from accel.model import (
-    Action,
-    Capabilities,
-    DeviceKind,
-    Domain,
-    DomainKind,
-    HealthCondition,
-    Severity,
-    Subsystem,
-)
-from accel.plugin import BackendConfig
-from accel.tools import Runner
+from accel.model import Action, Capabilities, DeviceKind, Domain, DomainKind, HealthCondition, Severity, Subsystem
 
-from .._cli import ParseContext, ToolSession
 from .._cli.extra import (
-    CliBackend,
     Collection,
+    ProcessesSurface,
     Snapshot,
-    UnitReading,
+    ToolBackend,
     build_units,
-    merge_readings,
-    parse_listing,
     processes_of,
     topo_links,
     visible_binding,
@@ -38,34 +23,20 @@ from ._parse import SEARCH_PATH, TOOL, pair_boards, parse_table
 
 __all__ = ["IluvatarBackend"]
 
-VERSION = "0.1.0"
 _BIND = visible_binding("CUDA_VISIBLE_DEVICES", torch="cuda")
 
 
-class IluvatarBackend(CliBackend):
+class IluvatarBackend(ProcessesSurface, ToolBackend):
     """Backend ``iluvatar`` over a runner (see :mod:`accel.tools`)."""
 
-    def __init__(self, config: BackendConfig, runner: Runner) -> None:
-        self._config = config
-        self._runner = runner
-        super().__init__("iluvatar", self._snapshot)
+    backend_name = "iluvatar"
+    tool = TOOL
+    search_path = SEARCH_PATH
 
-    def _snapshot(self) -> Snapshot:
-        col = Collection(
-            "iluvatar",
-            VERSION,
-            ToolSession(self._runner, TOOL, search_path=SEARCH_PATH, timeout_s=self._config.tool_timeout_s),
-        )
-        table = col.main(lambda text, cmd: parse_table(text, command=cmd))
-        col.require(table.readings if table is not None else [])
-        if table is None:  # require() raised the tool's error; this keeps the types honest
-            raise ParseError("ixsmi printed no device table", tool=TOOL, command=TOOL)
+    def collect(self, col: Collection) -> Snapshot:
+        table = col.required(lambda text, cmd: parse_table(text, command=cmd))
         col.problems.extend(table.problems)
-        listed = col.extra(lambda text, cmd: parse_listing(text, words=("GPU",), ctx=ParseContext(TOOL, cmd)), "-L")
-        readings = merge_readings(
-            table.readings,
-            [UnitReading(index=x.index, uuid=x.uuid, bus_id=x.bus_id, model=x.name) for x in listed or []],
-        )
+        readings, _listed = col.uuids(table.readings, ("GPU",))
         pair_boards(readings)
         for r in readings:
             if r.bus_id is not None and r.bus_id in table.resets:
@@ -88,11 +59,7 @@ class IluvatarBackend(CliBackend):
         domains = [Domain(id=b, kind=DomainKind.DIE_PAIR, members=tuple(m)) for b, m in boards.items() if len(m) > 1]
         links, _ = topo_links(col, devices, label="GPU", fast={})
         return col.snapshot(
-            devices,
-            samples,
-            links=links,
-            domains=domains,
-            processes=processes_of(table.processes, devices),
+            devices, samples, links=links, domains=domains, processes=processes_of(table.processes, devices)
         )
 
 

@@ -136,9 +136,9 @@ def _reading(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
         sentinels.append("0 C at 100% utilisation")
     if sentinels:
         r.conditions.append(wedged_condition(sentinels))
-        # None of the readings of a hung card mean anything; capacity (memory total) stays.
+        # The sensor readings of a hung card mean nothing; its memory use still reads sanely.
         r.power_watts = r.temperature_celsius = r.utilization_ratio = r.fan_ratio = None
-        r.memory_used_bytes = None
+        r.dropped |= {"power_watts", "temperature_celsius", "utilization_ratio", "clocks_hertz"}
     else:
         if sm is not None:
             r.clocks_hertz["sm"] = sm

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo
+from accel.plugin import Backend, BackendConfig, Capability
 from accel.tools import Runner
 
 from .._cli import CliBackendPlugin, CliProbeSpec
-from .._cli.extra import BASE_CAPABILITIES
-from ._parse import SEARCH_PATH
+from .._cli.extra import cli_plugin_info
+from ._parse import SEARCH_PATH, TOOL
 
 __all__ = ["IluvatarPlugin"]
 
@@ -15,21 +15,17 @@ __all__ = ["IluvatarPlugin"]
 class IluvatarPlugin(CliBackendPlugin):
     """Iluvatar CoreX GPUs (MR-V50/V100, BI-V100, BI-V150) through ``ixsmi``."""
 
-    info = PluginInfo(
-        name="iluvatar",
-        vendor="Iluvatar CoreX",
-        version="0.1.0",
-        api_versions=frozenset({PLUGIN_API}),
-        api="ixsmi",
+    info = cli_plugin_info(
+        "iluvatar",
+        api=TOOL,
         description="Iluvatar CoreX GPUs via ixsmi (table, -L, topo -m); BI-V150 boards as die pairs.",
-        capabilities=BASE_CAPABILITIES
-        | {Capability.UUID, Capability.POWER, Capability.CLOCKS, Capability.TOPOLOGY, Capability.PROCESSES},
+        capabilities=(Capability.UUID, Capability.POWER, Capability.CLOCKS, Capability.TOPOLOGY, Capability.PROCESSES),
     )
     probe_spec = CliProbeSpec(
         vendor="Iluvatar CoreX",
         pci_vendor_ids=("1e3e",),
         device_globs=("iluvatar[0-9]*",),
-        tool="ixsmi",
+        tool=TOOL,
         tool_paths=SEARCH_PATH,
     )
     package = __package__ or "accel.plugins.iluvatar"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo, ProbeResult
+from accel.plugin import Backend, BackendConfig, Capability, ProbeResult
 from accel.tools import Runner, which
 
 from .._cli import CliBackendPlugin, CliProbeSpec
-from .._cli.extra import BASE_CAPABILITIES
+from .._cli.extra import cli_plugin_info
 from ._parse import SEARCH_PATH
 
 __all__ = ["KunlunxinPlugin"]
@@ -20,15 +20,11 @@ class KunlunxinPlugin(CliBackendPlugin):
     present on its own.
     """
 
-    info = PluginInfo(
-        name="kunlunxin",
-        vendor="Kunlunxin",
-        version="0.1.0",
-        api_versions=frozenset({PLUGIN_API}),
+    info = cli_plugin_info(
+        "kunlunxin",
         api="xpu_smi",
         description="Kunlunxin XPUs via xpu_smi (4.x and 5.x layouts, -L, topo -m with XL groups, SR-IOV mode).",
-        capabilities=BASE_CAPABILITIES
-        | {
+        capabilities=(
             Capability.UUID,
             Capability.POWER,
             Capability.ECC,
@@ -36,7 +32,7 @@ class KunlunxinPlugin(CliBackendPlugin):
             Capability.LINKS,
             Capability.DOMAINS,
             Capability.PROCESSES,
-        },
+        ),
     )
     probe_spec = CliProbeSpec(
         vendor="Kunlunxin",

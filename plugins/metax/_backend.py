@@ -10,20 +10,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from accel.errors import ParseError
 from accel.model import Capabilities, DeviceKind, DomainKind, LinkType, PartitionScheme, SharingMode
-from accel.plugin import BackendConfig
-from accel.tools import Runner
 
-from .._cli import ParseContext, ToolSession
 from .._cli.extra import (
-    CliBackend,
     Collection,
+    ProcessesSurface,
     Snapshot,
+    ToolBackend,
     UnitReading,
     build_units,
-    merge_readings,
-    parse_listing,
     processes_of,
     topo_links,
     visible_binding,
@@ -32,7 +27,6 @@ from ._parse import SEARCH_PATH, TOOL, parse_mx_smi, sgpu_enabled
 
 __all__ = ["MetaxBackend", "normalise_model"]
 
-VERSION = "0.1.0"
 _BIND = visible_binding("CUDA_VISIBLE_DEVICES", torch="cuda")
 _SHORT_NAME = re.compile(r"^MX(?P<model>[CN][0-9]{3}\S*)$")
 
@@ -45,36 +39,17 @@ def normalise_model(name: str | None) -> str | None:
     return f"MetaX {m.group('model')}" if m else name
 
 
-class MetaxBackend(CliBackend):
+class MetaxBackend(ProcessesSurface, ToolBackend):
     """Backend ``metax`` over a runner (see :mod:`accel.tools`)."""
 
-    def __init__(self, config: BackendConfig, runner: Runner) -> None:
-        self._config = config
-        self._runner = runner
-        super().__init__("metax", self._snapshot)
+    backend_name = "metax"
+    tool = TOOL
+    search_path = SEARCH_PATH
 
-    def _snapshot(self) -> Snapshot:
-        col = Collection(
-            "metax",
-            VERSION,
-            ToolSession(self._runner, TOOL, search_path=SEARCH_PATH, timeout_s=self._config.tool_timeout_s),
-        )
-        smi = col.main(lambda text, cmd: parse_mx_smi(text, command=cmd))
-        col.require(smi.readings if smi is not None else [])
-        if smi is None:  # require() raised the tool's error; this keeps the types honest
-            raise ParseError("mx-smi printed no device table", tool=TOOL, command=TOOL)
+    def collect(self, col: Collection) -> Snapshot:
+        smi = col.required(lambda text, cmd: parse_mx_smi(text, command=cmd))
         col.problems.extend(smi.problems)
-        listed = col.extra(lambda text, cmd: parse_listing(text, words=("GPU",), ctx=ParseContext(TOOL, cmd)), "-L")
-        readings = merge_readings(
-            smi.readings,
-            [UnitReading(index=x.index, uuid=x.uuid, bus_id=x.bus_id) for x in listed or []],
-        )
-        versions = {
-            "driver": smi.kmd_version,
-            "runtime_name": "maca",
-            "runtime": smi.maca_version,
-            "firmware": {"bios": smi.bios_version} if smi.bios_version else {},
-        }
+        readings, _listed = col.uuids(smi.readings, ("GPU",))
         for r in readings:
             if r.model is not None and normalise_model(r.model) != r.model:
                 r.extras["metax-tech.com/rawName"] = r.model
@@ -87,7 +62,12 @@ class MetaxBackend(CliBackend):
             kind=DeviceKind.GPU,
             tool=TOOL,
             binding=_BIND,
-            versions=versions,
+            versions={
+                "driver": smi.kmd_version,
+                "runtime_name": "maca",
+                "runtime": smi.maca_version,
+                "firmware": {"bios": smi.bios_version} if smi.bios_version else {},
+            },
             timestamp=col.now,
         )
         links, domains = topo_links(

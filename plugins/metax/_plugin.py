@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo
+from accel.plugin import Backend, BackendConfig, Capability
 from accel.tools import Runner
 
 from .._cli import CliBackendPlugin, CliProbeSpec
-from .._cli.extra import BASE_CAPABILITIES
-from ._parse import SEARCH_PATH
+from .._cli.extra import cli_plugin_info
+from ._parse import SEARCH_PATH, TOOL
 
 __all__ = ["MetaxPlugin"]
 
@@ -15,15 +15,11 @@ __all__ = ["MetaxPlugin"]
 class MetaxPlugin(CliBackendPlugin):
     """MetaX GPUs (C500/C550/C600, N260) through ``mx-smi``."""
 
-    info = PluginInfo(
-        name="metax",
-        vendor="MetaX",
-        version="0.1.0",
-        api_versions=frozenset({PLUGIN_API}),
-        api="mx-smi",
+    info = cli_plugin_info(
+        "metax",
+        api=TOOL,
         description="MetaX GPUs via mx-smi (2.1/2.2 tables, -L, topo -m with MetaXLink groups, sGPU mode).",
-        capabilities=BASE_CAPABILITIES
-        | {
+        capabilities=(
             Capability.UUID,
             Capability.POWER,
             Capability.TOPOLOGY,
@@ -31,13 +27,13 @@ class MetaxPlugin(CliBackendPlugin):
             Capability.DOMAINS,
             Capability.PROCESSES,
             Capability.SHARING,
-        },
+        ),
     )
     probe_spec = CliProbeSpec(
         vendor="MetaX",
         pci_vendor_ids=("9999",),
         device_globs=("mxcd", "mxgd", "mxnd"),
-        tool="mx-smi",
+        tool=TOOL,
         tool_paths=SEARCH_PATH,
     )
     package = __package__ or "accel.plugins.metax"

@@ -4,7 +4,7 @@ One snapshot runs the table (GPUs, device type, lane widths, ECC mode, MPC) and 
 query (UUID, serial, MTBios, PCI ids, power) and merges them by bus id, else index; either
 view alone is enough.  ``mtlink -s`` adds MTLink links and groups where the driver reports
 them.  A used-memory reading above the total (the IOMMU misconfiguration in the S4000 sample)
-becomes a ``MemoryTotalBelowUsed`` condition and the used value is dropped.
+becomes a ``MemoryTotalBelowUsed`` condition and used is clamped to the total.
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from accel.model import (
     LinkType,
     Partition,
     PartitionFamily,
+    PartitionProfile,
     PartitionScheme,
 )
-from accel.plugin import BackendConfig
-from accel.tools import Runner
 
-from .._cli import ToolSession
 from .._cli.extra import (
-    CliBackend,
     Collection,
+    PartitionsSurface,
+    ProcessesSurface,
     Snapshot,
+    ToolBackend,
     UnitReading,
     build_units,
     link_domains,
@@ -42,24 +42,17 @@ from ._parse import SEARCH_PATH, TOOL, GmiUnit, parse_mtlink, parse_query_json, 
 
 __all__ = ["MthreadsBackend"]
 
-VERSION = "0.1.0"
 _BIND = visible_binding("MUSA_VISIBLE_DEVICES", torch="musa", collective="mccl")
 
 
-class MthreadsBackend(CliBackend):
+class MthreadsBackend(ProcessesSurface, PartitionsSurface, ToolBackend):
     """Backend ``mthreads`` over a runner (see :mod:`accel.tools`)."""
 
-    def __init__(self, config: BackendConfig, runner: Runner) -> None:
-        self._config = config
-        self._runner = runner
-        super().__init__("mthreads", self._snapshot)
+    backend_name = "mthreads"
+    tool = TOOL
+    search_path = SEARCH_PATH
 
-    def _snapshot(self) -> Snapshot:
-        col = Collection(
-            "mthreads",
-            VERSION,
-            ToolSession(self._runner, TOOL, search_path=SEARCH_PATH, timeout_s=self._config.tool_timeout_s),
-        )
+    def collect(self, col: Collection) -> Snapshot:
         table = col.main(lambda text, cmd: parse_table(text, command=cmd))
         readings: list[UnitReading] = []
         parts: list[GmiUnit] = []
@@ -75,7 +68,6 @@ class MthreadsBackend(CliBackend):
             readings = merge_readings(readings, query.readings)
             driver = driver or query.driver_version
         col.require(readings)
-        versions = {"driver": driver, "runtime_name": TOOL, "runtime": table.gmi_version if table else None}
         devices, samples = build_units(
             readings,
             vendor="mthreads",
@@ -84,7 +76,7 @@ class MthreadsBackend(CliBackend):
             kind=DeviceKind.GPU,
             tool=TOOL,
             binding=_BIND,
-            versions=versions,
+            versions={"driver": driver, "runtime_name": TOOL, "runtime": table.gmi_version if table else None},
             timestamp=col.now,
         )
         by_index = {d.index: d for d in devices if d.index is not None}
@@ -94,10 +86,12 @@ class MthreadsBackend(CliBackend):
             if a is not None and b is not None:
                 first, second = sorted((a.id, b.id))
                 links.append(Link(a=first, b=second, type=LinkType.MTLINK, state=lk.state))
+        partitions = _partitions(parts, by_index, col.problems)
         return col.snapshot(
             devices,
             samples,
-            partitions=_partitions(parts, by_index, col.problems),
+            partitions=partitions,
+            profiles=_profiles(partitions),
             links=links,
             domains=link_domains(links, DomainKind.MTLINK_GROUP, prefix="mtlink", order=[d.id for d in devices]),
             processes=processes_of(table.processes, devices) if table is not None else [],
@@ -135,3 +129,14 @@ def _partitions(parts: list[GmiUnit], parents: dict[int, Device], problems: list
             )
         )
     return out
+
+
+def _profiles(partitions: list[Partition]) -> list[PartitionProfile]:
+    """One profile per (parent, profile name) the live partitions use."""
+    seen: dict[tuple[str, str], PartitionProfile] = {}
+    for p in partitions:
+        seen.setdefault(
+            (p.parent_id, p.profile),
+            PartitionProfile(name=p.profile, parent_id=p.parent_id, family=p.family, memory_bytes=p.memory_bytes),
+        )
+    return list(seen.values())

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo
+from accel.plugin import Backend, BackendConfig, Capability
 from accel.tools import Runner
 
 from .._cli import CliBackendPlugin, CliProbeSpec
-from .._cli.extra import BASE_CAPABILITIES
-from ._parse import SEARCH_PATH
+from .._cli.extra import cli_plugin_info
+from ._parse import SEARCH_PATH, TOOL
 
 __all__ = ["MthreadsPlugin"]
 
@@ -15,15 +15,11 @@ __all__ = ["MthreadsPlugin"]
 class MthreadsPlugin(CliBackendPlugin):
     """Moore Threads MTT GPUs through ``mthreads-gmi``."""
 
-    info = PluginInfo(
-        name="mthreads",
-        vendor="Moore Threads",
-        version="0.1.0",
-        api_versions=frozenset({PLUGIN_API}),
-        api="mthreads-gmi",
+    info = cli_plugin_info(
+        "mthreads",
+        api=TOOL,
         description="Moore Threads MTT S-series GPUs via mthreads-gmi (table, -q -j, mtlink -s).",
-        capabilities=BASE_CAPABILITIES
-        | {
+        capabilities=(
             Capability.UUID,
             Capability.SERIAL,
             Capability.ECC,
@@ -32,7 +28,7 @@ class MthreadsPlugin(CliBackendPlugin):
             Capability.DOMAINS,
             Capability.PROCESSES,
             Capability.PARTITIONS,
-        },
+        ),
     )
     probe_spec = CliProbeSpec(
         vendor="Moore Threads",
@@ -40,7 +36,7 @@ class MthreadsPlugin(CliBackendPlugin):
         # Display (03xx) only: the S80's HDMI audio function (0403) is not a GPU.
         pci_class_prefixes=("03", "12"),
         device_globs=("mtgpu.*",),
-        tool="mthreads-gmi",
+        tool=TOOL,
         tool_paths=SEARCH_PATH,
     )
     package = __package__ or "accel.plugins.mthreads"

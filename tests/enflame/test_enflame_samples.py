@@ -67,8 +67,19 @@ def test_efsmi_16_sriov_vfs_share_one_serial_celsius_glyph() -> None:
     assert a.model == "Enflame S60G"
 
 
-def test_sriov_vfs_are_partitions_of_their_card() -> None:
-    be = backend({"efsmi": sample(SRIOV)})
+def test_sriov_vfs_are_devices_grouped_by_their_card() -> None:
+    inv = backend({"efsmi": sample(SRIOV)}).inventory()
+    assert [d.id for d in inv.devices] == ["enflame:pci-0000:2e:00.0", "enflame:pci-0000:2f:00.0"]
+    assert all(d.board_id == "sn-A018K30520031" for d in inv.devices)
+    assert all(d.partition_mode.scheme == "sriov" and d.pci and d.pci.is_virtual_function for d in inv.devices)
+    (card,) = inv.domains
+    assert card.id == "card-sn-A018K30520031" and card.members == tuple(d.id for d in inv.devices)
+    assert [d.memory_total_bytes for d in inv.devices] == [23552 * MIB, 23552 * MIB]
+
+
+def test_sriov_card_view_vfs_are_partitions_of_their_card() -> None:
+    runner = ReplayRunner.from_mapping({"efsmi": sample(SRIOV)})
+    be = PLUGIN.open(BackendConfig(runner=runner, options={"sriov": "card"}))
     inv = be.inventory()
     (card,) = inv.devices
     assert card.id == "enflame:sn-A018K30520031" and card.serial_number == "A018K30520031"
@@ -77,7 +88,8 @@ def test_sriov_vfs_are_partitions_of_their_card() -> None:
     assert [p.id for p in inv.partitions] == ["enflame:pci-0000:2e:00.0", "enflame:pci-0000:2f:00.0"]
     assert all(p.parent_id == card.id and p.family == "sriov_vf" for p in inv.partitions)
     assert [p.memory_bytes for p in inv.partitions] == [23552 * MIB, 23552 * MIB]
-    assert [t.device_id for t in be.telemetry()] == ["enflame:pci-0000:2e:00.0", "enflame:pci-0000:2f:00.0"]
+    (profile,) = inv.partition_profiles
+    assert (profile.name, profile.max_instances) == ("sriov-vf", 2)
     assert set(be.health()) == {card.id, *(p.id for p in inv.partitions)}
 
 

@@ -86,13 +86,15 @@ def test_iommu_sample_becomes_a_condition_not_a_validation_crash() -> None:
     be = backend({"mthreads-gmi": sample("mthreads-gmi_1.12.2_s4000_iommu-wrong-mem.txt")})
     (dev,) = be.inventory().devices
     assert dev.memory[0].total_bytes == 32768 * MIB
-    assert dev.memory[0].used_bytes is None  # dropped: it cannot be true
+    assert dev.memory[0].used_bytes == 32768 * MIB  # clamped: "full" is the safe reading
     (cond,) = dev.health.conditions
     assert cond.reason == "MemoryTotalBelowUsed" and cond.subsystem == "memory"
-    assert "dropped" in (cond.message or "")
+    assert "clamped" in (cond.message or "") and str(44302 * MIB) in (cond.message or "")
     assert dev.health.state is HealthState.DEGRADED
     (tel,) = be.telemetry()
-    assert tel.memory_used_bytes is None and tel.utilization_ratio == 0.88
+    assert tel.memory_used_bytes == 32768 * MIB and tel.utilization_ratio == 0.88
+    assert "power_watts" in tel.unsupported  # the table never prints power
+    assert {"uuid", "serial_number"} <= dev.unsupported  # no -q -j on this host
 
 
 # -- mthreads-gmi -q -j, gmi 3.3.5 ----------------------------------------------------------------
