@@ -116,7 +116,9 @@ def _class_name(backend: str, scenario: str) -> str:
     return "Test" + "".join(w[:1].upper() + w[1:] for w in words if w)
 
 
-def suite_for(backend: str, scenario: str | Scenario, *, options: Mapping[str, Any] | None = None) -> type[ConformanceSuite]:
+def suite_for(
+    backend: str, scenario: str | Scenario, *, options: Mapping[str, Any] | None = None
+) -> type[ConformanceSuite]:
     """A ready :class:`ConformanceSuite` subclass for one registered scenario of ``backend``.
 
     ``options`` are merged over the scenario's own (``--accel-option`` on the command line).

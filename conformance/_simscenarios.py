@@ -96,7 +96,8 @@ def _sysfs(tmp_path: Path, profile: dict[str, Any]) -> Path:
         if not bus or dev.get("bridge_path") is None:
             continue
         pci = dev.get("pci", {})
-        sysfs.add_device(str(bus), vendor=str(pci.get("vendor_id") or "ffff"), device=str(pci.get("device_id") or "0000"),
+        sysfs.add_device(str(bus), vendor=str(pci.get("vendor_id") or "ffff"),
+                         device=str(pci.get("device_id") or "0000"),
                          bridges=list(dev["bridge_path"]), pcie_root=dev.get("pcie_root"),
                          numa_node=int(dev["numa_node"]) if dev.get("numa_node") is not None else -1,
                          cpulist=dev.get("cpu_affinity"))

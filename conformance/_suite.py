@@ -911,7 +911,8 @@ class ConformanceSuite:
         problems = []
         for s in accel.call("telemetry()", accel.backend.telemetry):
             total = totals.get(s.device_id)
-            if s.memory_total_bytes is not None and total is not None and abs(s.memory_total_bytes - total) > 0.01 * total:
+            mine = s.memory_total_bytes
+            if mine is not None and total is not None and abs(mine - total) > 0.01 * total:
                 problems.append(f"{s.device_id}: telemetry total {s.memory_total_bytes}, inventory {total}")
         _check(problems, "use one source (and one unit) for memory totals")
 
@@ -1127,10 +1128,10 @@ class ConformanceSuite:
             if h.state is not rule:
                 problems.append(f"{dev_id}: state {h.state.value}, the core's rule gives {rule.value}")
         for dev in inv.devices:
-            h = got.get(dev.id)
-            if h is not None and (h.operational, h.state) != (dev.health.operational, dev.health.state):
+            now = got.get(dev.id)
+            if now is not None and (now.operational, now.state) != (dev.health.operational, dev.health.state):
                 problems.append(f"{dev.id}: inventory says {dev.health.operational.value}/{dev.health.state.value}, "
-                                f"health() says {h.operational.value}/{h.state.value}")
+                                f"health() says {now.operational.value}/{now.state.value}")
         _check(problems, "report conditions and operational status only; never set a state")
 
     @row("health.not-supported-unknown")
@@ -1444,7 +1445,8 @@ class ConformanceSuite:
     def test_lifecycle_concurrent_reads(self, accel: _Harness) -> None:
         backend = accel.backend
         info = accel.require_plugin().info
-        calls: list[tuple[str, Callable[[], object]]] = [("inventory()", backend.inventory), ("health()", backend.health)]
+        calls: list[tuple[str, Callable[[], object]]] = [("inventory()", backend.inventory),
+                                                         ("health()", backend.health)]
         if info.declares(Capability.TELEMETRY):
             calls.append(("telemetry()", backend.telemetry))
         errors: list[str] = []

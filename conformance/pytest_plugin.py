@@ -162,7 +162,9 @@ def _skip_reason(report: pytest.TestReport) -> str:
     return str(report.longrepr or "")
 
 
-def _classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> tuple[_records.Status, str] | None:
+def _classify(
+    item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
+) -> tuple[_records.Status, str] | None:
     from ._suite import NOT_APPLICABLE
 
     Status = _records.Status
@@ -176,8 +178,8 @@ def _classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Tes
     if report.failed:
         text = str(report.longrepr) if isinstance(report.longrepr, str) else ""
         if text.startswith("[XPASS(strict)]"):
-            return Status.FAIL, (f"unexpectedly passed although listed in xfail ({text.removeprefix('[XPASS(strict)]').strip()}); "
-                                 "remove the entry")
+            why = text.removeprefix("[XPASS(strict)]").strip()
+            return Status.FAIL, f"unexpectedly passed although listed in xfail ({why}); remove the entry"
         message = call.excinfo.exconly() if call.excinfo is not None else text
         message = message.removeprefix("Failed: ")
         if report.when == "call":
@@ -189,7 +191,9 @@ def _classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Tes
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     if _SUITE_ITEM not in item.stash:
         return (yield)
     # Teardown: attach the run's metadata (noted by the class fixture's finalizer) before the

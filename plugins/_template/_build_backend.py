@@ -54,7 +54,8 @@ def _build(wheel_directory: str, files: dict[str, bytes]) -> str:
     dist = f"{p['name'].replace('-', '_')}-{p['version']}"
     info = f"{dist}.dist-info"
     files[f"{info}/METADATA"] = _metadata(p).encode()
-    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: _build_backend\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: _build_backend\nRoot-Is-Purelib: true\n"
+                              b"Tag: py3-none-any\n")
     files[f"{info}/entry_points.txt"] = _entry_points(p).encode()
     record = [f"{name},{_digest(data)},{len(data)}" for name, data in files.items()] + [f"{info}/RECORD,,"]
     files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()

@@ -19,13 +19,16 @@ addopts = -p no:cacheprovider --import-mode=importlib
 """
 
 
-def run_suite_module(tmp: Path, source: str, *extra: str, name: str = "test_generated.py") -> tuple[int, str, dict[str, Any] | None]:
+def run_suite_module(
+    tmp: Path, source: str, *extra: str, name: str = "test_generated.py"
+) -> tuple[int, str, dict[str, Any] | None]:
     """Write ``source`` as a test module, run pytest on it with --accel-report; return (rc, output, results)."""
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / name).write_text(source, encoding="utf-8")
     (tmp / "pytest.ini").write_text(INI, encoding="utf-8")
     report = tmp / "report"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env = {**os.environ, "PYTHONPATH": path}
     env.pop("PYTEST_ADDOPTS", None)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-c", str(tmp / "pytest.ini"), "--rootdir", str(tmp), "-q",

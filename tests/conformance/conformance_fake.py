@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from accel.conformance import Fault, SysfsOracle
+
 from accel.errors import DeviceError, DeviceLostError, NotSupportedError, PluginError
 from accel.model import (
     Action,
@@ -324,7 +325,8 @@ class FakeBackend(Backend):
                 unlisted = "power-unlisted" in self._breaks
                 out.append(Telemetry(
                     device_id=dev_id, timestamp=self._t0 + timedelta(seconds=self._ticks),
-                    utilization_ratio=0.25, memory_used_bytes=None if "used-unknown" in self._breaks else self._total() // 100,
+                    utilization_ratio=0.25,
+                    memory_used_bytes=None if "used-unknown" in self._breaks else self._total() // 100,
                     memory_total_bytes=total, power_watts=None if unlisted else 120.0, energy_joules=self._energy,
                     temperature_celsius=41.0, clocks_hertz={"sm": clock}, ecc_corrected_total=3,
                     ecc_uncorrected_total=0,

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from accel.conformance import (
     REQUIREMENTS,
     ConformanceSuite,
@@ -21,6 +20,7 @@ from accel.conformance import (
     run_all,
 )
 from accel.conformance._requirements import ROW_ATTR
+
 from accel.errors import ConfigError
 from tests.conformance._kit import run_suite_module
 
@@ -141,7 +141,7 @@ def test_certify_fails_on_a_skipped_required_row(tmp_path: Path) -> None:
 
 
 def test_junit_xml_alone_rebuilds_the_results(tmp_path: Path) -> None:
-    rc, output, results = run_suite_module(tmp_path, _good())
+    rc, _output, results = run_suite_module(tmp_path, _good())
     assert rc == 0 and results is not None
     from_junit = load_results(tmp_path / "report" / "junit.xml")
     run_j, run_r = from_junit["runs"][0], results["runs"][0]
@@ -228,7 +228,7 @@ def test_report_merges_runs(sim_report: Path, tmp_path: Path) -> None:
 
 
 def test_report_names_a_path_without_results(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="no results.json or junit.xml"):
+    with pytest.raises(ConfigError, match=r"no results\.json or junit\.xml"):
         report([tmp_path], tmp_path / "out")
 
 

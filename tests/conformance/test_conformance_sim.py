@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from accel.conformance import scenarios_for
+
 from tests.conformance._kit import failing_rows, run_suite_module
 
 #: simulator fault option -> the rows it must fail (a device that is lost from the first read
@@ -34,7 +34,7 @@ def sim_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
         lines += [f"Fault{i} = suite_for('sim', 'dgx-h100', options={{'faults': {fault!r}}})",
                   f"Fault{i}.scenario = {('fault ' + fault)!r}",
                   f"TestFault{i} = Fault{i}"]
-    rc, output, results = run_suite_module(tmp_path_factory.mktemp("sim"), "\n".join(lines) + "\n")
+    _rc, output, results = run_suite_module(tmp_path_factory.mktemp("sim"), "\n".join(lines) + "\n")
     assert results is not None, output[-3000:]
     return {run["scenario"]: run for run in results["runs"]}
 
