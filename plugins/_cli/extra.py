@@ -88,6 +88,7 @@ __all__ = [
     "build_unit",
     "build_units",
     "cli_plugin_info",
+    "conformance_scenarios",
     "is_rule",
     "link_domains",
     "matrix_links",
@@ -1039,3 +1040,23 @@ def cli_plugin_info(
         description=description,
         capabilities=caps,
     )
+
+
+def conformance_scenarios(
+    package: str,
+    notes: Mapping[str, tuple[str, Mapping[str, str]]],
+) -> dict[str, Any]:
+    """``CONFORMANCE_SCENARIOS`` for a plugin's ``conformance`` module: every shipped replay
+    scenario of ``package``, with ``notes[name] = (description, {row id: why it is xfail})``.
+
+    Imports :mod:`accel.conformance` (only the matrix runner and tests import this module).
+    """
+    from accel.conformance import Scenario
+
+    from ._scenario import scenario_names
+
+    out: dict[str, Any] = {}
+    for name in scenario_names(package):
+        description, xfail = notes.get(name, ("", {}))
+        out[name] = Scenario(name=name, options={"scenario": name}, xfail=dict(xfail), description=description)
+    return out
