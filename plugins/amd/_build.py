@@ -136,6 +136,7 @@ PART_FIELDS = {
     "firmware": "versions.firmware",
     "driver_version": "versions.driver",
     "form_factor": "form_factor",
+    "bus_id": "pci",
 }
 
 

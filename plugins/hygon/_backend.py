@@ -1,0 +1,376 @@
+"""The Hygon DCU backend: hy-smi (or DTK rocm-smi) and rocminfo, on the AMD plugin's layers.
+
+Per snapshot it runs at most four commands (``tool_invocations`` in the inventory's source says
+how many it took):
+
+1. ``<smi> --showid --showmeminfo vram --showpower --showserial --showuse --showtemp
+   --showproductname --showuniqueid --json`` - identity, memory (MiB), power, temperatures, load;
+2. ``<smi>`` - the concise table: power cap, performance level, mode, fan, load;
+3. ``rocminfo`` (when installed) - gfx target, marketing name and compute units, joined on the
+   unique id (``Uuid: GPU-<unique id>``);
+4. ``<smi> --showtopo`` - xGMI / HSW links and NUMA nodes.
+
+``<smi>`` is ``hy-smi`` from ``/opt/hyhal/bin`` when present, else the DTK ``rocm-smi``.  Only
+the first two are required (either suffices); a missing or failing secondary command is noted in
+the sources and never hides the devices.  A hung tool raises
+:class:`~accel.errors.ToolTimeoutError`.  PCI bus ids come from sysfs (vendor ``1d94``), paired
+by unique id when the amdgpu-style files expose it, else in enumeration order when the counts
+agree.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from accel.plugins._cli import ToolSession, is_masked
+from accel.plugins.amd.layers import Flavor, GpuReading, build_devices, merge, read_cards, telemetry_for
+
+from accel.errors import AccelError, BackendUnavailableError, DeviceError, ParseError, ToolError, ToolTimeoutError
+from accel.model import (
+    Device,
+    DeviceKind,
+    Domain,
+    DomainKind,
+    Health,
+    Host,
+    HostInventory,
+    Link,
+    LinkType,
+    SourceInfo,
+    Telemetry,
+)
+from accel.plugin import Backend, BackendConfig
+from accel.sysfs import enrich_inventory, scan_pci
+from accel.tools import Runner, ToolResult
+
+from . import DTK_PATHS, HYSMI_PATHS
+from ._parse import Agent, ConciseRow, Topology, parse_concise, parse_json, parse_rocminfo, parse_showtopo
+
+__all__ = ["HYGON", "JSON_ARGS", "HygonBackend"]
+
+HYGON = Flavor(vendor="hygon", kind=DeviceKind.DCU, pci_vendor_id="1d94", extras_domain="hygon.com")
+
+JSON_ARGS = (
+    "--showid",
+    "--showmeminfo",
+    "vram",
+    "--showpower",
+    "--showserial",
+    "--showuse",
+    "--showtemp",
+    "--showproductname",
+    "--showuniqueid",
+    "--json",
+)
+
+#: PCI device id -> product, from the reference (vendors.md section 5).
+DEVICE_NAMES = {"6210": "K100_AI", "55b7": "Z100L"}
+
+#: Parts these tools never print; listed as unsupported when still empty.
+_NEVER = (
+    "firmware",
+    "max_clock_hertz",
+    "memory_max_clock_hertz",
+    "temp_slowdown_celsius",
+    "temp_shutdown_celsius",
+    "power_cap_default_watts",
+    "power_cap_min_watts",
+    "power_cap_max_watts",
+    "ecc_enabled",
+    "ecc_supported",
+    "form_factor",
+    "driver_version",
+    "memory_generation",
+)
+#: Parts that only the --json query gives.
+_JSON_ONLY = ("memory_total_bytes", "memory_used_bytes", "serial_number", "uuid")
+
+
+@dataclass
+class _Snapshot:
+    devices: list[Device]
+    groups: list[list[GpuReading]]
+    links: list[Link]
+    domains: list[Domain]
+    notes: list[str]
+    invocations: int
+    tool: str
+
+
+class HygonBackend(Backend):
+    """An open Hygon backend over a :class:`~accel.tools.Runner` (real, or replay in tests)."""
+
+    def __init__(self, config: BackendConfig, runner: Runner) -> None:
+        self._config = config
+        timeout = config.tool_timeout_s
+        if runner.which("hy-smi", HYSMI_PATHS):
+            self._smi = ToolSession(runner, "hy-smi", search_path=HYSMI_PATHS, timeout_s=timeout)
+        elif runner.which("rocm-smi", DTK_PATHS):
+            self._smi = ToolSession(runner, "rocm-smi", search_path=DTK_PATHS, timeout_s=timeout)
+        else:
+            raise BackendUnavailableError(
+                f"Hygon backend unavailable: neither hy-smi ({', '.join(HYSMI_PATHS)}) nor the DTK rocm-smi "
+                f"({', '.join(DTK_PATHS)}) was found",
+                plugin="hygon",
+            )
+        self._rocminfo = (
+            ToolSession(runner, "rocminfo", search_path=DTK_PATHS, timeout_s=timeout)
+            if runner.which("rocminfo", DTK_PATHS)
+            else None
+        )
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return "hygon"
+
+    def close(self) -> None:
+        self._closed = True
+
+    # -- collection ---------------------------------------------------------------------------
+    def _collect(self) -> _Snapshot:
+        if self._closed:
+            raise BackendUnavailableError("the hygon backend is closed", plugin="hygon")
+        smi = self._smi
+        start = smi.invocations + (self._rocminfo.invocations if self._rocminfo else 0)
+        notes: list[str] = []
+        failures: list[AccelError] = []
+        json_readings: dict[int, GpuReading] = {}
+        json_ok = False
+        res = self._optional(smi, JSON_ARGS, notes, failures)
+        if res is not None:
+            try:
+                readings, errors, unit = parse_json(res.stdout, smi.context(*JSON_ARGS))
+                json_readings = {r.index or 0: r for r in readings}
+                json_ok = True
+                notes += [str(e) for e in errors]
+                if unit:
+                    notes.append(f"memory unit in the JSON keys: {unit}")
+            except ParseError as exc:
+                failures.append(exc)
+                notes.append(str(exc))
+        concise: dict[int, ConciseRow] = {}
+        res = self._optional(smi, (), notes, failures)
+        if res is not None:
+            try:
+                rows, errors = parse_concise(res.stdout, smi.context())
+                concise = {r.index: r for r in rows}
+                notes += [str(e) for e in errors]
+            except ParseError as exc:
+                failures.append(exc)
+                notes.append(str(exc))
+        if not json_readings and not concise:
+            raise failures[0] if failures else ParseError(f"{smi.tool} reported no DCU", tool=smi.tool)
+        agents: list[Agent] = []
+        if self._rocminfo is not None:
+            res = self._optional(self._rocminfo, (), notes, [])
+            if res is not None:
+                try:
+                    agents = parse_rocminfo(res.stdout, self._rocminfo.context())
+                except ParseError as exc:
+                    notes.append(str(exc))
+        topo: Topology | None = None
+        res = self._optional(smi, ("--showtopo",), notes, [])
+        if res is not None:
+            try:
+                topo = parse_showtopo(res.stdout, smi.context("--showtopo"))
+                notes += [str(e) for e in topo.errors]
+            except ParseError as exc:
+                notes.append(str(exc))
+        groups = self._merge(json_readings, concise, agents, topo, smi.tool)
+        never = set(_NEVER) | ({"architecture", "isa", "compute_units"} if not agents else set())
+        if not json_ok:
+            never |= set(_JSON_ONLY)
+        if all(g[0].bus_id is None for g in groups):
+            never.add("bus_id")
+        if topo is None or not topo.numa_node:
+            never.add("numa_node")
+        devices, _, _ = build_devices(groups, HYGON, unsupported=never)
+        links, domains = _topology(devices, groups, topo)
+        invocations = smi.invocations + (self._rocminfo.invocations if self._rocminfo else 0) - start
+        return _Snapshot(devices, groups, links, domains, notes, invocations, smi.tool)
+
+    @staticmethod
+    def _optional(
+        session: ToolSession, args: Sequence[str], notes: list[str], failures: list[AccelError]
+    ) -> ToolResult | None:
+        try:
+            return session.run(*args)
+        except ToolTimeoutError:
+            raise  # a hung tool is an error, not an absent command
+        except ToolError as exc:
+            failures.append(exc)
+            notes.append(f"{' '.join([session.tool, *args])}: {exc.code}")
+            return None
+
+    def _merge(
+        self,
+        json_readings: dict[int, GpuReading],
+        concise: dict[int, ConciseRow],
+        agents: list[Agent],
+        topo: Topology | None,
+        tool: str,
+    ) -> list[list[GpuReading]]:
+        indices = sorted(set(json_readings) | set(concise))
+        by_uid = {a.unique_id: a for a in agents if a.unique_id}
+        root = self._config.sysfs_root
+        cards = read_cards(root, (HYGON.pci_vendor_id,))
+        cards_by_uid = {c.unique_id: c for c in cards if c.unique_id}
+        buses = [f.bus_id for f in scan_pci(root, vendor_ids=(HYGON.pci_vendor_id,))]
+        groups = []
+        for pos, i in enumerate(indices):
+            layers: list[tuple[str, GpuReading]] = []
+            j = json_readings.get(i)
+            if j is not None:
+                layers.append((tool, j))
+            row = concise.get(i)
+            if row is not None:
+                c = GpuReading(
+                    index=i,
+                    power_watts=row.power_watts,
+                    power_cap_watts=row.power_cap_watts,
+                    fan_ratio=row.fan_ratio,
+                    utilization_ratio=row.utilization_ratio,
+                    performance_level=row.performance_level,
+                    mode=row.mode,
+                )
+                if row.temperature_celsius is not None:
+                    # The concise Temp column is the edge sensor (AMD's header says "Temp (DieEdge)").
+                    c.temperatures_celsius["edge"] = row.temperature_celsius
+                layers.append((f"{tool} (concise)", c))
+            uid = j.unique_id if j is not None else None
+            agent = by_uid.get(uid) if uid else None
+            if agent is None and len(agents) == 1 and len(indices) == 1:
+                agent = agents[0]
+            if agent is not None:
+                a = GpuReading(index=i, compute_units=agent.compute_units)
+                a.isa = agent.name if agent.name and agent.name.startswith("gfx") else None
+                a.name = agent.marketing_name if agent.marketing_name and not is_masked(agent.marketing_name) else None
+                a.unique_id = agent.unique_id
+                layers.append(("rocminfo", a))
+            card = cards_by_uid.get(uid) if uid else None
+            if card is None and len(cards) == len(indices):
+                card = cards[pos]  # same enumeration order as the tool (KFD / DRM order)
+            if card is not None:
+                layers.append(("sysfs", card))
+            elif len(buses) == len(indices):
+                layers.append(("sysfs", GpuReading(index=i, bus_id=buses[pos])))
+            if topo is not None and i in topo.numa_node:
+                layers.append((f"{tool} --showtopo", GpuReading(index=i, numa_node=topo.numa_node[i])))
+            merged = merge(layers)
+            merged.index = i
+            if merged.name is None:
+                merged.name = DEVICE_NAMES.get(merged.pci_device_id or "", "Hygon DCU")
+            groups.append([merged])
+        return _dedupe_ids(groups)
+
+    def _sources(self, snap: _Snapshot) -> tuple[SourceInfo, ...]:
+        layers: dict[str, set[str]] = {}
+        for group in snap.groups:
+            for part, layer in group[0].sources.items():
+                layers.setdefault(layer, set()).add(part)
+        out = [
+            SourceInfo(
+                backend="hygon",
+                plugin_version="0.1.0",
+                api=snap.tool,
+                detail=f"{snap.tool} (+ rocminfo, sysfs): " + "; ".join(
+                    f"{layer}: {', '.join(sorted(parts - {'*'}))}" for layer, parts in sorted(layers.items())
+                )[:900],
+                tool_invocations=snap.invocations,
+            )
+        ]
+        if snap.notes:
+            out.append(SourceInfo(backend="hygon", plugin_version="0.1.0", api="notes",
+                                  detail="; ".join(snap.notes)[:900]))
+        return tuple(out)
+
+    # -- Backend API --------------------------------------------------------------------------
+    def inventory(self) -> HostInventory:
+        snap = self._collect()
+        inv = HostInventory(
+            host=Host(hostname=socket.gethostname() or "localhost"),
+            devices=tuple(snap.devices),
+            links=tuple(snap.links),
+            domains=tuple(snap.domains),
+            collected_at=datetime.now(UTC),
+            sources=self._sources(snap),
+        )
+        return enrich_inventory(inv, self._config.sysfs_root)
+
+    def _select(self, devices: Sequence[Device], ids: Sequence[str] | None) -> list[int]:
+        if ids is None:
+            return list(range(len(devices)))
+        index = {d.id: i for i, d in enumerate(devices)}
+        missing = [i for i in ids if i not in index]
+        if missing:
+            raise DeviceError(f"no hygon device {missing[0]!r}", device_id=missing[0])
+        return [index[i] for i in ids]
+
+    def telemetry(self, ids: Sequence[str] | None = None) -> tuple[Telemetry, ...]:
+        snap = self._collect()
+        now = datetime.now(UTC)
+        return tuple(
+            telemetry_for(snap.devices[i], snap.groups[i], now, unsupported=("clocks_hertz", "throttle_reasons"))
+            for i in self._select(snap.devices, ids)
+        )
+
+    def health(self, ids: Sequence[str] | None = None) -> dict[str, Health]:
+        snap = self._collect()
+        now = datetime.now(UTC)
+        out = {}
+        for i in self._select(snap.devices, ids):
+            h = snap.devices[i].health
+            out[snap.devices[i].id] = Health(operational=h.operational, monitored=h.monitored,
+                                             conditions=h.conditions, checked_at=now)
+        return out
+
+
+def _dedupe_ids(groups: list[list[GpuReading]]) -> list[list[GpuReading]]:
+    """Two DCUs printing the same unique id (placeholder firmware values) lose it: the id then
+    falls back to the PCI address, so one inventory never holds a duplicate."""
+    seen: dict[str, int] = {}
+    for g in groups:
+        uid = g[0].unique_id
+        if uid:
+            seen[uid] = seen.get(uid, 0) + 1
+    for g in groups:
+        if g[0].unique_id and seen[g[0].unique_id] > 1:
+            g[0].unique_id = None
+    return groups
+
+
+def _topology(
+    devices: Sequence[Device], groups: Sequence[Sequence[GpuReading]], topo: Topology | None
+) -> tuple[list[Link], list[Domain]]:
+    if topo is None:
+        return [], []
+    by_index = {g[0].index: d.id for d, g in zip(devices, groups, strict=True)}
+    links: list[Link] = []
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for a, b in topo.xgmi_pairs():
+        ia, ib = by_index.get(a), by_index.get(b)
+        if ia is None or ib is None or ia == ib:
+            continue
+        x, y = sorted((ia, ib))
+        links.append(Link(a=x, b=y, type=LinkType.XGMI, count=1))
+        parent[find(x)] = find(y)
+    comps: dict[str, list[str]] = {}
+    for d in devices:
+        if d.id in parent or any(d.id in (lk.a, lk.b) for lk in links):
+            comps.setdefault(find(d.id), []).append(d.id)
+    domains = [
+        Domain(id=f"hygon-xgmi-{n}", kind=DomainKind.XGMI_HIVE, members=tuple(members))
+        for n, members in enumerate(sorted(comps.values()))
+        if len(members) >= 2
+    ]
+    return links, domains
