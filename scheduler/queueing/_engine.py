@@ -150,6 +150,9 @@ class QueueingScheduler:
         self._seq = 0
         self._replaying = False
         self.reservations: dict[str, tuple[str, float, int]] = {}
+        # indexes kept by the event handlers: jobs holding devices, jobs waiting in the queue
+        self._active: dict[str, Job] = {}
+        self._waiting: dict[str, Job] = {}
         self._init_pools()
 
     # -- pools -----------------------------------------------------------------------------------
@@ -228,6 +231,7 @@ class QueueingScheduler:
         job = Job(spec, self.policy.klass(spec.priority_class), self._seq, ev.t)
         job.estimate_at_submit = ev.data.get("estimate")
         self.jobs[spec.id] = job
+        self._waiting[spec.id] = job
 
     def _on_admitted(self, ev: Event) -> None:
         pass  # informational: the quota check passed (placement follows in the same call)
@@ -246,6 +250,8 @@ class QueueingScheduler:
         job.allocs = allocs
         job.pool = pool
         job.state = JobState.RUNNING
+        self._waiting.pop(job.id, None)
+        self._active[job.id] = job
         job.started_at = ev.t
         job.stop_at = None
         job.attempts += 1
@@ -277,6 +283,7 @@ class QueueingScheduler:
             self.book.add(job.spec.tenant, job.pool, self._usage(job), t, sign=-1)
         self.meter.stop(job.id, t)
         job.allocs = []
+        self._active.pop(job.id, None)
 
     def _on_preempted(self, ev: Event) -> None:
         job = self.jobs[str(ev.job)]
@@ -286,6 +293,7 @@ class QueueingScheduler:
         job.lost_s += max(0.0, progress - keep)
         job.work_s = keep
         job.state = JobState.SUSPENDED if ev.data.get("mode") == PreemptMode.SUSPEND.value else JobState.QUEUED
+        self._waiting[job.id] = job
         job.started_at = None
         job.stop_at = None
         job.pool = None
@@ -301,10 +309,12 @@ class QueueingScheduler:
             job.lost_s += max(0.0, progress - keep)
             job.work_s = keep
             job.state = JobState.QUEUED
+            self._waiting[job.id] = job
         else:
             job.work_s = progress
             job.state = JobState.FAILED
             job.ended_at = ev.t
+            self._waiting.pop(job.id, None)
         job.started_at = None
         job.pool = None
         job.reason = ev.reason
@@ -317,6 +327,7 @@ class QueueingScheduler:
         job.work_s = progress
         job.state = JobState.FINISHED
         job.ended_at = ev.t
+        self._waiting.pop(job.id, None)
         job.pool = None
         job.reason = ev.reason
 
@@ -326,6 +337,7 @@ class QueueingScheduler:
             self._stop(job, ev.t)
         job.state = JobState.CANCELLED
         job.ended_at = ev.t
+        self._waiting.pop(job.id, None)
         job.reason = ev.reason
         self.reservations.pop(job.id, None)
 
@@ -381,16 +393,16 @@ class QueueingScheduler:
     def queue(self, now: float | None = None) -> list[Job]:
         """Queued (and suspended) jobs in the order the next cycle examines them."""
         t = self.now if now is None else now
-        waiting = [j for j in self.jobs.values() if j.state in (JobState.QUEUED, JobState.SUSPENDED)]
-        return sorted(waiting, key=lambda j: self.order_key(j, t))
+        return sorted(self._waiting.values(), key=lambda j: self.order_key(j, t))
 
     def running(self) -> list[Job]:
-        return [j for j in self.jobs.values() if j.active]
+        """Jobs holding devices, in submit order."""
+        return sorted(self._active.values(), key=lambda j: j.seq)
 
     def _profiles(self, now: float) -> dict[str, Profile]:
         rel: dict[str, list[tuple[float, int]]] = {p: [] for p in self.pools}
-        for j in self.jobs.values():
-            if j.active and j.pool is not None:
+        for j in self._active.values():
+            if j.pool is not None:
                 rel[j.pool].append((self.expected_end(j, now), j.spec.devices))
         return {p: Profile(now, self.pool_free(p), rel[p]) for p in self.pools}
 
@@ -410,11 +422,11 @@ class QueueingScheduler:
         if estimate:
             # estimate as if it were queued now (a throwaway record, nothing is journaled)
             tmp = Job(spec, self.policy.klass(spec.priority_class), self._seq + 1, now)
-            self.jobs[spec.id] = tmp
+            self.jobs[spec.id] = self._waiting[spec.id] = tmp
             try:
                 ests = self.estimate(spec.id, now)
             finally:
-                del self.jobs[spec.id]
+                del self.jobs[spec.id], self._waiting[spec.id]
             own = [e.start_at for e in ests if e.pool in self._pools_for(spec)]
             data["estimate"] = min(own) if own else None
             if data["estimate"] is not None and not math.isfinite(data["estimate"]):
@@ -628,9 +640,17 @@ class QueueingScheduler:
             if started:
                 continue
             # blocked: preempt, or hold a reservation
-            if commit and self._try_preempt(job, admissible, profiles, now, res):
+            if commit and self._may_preempt(job) and self._try_preempt(job, admissible, profiles, now, res):
                 continue
             best_p, best_t = admissible[0], math.inf
+            if commit and pol.backfill == BackfillMode.EASY and all(p in easy_reserved for p in admissible):
+                # no reservation will be made: only say why it waits
+                free = max(profiles[p].free_now for p in admissible)
+                job.wait = WaitReason.RESERVATION if free >= spec.devices else WaitReason.CAPACITY
+                continue
+            if (commit and pol.backfill == BackfillMode.CONSERVATIVE and reservations >= pol.plan_depth):
+                job.wait = WaitReason.PRIORITY
+                continue
             for p in admissible:
                 t = profiles[p].earliest(spec.devices, d, after=blocked_pools.get(p))
                 if t < best_t:
@@ -643,6 +663,8 @@ class QueueingScheduler:
                 if not commit and math.isfinite(best_t):
                     profiles[best_p].add(best_t, best_t + d, spec.devices)
                 reservations += 1
+                if commit and len(blocked_pools) == len(self.pools):
+                    break  # strict order and every pool blocked: nothing else can start
                 continue
             reserve = (not commit or (pol.backfill == BackfillMode.CONSERVATIVE and reservations < pol.plan_depth)
                        or (pol.backfill == BackfillMode.EASY and best_p not in easy_reserved))
@@ -698,6 +720,10 @@ class QueueingScheduler:
         return math.inf
 
     # -- preemption -------------------------------------------------------------------------------------
+    def _may_preempt(self, job: Job) -> bool:
+        """Cheap pre-check: a preempting class, or a tenant with a guarantee to reclaim."""
+        return job.klass.preempts or bool(self.book.tenant(job.spec.tenant).guaranteed)
+
     def _victim_ok(self, job: Job, v: Job, pool: str) -> bool:
         if v.state != JobState.RUNNING or v.pool != pool or not (v.spec.preemptible and v.klass.preemptible):
             return False
@@ -801,7 +827,8 @@ class QueueingScheduler:
                             round(j.work_s, 6), round(j.lost_s, 6), j.attempts, j.started_at, j.ended_at)
                      for j in self.jobs.values()},
             "bill": self.bill().as_rows(),
-            "usage": {t: {p: (u.devices, u.compute_milli) for p, u in per.items()} for t, per in self.book.usage.items()},
+            "usage": {t: {p: (u.devices, u.compute_milli) for p, u in per.items()}
+                      for t, per in self.book.usage.items()},
         }
 
     # -- invariants --------------------------------------------------------------------------------------
@@ -839,7 +866,7 @@ class QueueingScheduler:
                 lim = t.limit.get(key) or (t.guaranteed.get(key) if t.cohort is None else None)
                 if lim is not None and not lim.allows(per):
                     raise SchedulerStateError(f"tenant {tname} is above its limit in {key}")
-        for jid, (pool, at, _n) in self.reservations.items():
+        for jid, (_pool, at, _n) in self.reservations.items():
             job = self.jobs.get(jid)
             if job is None or job.state not in (JobState.QUEUED, JobState.SUSPENDED):
                 continue

@@ -93,7 +93,8 @@ class Journal:
         if self._depth == 0:
             self.flush()
 
-    def append(self, t: float, job: str | None, kind: str, reason: str = "", data: dict[str, Any] | None = None) -> None:
+    def append(self, t: float, job: str | None, kind: str, reason: str = "",
+               data: dict[str, Any] | None = None) -> None:
         self._pending.append((float(t), job, kind, reason, json.dumps(data or {}, sort_keys=True)))
         if self._depth == 0:
             self.flush()
