@@ -20,7 +20,7 @@ from accel.errors import ConfigError
 
 from ._bundle import write_matrix
 from ._records import load_results
-from ._scenarios import all_scenarios
+from ._scenarios import _class_name, all_scenarios
 
 __all__ = ["RunResult", "report", "run", "run_all"]
 
@@ -127,8 +127,7 @@ def run_all(
              "from accel.conformance import suite_for", ""]
     for backend, scenarios in found.items():
         for name in scenarios:
-            cls = "Test" + "".join(w[:1].upper() + w[1:] for w in
-                                   (backend + " " + name).replace("-", " ").replace("_", " ").split())
+            cls = _class_name(backend, name)
             lines.append(f"{cls} = suite_for({backend!r}, {name!r})")
     target = Path(out)
     with tempfile.TemporaryDirectory(prefix="accel-conformance-all-") as tmp:

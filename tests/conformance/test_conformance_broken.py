@@ -16,7 +16,7 @@ import pytest
 from tests.conformance import conformance_fake as fake
 from tests.conformance._kit import failing_rows, run_suite_module
 
-SOURCE = '''
+SOURCE = """
 from pathlib import Path
 from accel.conformance import ConformanceSuite
 from accel.plugin import BackendConfig
@@ -38,13 +38,13 @@ def suite(brk):
     Suite.__name__ = Suite.__qualname__ = "Test_" + (brk or "good").replace("-", "_")
     return Suite
 
-'''
+"""
 
 
 @pytest.fixture(scope="module")
 def broken_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     lines = [SOURCE, 'Test_good = suite("")']
-    lines += [f'Test_{b.replace("-", "_")} = suite({b!r})' for b in fake.BREAKS]
+    lines += [f"Test_{b.replace('-', '_')} = suite({b!r})" for b in fake.BREAKS]
     rc, output, results = run_suite_module(tmp_path_factory.mktemp("broken"), "\n".join(lines))
     assert results is not None, output[-3000:]
     assert rc == 1, output[-3000:]

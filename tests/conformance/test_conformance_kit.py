@@ -24,7 +24,7 @@ from accel.conformance._requirements import ROW_ATTR
 from accel.errors import ConfigError
 from tests.conformance._kit import run_suite_module
 
-GOOD = '''
+GOOD = """
 from pathlib import Path
 from accel.conformance import ConformanceSuite
 from accel.plugin import BackendConfig
@@ -41,7 +41,7 @@ class TestAcme(ConformanceSuite):
         config = fake.make_config(tmp_path)
         {oracle}
         return config
-'''
+"""
 ORACLE = "cls.oracle = fake.AcmeOracle(vendor_ids=[fake.VENDOR_ID], root=config.sysfs_root)"
 
 
@@ -51,8 +51,9 @@ def _good(extra: str = "", oracle: str = ORACLE) -> str:
 
 # -- the requirement table ----------------------------------------------------------------------
 def test_every_row_has_exactly_one_suite_test_and_back() -> None:
-    tests = {name: getattr(fn, ROW_ATTR, None) for name, fn in vars(ConformanceSuite).items()
-             if name.startswith("test_")}
+    tests = {
+        name: getattr(fn, ROW_ATTR, None) for name, fn in vars(ConformanceSuite).items() if name.startswith("test_")
+    }
     assert None not in tests.values(), [n for n, r in tests.items() if r is None]
     assert sorted(tests.values()) == sorted(REQUIREMENTS)
     for name, rid in tests.items():
@@ -66,8 +67,18 @@ def test_rows_are_one_sentence_with_a_level() -> None:
         assert req.doc.endswith(".") and req.doc.count(". ") == 0, req.id
         assert req.level in set(Level)
     sections = {r.section for r in REQUIREMENTS.values()}
-    assert sections == {"discovery", "inventory", "memory", "topology", "partitions", "health", "telemetry",
-                        "errors", "lifecycle", "cost"}
+    assert sections == {
+        "discovery",
+        "inventory",
+        "memory",
+        "topology",
+        "partitions",
+        "health",
+        "telemetry",
+        "errors",
+        "lifecycle",
+        "cost",
+    }
 
 
 # -- inert unless asked ----------------------------------------------------------------------------
@@ -80,8 +91,9 @@ def test_plugin_is_inert_for_ordinary_tests(tmp_path: Path) -> None:
 
 
 def test_options_are_registered() -> None:
-    out = subprocess.run([sys.executable, "-m", "pytest", "--help"], capture_output=True, text=True, check=True,
-                         cwd="/")
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--help"], capture_output=True, text=True, check=True, cwd="/"
+    )
     for opt in ("--accel-backend", "--accel-option", "--accel-scenario", "--accel-report", "--accel-certify"):
         assert opt in out.stdout
 
@@ -121,8 +133,17 @@ def test_certify_passes_and_writes_the_bundle(tmp_path: Path) -> None:
     assert rc == 0, output[-3000:]
     assert results is not None and results["certification"] == {"passed": True, "violations": []}
     bundle = tmp_path / "report"
-    for name in ("results.json", "junit.xml", "run.log", "matrix.md", "matrix.json", "matrix.html", "PRODUCT.json",
-                 "certification.json", "README.md"):
+    for name in (
+        "results.json",
+        "junit.xml",
+        "run.log",
+        "matrix.md",
+        "matrix.json",
+        "matrix.html",
+        "PRODUCT.json",
+        "certification.json",
+        "README.md",
+    ):
         assert (bundle / name).is_file(), name
     product = json.loads((bundle / "PRODUCT.json").read_text())["products"][0]
     assert product["vendor"] == "acme" and product["plugin_name"] == "acme"

@@ -31,17 +31,26 @@ def sim_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
     for name in sorted(scenarios_for("sim")):
         lines.append(f"Test_{name.replace('-', '_')} = suite_for('sim', {name!r})")
     for i, fault in enumerate(FAULTS):
-        lines += [f"Fault{i} = suite_for('sim', 'dgx-h100', options={{'faults': {fault!r}}})",
-                  f"Fault{i}.scenario = {('fault ' + fault)!r}",
-                  f"TestFault{i} = Fault{i}"]
+        lines += [
+            f"Fault{i} = suite_for('sim', 'dgx-h100', options={{'faults': {fault!r}}})",
+            f"Fault{i}.scenario = {('fault ' + fault)!r}",
+            f"TestFault{i} = Fault{i}",
+        ]
     _rc, output, results = run_suite_module(tmp_path_factory.mktemp("sim"), "\n".join(lines) + "\n")
     assert results is not None, output[-3000:]
     return {run["scenario"]: run for run in results["runs"]}
 
 
 def test_every_profile_is_a_scenario() -> None:
-    assert {"dgx-h100", "a100-mig", "mi300x-8", "ascend-910b-8", "mlu370-x8", "rtx4090-4",
-            "mixed-nvidia-ascend"} <= set(scenarios_for("sim"))
+    assert {
+        "dgx-h100",
+        "a100-mig",
+        "mi300x-8",
+        "ascend-910b-8",
+        "mlu370-x8",
+        "rtx4090-4",
+        "mixed-nvidia-ascend",
+    } <= set(scenarios_for("sim"))
 
 
 @pytest.mark.parametrize("profile", sorted(scenarios_for("sim")))
@@ -56,8 +65,14 @@ def test_sim_passes_every_row(profile: str, sim_runs: dict[str, dict[str, Any]])
 
 def test_sim_rows_use_the_oracle_sysfs_and_fault_configs(sim_runs: dict[str, dict[str, Any]]) -> None:
     rows = sim_runs["dgx-h100"]["rows"]
-    for rid in ("memory.oracle-1pct", "inventory.oracle-devices", "topology.pcie-levels-match-sysfs",
-                "health.lost-device-isolated", "health.not-supported-unknown", "discovery.probe-cheap"):
+    for rid in (
+        "memory.oracle-1pct",
+        "inventory.oracle-devices",
+        "topology.pcie-levels-match-sysfs",
+        "health.lost-device-isolated",
+        "health.not-supported-unknown",
+        "discovery.probe-cheap",
+    ):
         assert rows[rid]["status"] == "pass", rid
     assert rows["memory.oracle-1pct"]["measured"] == "8 devices compared"
     assert rows["discovery.probe-cheap"]["measured"] == "0 tool runs per probe"

@@ -17,8 +17,14 @@ TEMPLATE = Path(__file__).resolve().parents[2] / "plugins" / "_template"
 def test_template_installs_out_of_tree_and_certifies(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHON": sys.executable, "TMPDIR": str(tmp_path)}
     env.pop("PYTEST_ADDOPTS", None)
-    proc = subprocess.run(["bash", str(TEMPLATE / "ci.sh"), str(tmp_path / "report")], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        ["bash", str(TEMPLATE / "ci.sh"), str(tmp_path / "report")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "certification: PASSED" in proc.stdout
     assert "site-packages/accel_backend_example/__init__.py" in proc.stdout
