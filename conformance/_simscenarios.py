@@ -33,12 +33,7 @@ __all__ = ["ProfileOracle", "sim_scenarios"]
 
 #: Deviations of the simulator this kit found, as strict xfails: when the simulator is fixed the
 #: row passes, the run fails with "unexpectedly passed ... remove the entry", and the entry goes.
-_KNOWN: dict[str, dict[str, str]] = {
-    "*": {"inventory.sources": "sim puts accel's version, not PluginInfo.version, in SourceInfo.plugin_version"},
-    "ascend-910b-8": {"telemetry.unsupported-listed": "sim leaves clocks_hertz empty without listing it"},
-    "mixed-nvidia-ascend": {"telemetry.unsupported-listed": "sim leaves clocks_hertz empty without listing it"},
-    "mlu370-x8": {"telemetry.unsupported-listed": "sim leaves clocks_hertz empty without listing it"},
-}
+_KNOWN: dict[str, dict[str, str]] = {}
 
 
 def _profiles() -> dict[str, dict[str, Any]]:

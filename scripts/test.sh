@@ -17,3 +17,6 @@ echo "== type: mypy --strict over accel, accel.plugins, accel.conformance, accel
 
 echo "== tests: pytest"
 "$PY" -m pytest "$@"
+
+echo "== conformance matrix: every in-tree backend on its shipped scenarios (as committed in docs/conformance/)"
+"$PY" -m accel.conformance.matrix --all --out "${ACCEL_CONFORMANCE_OUT:-build/conformance}"

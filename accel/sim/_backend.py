@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from ..errors import ConfigError, DeviceError, DeviceLostError, ToolTimeoutError
+from ..errors import ConfigError, DeviceError, DeviceLostError, NotSupportedError, ToolTimeoutError
 from ..model import (
     Action,
     Device,
@@ -120,6 +120,20 @@ class SimBackend(Backend):
     def lose_device(self, device_id: str) -> None:
         """Make one device fall off the bus from now on (for conformance and tests)."""
         self.inject(Fault(FaultKind.DEVICE_LOST, self.position(device_id), self._tick))
+
+    def inject_fault(self, fault: object, device_id: str) -> None:
+        """The conformance kit's fault hook: ``device_lost`` or ``health_not_supported``.
+
+        ``fault`` is the kit's enum (or its string value); the simulator does not import the kit.
+        """
+        kind = str(getattr(fault, "value", fault))
+        position = self.position(device_id)
+        if kind == "device_lost":
+            self.inject(Fault(FaultKind.DEVICE_LOST, position, self._tick))
+        elif kind == "health_not_supported":
+            self.inject(Fault(FaultKind.NOT_SUPPORTED, position, self._tick, "health"))
+        else:
+            raise NotSupportedError(f"the simulator cannot inject {kind!r}", device_id=device_id)
 
     # -- helpers ---------------------------------------------------------------------------
     def _active(self, kind: FaultKind, position: int) -> list[Fault]:
@@ -252,7 +266,7 @@ class SimBackend(Backend):
             sources=(
                 SourceInfo(
                     backend="sim",
-                    plugin_version=_version(),
+                    plugin_version=_plugin_version(),
                     api="sim",
                     detail=f"profile {built.profile.name} (seed {self._seed}, tick {tick})",
                     tool_invocations=1,
@@ -321,6 +335,9 @@ class SimBackend(Backend):
             "retired_pages_total": 0,
         }
         unsupported = self._unsupported(p, tick)
+        if not clock:
+            # No clock in the profile (the vendor tool prints none): say so, never an empty reading.
+            unsupported = unsupported | {"clocks_hertz"}
         for name in unsupported:
             default = Telemetry.model_fields[name].default
             values[name] = default if default is not None else None
@@ -385,7 +402,7 @@ class SimBackend(Backend):
         self._closed = True
 
 
-def _version() -> str:
-    from .. import _version as accel_version
+def _plugin_version() -> str:
+    from . import SimPlugin
 
-    return accel_version()
+    return SimPlugin.info.version

@@ -74,6 +74,10 @@ RULES = {
     "accel.discovery": ("accel.discovery", "accel.plugin", "accel.model", "accel.errors", "accel.sysfs"),
     "accel.tools": ("accel.tools", "accel.errors"),
     "accel.sysfs": ("accel.sysfs", "accel.model", "accel.errors"),
+    "accel.conformance": (
+        "accel.conformance", "accel.plugin", "accel.model", "accel.errors", "accel.sysfs", "accel.tools",
+        "accel.testing", "accel.discovery",
+    ),
 }
 
 
