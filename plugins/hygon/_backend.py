@@ -71,6 +71,8 @@ DEVICE_NAMES = {"6210": "K100_AI", "55b7": "Z100L"}
 
 #: Parts these tools never print; listed as unsupported when still empty.
 _NEVER = (
+    "architecture",  # DCU gfx targets (gfx928...) have no published architecture family
+    "serial_number",  # listed only where the tool printed none (or a masked one)
     "firmware",
     "max_clock_hertz",
     "memory_max_clock_hertz",
@@ -219,7 +221,7 @@ class HygonBackend(Backend):
         root = self._config.sysfs_root
         cards = read_cards(root, (HYGON.pci_vendor_id,))
         cards_by_uid = {c.unique_id: c for c in cards if c.unique_id}
-        buses = [f.bus_id for f in scan_pci(root, vendor_ids=(HYGON.pci_vendor_id,))]
+        functions = scan_pci(root, vendor_ids=(HYGON.pci_vendor_id,))
         groups = []
         for pos, i in enumerate(indices):
             layers: list[tuple[str, GpuReading]] = []
@@ -256,8 +258,10 @@ class HygonBackend(Backend):
                 card = cards[pos]  # same enumeration order as the tool (KFD / DRM order)
             if card is not None:
                 layers.append(("sysfs", card))
-            elif len(buses) == len(indices):
-                layers.append(("sysfs", GpuReading(index=i, bus_id=buses[pos])))
+            elif len(functions) == len(indices):
+                fn = functions[pos]  # PCI functions only (no DRM files): bus id and PCI ids
+                layers.append(("sysfs", GpuReading(index=i, bus_id=fn.bus_id, pci_device_id=fn.device_id,
+                                                   vendor_id=fn.vendor_id, numa_node=fn.numa_node)))
             if topo is not None and i in topo.numa_node:
                 layers.append((f"{tool} --showtopo", GpuReading(index=i, numa_node=topo.numa_node[i])))
             merged = merge(layers)

@@ -98,13 +98,13 @@ def build_amdgpu_sysfs(host: FakeHost, root: Path) -> FakeSysfs:
         node = gpu.numa_node if gpu.numa_node < len(host.numa_cpus) else 0
         real = fs.add_device(
             gpu.bus_id,
-            vendor="1002",
+            vendor=host.pci_vendor,
             device=f"{gpu.device_id:04x}",
             class_code=gpu.pci_class,
             bridges=_bridges(gpu.bus_id),
             numa_node=node,
             cpulist=host.numa_cpus[node],
-            subsystem_vendor="1002",
+            subsystem_vendor=host.pci_vendor,
             subsystem_device=f"{gpu.subsystem_id:04x}",
             extra_files=_files(gpu) if host.driver_live else None,
         )

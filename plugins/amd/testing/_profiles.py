@@ -129,6 +129,8 @@ class FakeHost:
     driver_live: bool = True
     numa_cpus: tuple[str, ...] = ("0-95,192-287", "96-191,288-383")
     description: str = ""
+    #: PCI vendor id of the GPUs (``1d94`` builds a Hygon DCU host for that plugin's tests).
+    pci_vendor: str = "1002"
 
 
 def _mi300x(i: int, **kw: object) -> FakeGpu:
