@@ -1,0 +1,34 @@
+"""The replay scenarios the conformance kit certifies ``cambricon`` on (a test facility)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._cli.extra import conformance_scenarios
+
+__all__ = ["CONFORMANCE_SCENARIOS"]
+
+_MASKED = "the published sample masks the total memory as 'xxxxx'"
+
+CONFORMANCE_SCENARIOS: dict[str, Any] = conformance_scenarios(
+    __package__ or "accel.plugins.cambricon",
+    {
+        "mlu370-x8": ("MLU370-X8, two chips of one card, cnmon v5.10.13.", {}),
+        "mlu370-x4": (
+            "3x MLU370-X4, cnmon v4.20.11 (no Bus-Id column, vMemory column).",
+            {
+                "inventory.ids-canonical": "cnmon v4.20 prints no Bus-Id and no UUID: the id falls back to the card",
+                "inventory.ids-match-pci": "cnmon v4.20 prints no Bus-Id",
+                "inventory.unsupported-declared": "cnmon v4.20 prints no Bus-Id although newer cnmon does",
+            },
+        ),
+        "mlu5xx-8": (
+            "8x MLU5xx (model and memory masked by the doc author), cnmon v5.10.31.",
+            {
+                "memory.total-bytes": _MASKED,
+                "memory.used-le-total": _MASKED,
+                "telemetry.unsupported-listed": "used memory is dropped while the total is masked",
+            },
+        ),
+    },
+)
