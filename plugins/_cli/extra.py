@@ -69,7 +69,7 @@ from ._matrix import Matrix, read_matrix
 from ._session import ToolSession
 from ._tables import BoxRecord, BoxRow, assign_fields, header_fields
 from ._text import ParseContext, SourceLine, split_lines
-from ._values import clean, parse_bus_id, parse_bytes
+from ._values import clean, parse_bus_id, parse_bytes, parse_int
 
 __all__ = [
     "BASE_CAPABILITIES",
@@ -82,13 +82,18 @@ __all__ = [
     "PartitionsSurface",
     "ProcessRow",
     "ProcessesSurface",
+    "RecordReader",
     "Snapshot",
     "ToolBackend",
+    "ToolView",
     "UnitReading",
     "build_unit",
     "build_units",
     "cli_plugin_info",
+    "condition",
     "conformance_scenarios",
+    "first_match",
+    "header_rows",
     "is_rule",
     "link_domains",
     "matrix_links",
@@ -450,6 +455,11 @@ class ToolBackend(CliBackend):
     tool: ClassVar[str]
     search_path: ClassVar[tuple[str, ...]] = ()
     version: ClassVar[str] = "0.1.0"
+    #: What every unit of this backend is, and how a runtime binds it (see :func:`visible_binding`).
+    kind: ClassVar[DeviceKind]
+    visible_env: ClassVar[str | None] = None
+    torch_device_type: ClassVar[str | None] = None
+    collective_backend: ClassVar[str | None] = None
 
     def __init__(self, config: BackendConfig, runner: Runner) -> None:
         self.config = config
@@ -469,6 +479,29 @@ class ToolBackend(CliBackend):
     @abc.abstractmethod
     def collect(self, col: Collection) -> Snapshot:
         """Run the tool's views through ``col`` and build the snapshot."""
+
+    def build(
+        self,
+        col: Collection,
+        readings: Iterable[UnitReading],
+        *,
+        versions: Mapping[str, Any],
+        per_unit: Callable[[UnitReading], Mapping[str, Any]] | None = None,
+        **more: Any,
+    ) -> tuple[list[Device], list[Telemetry]]:
+        """:func:`build_units` with this backend's vendor, kind, tool and binding rule."""
+        return build_units(
+            readings,
+            vendor=self.backend_name,
+            problems=col.problems,
+            per_unit=per_unit,
+            kind=self.kind,
+            tool=col.session.tool,
+            binding=visible_binding(self.visible_env, torch=self.torch_device_type, collective=self.collective_backend),
+            versions=versions,
+            timestamp=col.now,
+            **more,
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -1060,3 +1093,105 @@ def conformance_scenarios(
         description, xfail = notes.get(name, ("", {}))
         out[name] = Scenario(name=name, options={"scenario": name}, xfail=dict(xfail), description=description)
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Reading one record, finding banners and headers
+# --------------------------------------------------------------------------------------------
+
+
+def condition(
+    subsystem: Subsystem,
+    reason: str,
+    severity: Severity,
+    action: Action,
+    message: str,
+    *,
+    code: str | None = None,
+    **more: Any,
+) -> HealthCondition:
+    """A :class:`HealthCondition` in one call (``code`` is the ``vendor.kind:code`` string)."""
+    return HealthCondition(
+        subsystem=subsystem, reason=reason, severity=severity, action=action, message=message, vendor_code=code, **more
+    )
+
+
+def first_match(lines: Iterable[SourceLine], pattern: re.Pattern[str]) -> re.Match[str] | None:
+    """The first match of ``pattern`` in any line (a version banner found by its landmark)."""
+    return next((m for m in (pattern.search(ln.text) for ln in lines) if m), None)
+
+
+def header_rows(
+    lines: Sequence[SourceLine], pattern: re.Pattern[str], ctx: ParseContext, what: str
+) -> tuple[list[str], int]:
+    """The header row texts starting at the first line matching ``pattern`` (down to the next
+    rule or non-table line) and the index after them; a located error when there is none."""
+    start = next((i for i, ln in enumerate(lines) if pattern.match(ln.text)), None)
+    if start is None:
+        raise ctx.error(f"no {what} header in the output")
+    rows: list[str] = []
+    i = start
+    while i < len(lines) and not is_rule(lines[i].text) and "|" in lines[i].text:
+        rows.append(lines[i].text)
+        i += 1
+    return rows, i
+
+
+@dataclass
+class RecordReader:
+    """Reads the fields of one table record into a fresh :class:`UnitReading`.
+
+    ``get`` is lenient (a garbage cell becomes ``None`` plus a condition), ``strict`` raises a
+    located error (for what identity rests on); ``row`` picks the record line to name.
+    """
+
+    rec: BoxRecord
+    ctx: ParseContext
+    fields: dict[str, str]
+    reading: UnitReading
+    lenient: Lenient
+
+    @classmethod
+    def start(
+        cls, rec: BoxRecord, ctx: ParseContext, *, index: str | None, fields: Mapping[str, str] | None = None
+    ) -> RecordReader:
+        """Begin a record whose device index is in column ``index`` (missing: a located error;
+        ``None``: the caller reads the index itself)."""
+        reading = UnitReading()
+        reader = cls(rec, ctx, dict(fields if fields is not None else rec.fields), reading, Lenient(ctx, reading))
+        if index is not None:
+            reading.index = reader.strict(parse_int, index)
+            if reading.index is None:
+                raise ctx.error(f"device row without a {index} number", rec.first_line)
+        return reader
+
+    def line(self, row: int = 0) -> SourceLine:
+        rows = self.rec.rows
+        return rows[min(row, len(rows) - 1)].line
+
+    def text(self, column: str) -> str | None:
+        """The cell's text, ``None`` for a placeholder."""
+        return clean(self.fields.get(column))
+
+    def get(self, parse: Callable[[str], T | None], column: str, row: int = 0) -> T | None:
+        return self.lenient.get(parse, self.fields.get(column), self.line(row), column)
+
+    def strict(self, parse: Callable[[str], T | None], column: str, row: int = 0) -> T | None:
+        return self.lenient.strict(parse, self.fields.get(column), self.line(row), column)
+
+    def extras(self, prefix: str, columns: Mapping[str, str]) -> None:
+        """Store the printed text of ``columns`` (column -> key) as ``<prefix>/<key>`` extras."""
+        for column, key in columns.items():
+            value = self.text(column)
+            if value is not None:
+                self.reading.extras[f"{prefix}/{key}"] = value
+
+
+@dataclass
+class ToolView:
+    """What one tool view printed: versions, units, processes, and the units left out."""
+
+    driver_version: str | None = None
+    readings: list[UnitReading] = field(default_factory=list)
+    processes: list[ProcessRow] = field(default_factory=list)
+    problems: list[ParseError] = field(default_factory=list)

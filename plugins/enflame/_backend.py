@@ -39,15 +39,12 @@ from .._cli.extra import (
     Snapshot,
     ToolBackend,
     UnitReading,
-    build_units,
     merge_readings,
-    visible_binding,
 )
 from ._parse import SEARCH_PATH, TOOL, is_vf, parse_query, parse_table
 
 __all__ = ["EnflameBackend"]
 
-_BIND = visible_binding(None)
 _VIEWS = ("vf", "card")
 
 
@@ -57,6 +54,7 @@ class EnflameBackend(PartitionsSurface, ToolBackend):
     backend_name = "enflame"
     tool = TOOL
     search_path = SEARCH_PATH
+    kind = DeviceKind.GCU
 
     def collect(self, col: Collection) -> Snapshot:
         view = self.config.option("sriov", "vf")
@@ -79,29 +77,21 @@ class EnflameBackend(PartitionsSurface, ToolBackend):
             if is_vf(r):
                 r.board_id = f"sn-{r.serial_number}" if r.serial_number else None
                 cards.setdefault(r.serial_number or f"unknown-{r.bus_id}", []).append(r)
-        common: dict[str, Any] = {
-            "vendor": "enflame",
-            "problems": col.problems,
-            "per_unit": _modes,
-            "kind": DeviceKind.GCU,
-            "tool": TOOL,
-            "binding": _BIND,
-            "versions": {"driver": driver},
-            "timestamp": col.now,
-        }
+        versions = {"driver": driver}
         if view == "vf":
-            devices, samples = build_units(readings, **common)
+            devices, samples = self.build(col, readings, versions=versions, per_unit=_modes)
             groups: dict[str, list[str]] = {}
             for d in devices:
                 if d.board_id is not None:
                     groups.setdefault(d.board_id, []).append(d.id)
             domains = [Domain(id=f"card-{b}", kind=DomainKind.OTHER, members=tuple(m)) for b, m in groups.items()]
             return col.snapshot(devices, samples, domains=domains)
-        devices, samples = build_units([r for r in readings if not is_vf(r)], **common)
+        devices, samples = self.build(col, [r for r in readings if not is_vf(r)], versions=versions, per_unit=_modes)
         partitions: list[Partition] = []
         profiles: list[PartitionProfile] = []
         for serial, vfs in cards.items():
-            card, parts = _card(serial, vfs, driver, common, col.problems)
+            vf_devices, _ = self.build(col, vfs, versions=versions, per_unit=_modes)
+            card, parts = _card(serial, vfs, vf_devices, driver, col.problems)
             if card is not None:
                 devices.append(card)
                 partitions.extend(parts)
@@ -128,11 +118,10 @@ def _modes(reading: UnitReading) -> dict[str, Any]:
 
 
 def _card(
-    serial: str, vfs: list[UnitReading], driver: str | None, common: dict[str, Any], problems: list[AccelError]
+    serial: str, vfs: list[UnitReading], built: list[Device], driver: str | None, problems: list[AccelError]
 ) -> tuple[Device | None, list[Partition]]:
     """One SR-IOV card (a device) and its virtual functions (partitions)."""
     card_id = device_id_for("enflame", uuid=f"sn-{serial}")
-    built, _tel = build_units(vfs, **common)
     if not built:
         return None, []
     try:

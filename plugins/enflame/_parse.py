@@ -35,7 +35,7 @@ from .._cli import (
     read_records,
     split_lines,
 )
-from .._cli.extra import Lenient, UnitReading, is_rule, read_header_records
+from .._cli.extra import Lenient, RecordReader, UnitReading, condition, first_match, header_rows, read_header_records
 
 __all__ = ["EfsmiQuery", "EfsmiTable", "is_vf", "normalise_model", "parse_query", "parse_table", "rma_conditions"]
 
@@ -95,35 +95,27 @@ def _power(text: str) -> tuple[float | None, float | None]:
 
 
 def _table_reading(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
-    f = dict(rec.fields)
-    first = rec.first_line
-    second = rec.rows[1].line if len(rec.rows) > 1 else first
+    fields = dict(rec.fields)
     # v1.2 squeezes "49120MiB Disable" (Mem and GCU Virt one space apart) into one chunk.
-    mem_words = (f.get("Mem") or "").split()
-    if len(mem_words) == 2 and "GCU Virt" not in f:
-        f["Mem"], f["GCU Virt"] = mem_words
-    r = UnitReading()
-    lenient = Lenient(ctx, r)
-    r.index = lenient.strict(parse_int, f.get("DEV"), first, "DEV")
-    if r.index is None:
-        raise ctx.error("device row without a DEV number", first)
-    _set_model(r, clean(f.get("NAME")))
-    r.bus_id = lenient.strict(parse_bus_id, f.get("BUS-ID"), first, "BUS-ID")
-    r.ecc_enabled = _on(f.get("ECC"))
-    fw = clean(f.get("FW VER") or f.get("Boot FW VER"))
+    mem_words = (fields.get("Mem") or "").split()
+    if len(mem_words) == 2 and "GCU Virt" not in fields:
+        fields["Mem"], fields["GCU Virt"] = mem_words
+    v = RecordReader.start(rec, ctx, index="DEV", fields=fields)
+    r = v.reading
+    _set_model(r, v.text("NAME"))
+    r.bus_id = v.strict(parse_bus_id, "BUS-ID")
+    r.ecc_enabled = _on(v.text("ECC"))
+    fw = v.text("FW VER") or v.text("Boot FW VER")
     if fw:
         r.firmware["fw"] = fw
-    r.temperature_celsius = lenient.get(parse_celsius, f.get("TEMP"), second, "TEMP")
-    power = lenient.get(_power, clean(f.get("Pwr(Usage/Cap)")), second, "Pwr(Usage/Cap)")
+    r.temperature_celsius = v.get(parse_celsius, "TEMP", 1)
+    power = v.get(lambda s: _power(s.strip()) if clean(s) else (None, None), "Pwr(Usage/Cap)", 1)
     if power is not None:
         r.power_watts, r.power_limit_watts = power
-    r.memory_total_bytes = lenient.get(parse_bytes, f.get("Mem"), second, "Mem")
-    r.utilization_ratio = lenient.get(parse_ratio, f.get("DUsed"), second, "DUsed")
-    r.serial_number = clean(f.get("SN"))
-    for column, key in (("GCU Virt", "gcuVirt"), ("Dpm", "dpm"), ("Lpm", "lpm")):
-        value = clean(f.get(column))
-        if value is not None:
-            r.extras[f"enflame.com/{key}"] = value
+    r.memory_total_bytes = v.get(parse_bytes, "Mem", 1)
+    r.utilization_ratio = v.get(parse_ratio, "DUsed", 1)
+    r.serial_number = v.text("SN")
+    v.extras("enflame.com", {"GCU Virt": "gcuVirt", "Dpm": "dpm", "Lpm": "lpm"})
     if is_vf(r):
         r.is_virtual_function = True
     return r
@@ -135,20 +127,11 @@ def parse_table(text: str, *, command: str = "efsmi") -> EfsmiTable:
     lines = split_lines(text)
     ctx.require(lines, "the efsmi table")
     out = EfsmiTable()
-    for line in lines:
-        m = _BANNER.search(line.text)
-        if m:
-            out.efsmi_version, out.driver_version = m.group("efsmi"), m.group("driver")
-            break
-    start = next((i for i, ln in enumerate(lines) if _HEADER.match(ln.text)), None)
-    if start is None:
-        raise ctx.error("no '| DEV  NAME | FW VER | BUS-ID' header in the output")
-    header: list[str] = []
-    i = start
-    while i < len(lines) and not is_rule(lines[i].text) and "|" in lines[i].text:
-        header.append(lines[i].text)
-        i += 1
-    records, _end = read_header_records(lines, header, start=i)
+    banner = first_match(lines, _BANNER)
+    if banner:
+        out.efsmi_version, out.driver_version = banner.group("efsmi"), banner.group("driver")
+    header, start = header_rows(lines, _HEADER, ctx, "'| DEV  NAME | FW VER | BUS-ID'")
+    records, _end = read_header_records(lines, header, start=start)
     out.readings, out.problems = read_records(records, lambda rec: _table_reading(rec, ctx))
     return out
 
@@ -205,25 +188,25 @@ def rma_conditions(flag: bool | None, dbe: int | None) -> list[HealthCondition]:
     out: list[HealthCondition] = []
     if flag:
         out.append(
-            HealthCondition(
-                subsystem=Subsystem.BOARD,
-                reason="RmaRequired",
-                severity=Severity.CRITICAL,
+            condition(
+                Subsystem.BOARD,
+                "RmaRequired",
+                Severity.CRITICAL,
+                Action.REPLACE_HARDWARE,
+                "efsmi -q RMA Info Flags is True: the card is marked for return",
+                code="enflame.rma:flags",
                 scope=ConditionScope.BOARD,
-                action=Action.REPLACE_HARDWARE,
-                vendor_code="enflame.rma:flags",
-                message="efsmi -q RMA Info Flags is True: the card is marked for return",
             )
         )
     if dbe:
         out.append(
-            HealthCondition(
-                subsystem=Subsystem.MEMORY,
-                reason="UncorrectableMemoryError",
-                severity=Severity.ERROR,
-                action=Action.RESET_DEVICE,
-                vendor_code="enflame.rma:total-dbe",
-                message=f"efsmi -q reports {dbe} double-bit ECC error(s) (RMA Info Total DBE)",
+            condition(
+                Subsystem.MEMORY,
+                "UncorrectableMemoryError",
+                Severity.ERROR,
+                Action.RESET_DEVICE,
+                f"efsmi -q reports {dbe} double-bit ECC error(s) (RMA Info Total DBE)",
+                code="enflame.rma:total-dbe",
                 count=dbe,
             )
         )
@@ -242,13 +225,13 @@ def _query_reading(sec: KVSection, index: int, ctx: ParseContext) -> UnitReading
     health, hline = _get(sec, "Device Info", "Health")
     if clean(health) is not None and clean(health) != "True":
         r.conditions.append(
-            HealthCondition(
-                subsystem=Subsystem.DEVICE,
-                reason="DeviceUnhealthy",
-                severity=Severity.CRITICAL,
-                action=Action.INVESTIGATE,
-                vendor_code=f"enflame.health:{clean(health)}",
-                message=f"efsmi -q Device Info Health is {health!r} (line {hline.lineno if hline else '?'})",
+            condition(
+                Subsystem.DEVICE,
+                "DeviceUnhealthy",
+                Severity.CRITICAL,
+                Action.INVESTIGATE,
+                f"efsmi -q Device Info Health is {health!r} (line {hline.lineno if hline else '?'})",
+                code=f"enflame.health:{clean(health)}",
             )
         )
     vendor, vline = _get(sec, "PCIe Info", "Vendor ID")
@@ -276,12 +259,12 @@ def _query_reading(sec: KVSection, index: int, ctx: ParseContext) -> UnitReading
     if r.link_width_current is not None and r.link_width_max is not None and r.link_width_current < r.link_width_max:
         # Idle links drop their speed to save power; a narrower width is a seating or slot problem.
         r.conditions.append(
-            HealthCondition(
-                subsystem=Subsystem.PCIE,
-                reason="PcieLinkDegraded",
-                severity=Severity.WARNING,
-                action=Action.RESEAT_OR_CHECK_MECHANICALS,
-                message=f"PCIe link runs x{r.link_width_current} of x{r.link_width_max}",
+            condition(
+                Subsystem.PCIE,
+                "PcieLinkDegraded",
+                Severity.WARNING,
+                Action.RESEAT_OR_CHECK_MECHANICALS,
+                f"PCIe link runs x{r.link_width_current} of x{r.link_width_max}",
             )
         )
     power, pline = _get(sec, "Power Info", "Cur Power")

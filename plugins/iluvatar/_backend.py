@@ -14,16 +14,13 @@ from .._cli.extra import (
     ProcessesSurface,
     Snapshot,
     ToolBackend,
-    build_units,
+    condition,
     processes_of,
     topo_links,
-    visible_binding,
 )
 from ._parse import SEARCH_PATH, TOOL, pair_boards, parse_table
 
 __all__ = ["IluvatarBackend"]
-
-_BIND = visible_binding("CUDA_VISIBLE_DEVICES", torch="cuda")
 
 
 class IluvatarBackend(ProcessesSurface, ToolBackend):
@@ -32,6 +29,9 @@ class IluvatarBackend(ProcessesSurface, ToolBackend):
     backend_name = "iluvatar"
     tool = TOOL
     search_path = SEARCH_PATH
+    kind = DeviceKind.GPU
+    visible_env = "CUDA_VISIBLE_DEVICES"
+    torch_device_type = "cuda"
 
     def collect(self, col: Collection) -> Snapshot:
         table = col.required(lambda text, cmd: parse_table(text, command=cmd))
@@ -41,17 +41,8 @@ class IluvatarBackend(ProcessesSurface, ToolBackend):
         for r in readings:
             if r.bus_id is not None and r.bus_id in table.resets:
                 r.conditions.append(_reset_note())
-        devices, samples = build_units(
-            readings,
-            vendor="iluvatar",
-            problems=col.problems,
-            kind=DeviceKind.GPU,
-            tool=TOOL,
-            binding=_BIND,
-            versions={"driver": table.driver_version, "runtime_name": "cuda", "runtime": table.cuda_version},
-            capabilities=Capabilities(time_slicing=True),
-            timestamp=col.now,
-        )
+        versions = {"driver": table.driver_version, "runtime_name": "cuda", "runtime": table.cuda_version}
+        devices, samples = self.build(col, readings, versions=versions, capabilities=Capabilities(time_slicing=True))
         boards: dict[str, list[str]] = {}
         for d in devices:
             if d.board_id is not None:
@@ -64,10 +55,5 @@ class IluvatarBackend(ProcessesSurface, ToolBackend):
 
 
 def _reset_note() -> HealthCondition:
-    return HealthCondition(
-        subsystem=Subsystem.DEVICE,
-        reason="DeviceReset",
-        severity=Severity.INFO,
-        action=Action.NONE,
-        message="ixsmi -r reported this GPU as successfully reset after the table was printed",
-    )
+    message = "ixsmi -r reported this GPU as successfully reset after the table was printed"
+    return condition(Subsystem.DEVICE, "DeviceReset", Severity.INFO, Action.NONE, message)

@@ -37,7 +37,17 @@ from .._cli import (
     read_records,
     split_lines,
 )
-from .._cli.extra import Lenient, ProcessRow, UnitReading, is_rule, parse_process_rows, read_header_records
+from .._cli.extra import (
+    Lenient,
+    ProcessRow,
+    RecordReader,
+    UnitReading,
+    condition,
+    first_match,
+    is_rule,
+    parse_process_rows,
+    read_header_records,
+)
 
 __all__ = [
     "DUAL_CHIP_MODELS",
@@ -82,13 +92,13 @@ class IxsmiTable:
 
 def wedged_condition(reasons: Sequence[str]) -> HealthCondition:
     """The condition for a GPU whose readings are the hung-card sentinels."""
-    return HealthCondition(
-        subsystem=Subsystem.DEVICE,
-        reason="DeviceWedged",
-        severity=Severity.CRITICAL,
-        action=Action.RESET_DEVICE,
-        vendor_code="iluvatar.ixsmi:sentinel-values",
-        message="ixsmi shows hung-card sentinel values (" + ", ".join(reasons) + "); reset it with ixsmi -r",
+    return condition(
+        Subsystem.DEVICE,
+        "DeviceWedged",
+        Severity.CRITICAL,
+        Action.RESET_DEVICE,
+        "ixsmi shows hung-card sentinel values (" + ", ".join(reasons) + "); reset it with ixsmi -r",
+        code="iluvatar.ixsmi:sentinel-values",
     )
 
 
@@ -102,33 +112,22 @@ def _power_pair(text: str) -> tuple[float | None, float | None]:
 
 
 def _reading(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
-    f = rec.fields
-    first = rec.first_line
-    second = rec.rows[1].line if len(rec.rows) > 1 else first
-    r = UnitReading()
-    lenient = Lenient(ctx, r)
-    r.index = lenient.strict(parse_int, f.get("GPU"), first, "GPU index")
-    if r.index is None:
-        raise ctx.error("GPU row without an index", first)
-    r.model = clean(f.get("Name"))
-    r.bus_id = lenient.strict(parse_bus_id, f.get("Bus-Id"), first, "Bus-Id")
-    sm = lenient.get(parse_hertz, clean(f.get("Clock-SM")), first, "Clock-SM")
-    mem_clock = lenient.get(parse_hertz, clean(f.get("Clock-Mem")), first, "Clock-Mem")
-    r.fan_ratio = lenient.get(parse_ratio, f.get("Fan"), second, "Fan")
-    r.temperature_celsius = lenient.get(parse_celsius, f.get("Temp"), second, "Temp")
-    perf = clean(f.get("Perf"))
-    power = lenient.get(_power_pair, f.get("Pwr:Usage/Cap"), second, "Pwr:Usage/Cap")
+    v = RecordReader.start(rec, ctx, index="GPU")
+    r = v.reading
+    r.model = v.text("Name")
+    r.bus_id = v.strict(parse_bus_id, "Bus-Id")
+    sm = v.get(parse_hertz, "Clock-SM")
+    mem_clock = v.get(parse_hertz, "Clock-Mem")
+    r.fan_ratio = v.get(parse_ratio, "Fan", 1)
+    r.temperature_celsius = v.get(parse_celsius, "Temp", 1)
+    power = v.get(_power_pair, "Pwr:Usage/Cap", 1)
     if power is not None:
         r.power_watts, r.power_limit_watts = power
-    mem = lenient.get(parse_used_total, f.get("Memory-Usage"), second, "Memory-Usage")
+    mem = v.get(parse_used_total, "Memory-Usage", 1)
     if mem is not None:
         r.memory_used_bytes, r.memory_total_bytes = mem
-    r.utilization_ratio = lenient.get(parse_ratio, f.get("GPU-Util"), second, "GPU-Util")
-    compute_mode = clean(f.get("Compute M."))
-    if perf:
-        r.extras["iluvatar.com/perfState"] = perf
-    if compute_mode:
-        r.extras["iluvatar.com/computeMode"] = compute_mode
+    r.utilization_ratio = v.get(parse_ratio, "GPU-Util", 1)
+    v.extras("iluvatar.com", {"Perf": "perfState", "Compute M.": "computeMode"})
     sentinels = []
     if r.power_watts is not None and r.power_watts >= _POWER_SENTINEL:
         sentinels.append(f"power {r.power_watts:g} W")
@@ -139,11 +138,10 @@ def _reading(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
         # The sensor readings of a hung card mean nothing; its memory use still reads sanely.
         r.power_watts = r.temperature_celsius = r.utilization_ratio = r.fan_ratio = None
         r.dropped |= {"power_watts", "temperature_celsius", "utilization_ratio", "clocks_hertz"}
-    else:
-        if sm is not None:
-            r.clocks_hertz["sm"] = sm
-        if mem_clock is not None:
-            r.clocks_hertz["memory"] = mem_clock
+        return r
+    for name, value in (("sm", sm), ("memory", mem_clock)):
+        if value is not None:
+            r.clocks_hertz[name] = value
     return r
 
 
@@ -156,12 +154,10 @@ def parse_table(text: str, *, command: str = "ixsmi") -> IxsmiTable:
     lines = split_lines(text)
     ctx.require(lines, "the ixsmi table")
     out = IxsmiTable()
-    for line in lines:
-        m = _BANNER.search(line.text)
-        if m:
-            out.ixml_version, out.driver_version = m.group("ixml"), m.group("driver")
-            out.cuda_version = clean(m.group("cuda"))
-            break
+    banner = first_match(lines, _BANNER)
+    if banner:
+        out.ixml_version, out.driver_version = banner.group("ixml"), banner.group("driver")
+        out.cuda_version = clean(banner.group("cuda"))
     records: list[BoxRecord] = []
     tables = [t for t in find_box_tables(lines) if "Bus-Id" in t.column_names]
     if tables:

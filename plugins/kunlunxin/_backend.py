@@ -17,16 +17,12 @@ from .._cli.extra import (
     Snapshot,
     ToolBackend,
     UnitReading,
-    build_units,
     processes_of,
     topo_links,
-    visible_binding,
 )
 from ._parse import SEARCH_PATH, TOOLS, parse_xpu_smi, sriov_enabled
 
 __all__ = ["KunlunxinBackend"]
-
-_BIND = visible_binding("XPU_VISIBLE_DEVICES", collective="bkcl")
 
 
 class KunlunxinBackend(ProcessesSurface, ToolBackend):
@@ -35,6 +31,9 @@ class KunlunxinBackend(ProcessesSurface, ToolBackend):
     backend_name = "kunlunxin"
     tool = TOOLS[0]
     search_path = SEARCH_PATH
+    kind = DeviceKind.XPU
+    visible_env = "XPU_VISIBLE_DEVICES"
+    collective_backend = "bkcl"
 
     def tool_name(self) -> str:
         for name in TOOLS:
@@ -43,21 +42,11 @@ class KunlunxinBackend(ProcessesSurface, ToolBackend):
         return TOOLS[0]  # not found: running it gives the clear ToolNotFoundError
 
     def collect(self, col: Collection) -> Snapshot:
-        tool = col.session.tool
         smi = col.required(lambda text, cmd: parse_xpu_smi(text, command=cmd))
         col.problems.extend(smi.problems)
         readings, _listed = col.uuids(smi.readings, ("XPU",))
-        devices, samples = build_units(
-            readings,
-            vendor="kunlunxin",
-            problems=col.problems,
-            per_unit=_modes,
-            kind=DeviceKind.XPU,
-            tool=tool,
-            binding=_BIND,
-            versions={"driver": smi.driver_version, "runtime_name": "xpu-rt", "runtime": smi.runtime_version},
-            timestamp=col.now,
-        )
+        versions = {"driver": smi.driver_version, "runtime_name": "xpu-rt", "runtime": smi.runtime_version}
+        devices, samples = self.build(col, readings, versions=versions, per_unit=_modes)
         links, domains = topo_links(
             col, devices, label="XPU", fast={"XL": LinkType.XPULINK}, domain_kind=DomainKind.XPULINK_GROUP, prefix="xl"
         )

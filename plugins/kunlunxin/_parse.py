@@ -39,7 +39,7 @@ from .._cli import (
     select_table,
     split_lines,
 )
-from .._cli.extra import Lenient, ProcessRow, UnitReading, parse_process_rows, read_header_records
+from .._cli.extra import ProcessRow, RecordReader, UnitReading, condition, parse_process_rows, read_header_records
 
 __all__ = ["XpuSmi", "parse_xpu_smi"]
 
@@ -68,13 +68,13 @@ class XpuSmi:
 
 def ecc_condition(count: int) -> HealthCondition:
     """Volatile uncorrectable ECC errors since the driver loaded."""
-    return HealthCondition(
-        subsystem=Subsystem.MEMORY,
-        reason="UncorrectableMemoryError",
-        severity=Severity.ERROR,
-        action=Action.RESET_DEVICE,
-        vendor_code="kunlunxin.ecc:volatile-uncorrectable",
-        message=f"xpu_smi reports {count} volatile uncorrectable ECC error(s)",
+    return condition(
+        Subsystem.MEMORY,
+        "UncorrectableMemoryError",
+        Severity.ERROR,
+        Action.RESET_DEVICE,
+        f"xpu_smi reports {count} volatile uncorrectable ECC error(s)",
+        code="kunlunxin.ecc:volatile-uncorrectable",
         count=count,
     )
 
@@ -84,71 +84,65 @@ def _mib_pair(text: str) -> tuple[int | None, int | None]:
     return parse_used_total(text, binary_prefixes=True)
 
 
+def _l3(v: RecordReader, column: str, row: int = 0) -> None:
+    l3 = v.get(_mib_pair, column, row)
+    if l3 is not None and l3[1] is not None:
+        v.reading.extras["kunlunxin.com/l3TotalBytes"] = l3[1]
+
+
 def _reading4(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
-    f = rec.fields
-    line = rec.first_line
-    r = UnitReading()
-    lenient = Lenient(ctx, r)
-    r.index = lenient.strict(parse_int, f.get("DevID"), line, "DevID")
-    if r.index is None:
-        raise ctx.error("device row without a DevID", line)
-    r.bus_id = lenient.strict(parse_bus_id, f.get("PCI Addr"), line, "PCI Addr")
-    r.model = clean(f.get("Model"))
-    serial = clean(f.get("SN"))
+    v = RecordReader.start(rec, ctx, index="DevID")
+    r = v.reading
+    r.bus_id = v.strict(parse_bus_id, "PCI Addr")
+    r.model = v.text("Model")
+    serial = v.text("SN")
     if serial is not None and is_masked(serial):
         r.extras["kunlunxin.com/serialMasked"] = serial
     else:
         r.serial_number = serial
-    node = clean(f.get("INODE"))
+    node = v.text("INODE")
     if node is not None:
         r.device_nodes.append(node)
-    r.utilization_ratio = lenient.get(parse_ratio, f.get("UseRate"), line, "UseRate")
-    mem = lenient.get(_mib_pair, f.get("Memory"), line, "Memory")
+    r.utilization_ratio = v.get(parse_ratio, "UseRate")
+    mem = v.get(_mib_pair, "Memory")
     if mem is not None:
         r.memory_used_bytes, r.memory_total_bytes = mem
-    l3 = lenient.get(_mib_pair, f.get("L3"), line, "L3")
-    if l3 is not None and l3[1] is not None:
-        r.extras["kunlunxin.com/l3TotalBytes"] = l3[1]
+    _l3(v, "L3")
     return r
 
 
 def _reading5(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
-    f = rec.fields
-    first = rec.first_line
-    rows = [row.line for row in rec.rows]
-    second = rows[1] if len(rows) > 1 else first
-    third = rows[2] if len(rows) > 2 else second
-    r = UnitReading()
-    lenient = Lenient(ctx, r)
-    r.index = lenient.strict(parse_int, f.get("XPU"), first, "XPU index")
-    if r.index is None:
-        raise ctx.error("XPU row without an index", first)
-    r.model = clean(f.get("Name"))
     # "00000000:03:00.0 N/A": the bus id and Disp.A share one chunk (a single space apart).
-    bus = (f.get("Bus-Id") or "").split()
-    r.bus_id = lenient.strict(parse_bus_id, bus[0] if bus else None, first, "Bus-Id")
-    ecc = lenient.get(parse_int, f.get("Volatile Uncorr. ECC"), first, "Volatile Uncorr. ECC")
+    fields = dict(rec.fields)
+    fields["Bus-Id"] = next(iter((fields.get("Bus-Id") or "").split()), "")
+    v = RecordReader.start(rec, ctx, index="XPU", fields=fields)
+    r = v.reading
+    r.model = v.text("Name")
+    r.bus_id = v.strict(parse_bus_id, "Bus-Id")
+    ecc = v.get(parse_int, "Volatile Uncorr. ECC")
     if ecc is not None:
         r.ecc_uncorrected_total = ecc
         if ecc > 0:
             r.conditions.append(ecc_condition(ecc))
-    r.fan_ratio = lenient.get(parse_ratio, f.get("Fan"), second, "Fan")
-    r.temperature_celsius = lenient.get(parse_celsius, f.get("Temp"), second, "Temp")
-    power = lenient.get(lambda s: [parse_watts(p) for p in s.split("/")], f.get("Pwr:Usage/Cap"), second, "Power")
+    r.fan_ratio = v.get(parse_ratio, "Fan", 1)
+    r.temperature_celsius = v.get(parse_celsius, "Temp", 1)
+    power = v.get(lambda s: [parse_watts(p) for p in s.split("/")], "Pwr:Usage/Cap", 1)
     if power is not None and len(power) == 2:
         r.power_watts, r.power_limit_watts = power
-    mem = lenient.get(parse_used_total, f.get("Memory-Usage"), second, "Memory-Usage")
+    mem = v.get(parse_used_total, "Memory-Usage", 1)
     if mem is not None:
         r.memory_used_bytes, r.memory_total_bytes = mem
-    r.utilization_ratio = lenient.get(parse_ratio, f.get("XPU-Util"), second, "XPU-Util")
-    l3 = lenient.get(parse_used_total, f.get("L3-Usage"), third, "L3-Usage")
-    if l3 is not None and l3[1] is not None:
-        r.extras["kunlunxin.com/l3TotalBytes"] = l3[1]
-    for column, key in (("Persistence-M", "persistenceMode"), ("Perf", "perfState"), ("Compute M.", "computeMode"),
-                        ("SR-IOV M.", "sriovMode")):  # fmt: skip
-        value = clean(f.get(column))
-        if value is not None:
-            r.extras[f"kunlunxin.com/{key}"] = value
+    r.utilization_ratio = v.get(parse_ratio, "XPU-Util", 1)
+    _l3(v, "L3-Usage", 2)
+    v.extras(
+        "kunlunxin.com",
+        {
+            "Persistence-M": "persistenceMode",
+            "Perf": "perfState",
+            "Compute M.": "computeMode",
+            "SR-IOV M.": "sriovMode",
+        },
+    )
     return r
 
 

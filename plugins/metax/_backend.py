@@ -18,16 +18,13 @@ from .._cli.extra import (
     Snapshot,
     ToolBackend,
     UnitReading,
-    build_units,
     processes_of,
     topo_links,
-    visible_binding,
 )
 from ._parse import SEARCH_PATH, TOOL, parse_mx_smi, sgpu_enabled
 
 __all__ = ["MetaxBackend", "normalise_model"]
 
-_BIND = visible_binding("CUDA_VISIBLE_DEVICES", torch="cuda")
 _SHORT_NAME = re.compile(r"^MX(?P<model>[CN][0-9]{3}\S*)$")
 
 
@@ -45,6 +42,9 @@ class MetaxBackend(ProcessesSurface, ToolBackend):
     backend_name = "metax"
     tool = TOOL
     search_path = SEARCH_PATH
+    kind = DeviceKind.GPU
+    visible_env = "CUDA_VISIBLE_DEVICES"
+    torch_device_type = "cuda"
 
     def collect(self, col: Collection) -> Snapshot:
         smi = col.required(lambda text, cmd: parse_mx_smi(text, command=cmd))
@@ -54,22 +54,13 @@ class MetaxBackend(ProcessesSurface, ToolBackend):
             if r.model is not None and normalise_model(r.model) != r.model:
                 r.extras["metax-tech.com/rawName"] = r.model
                 r.model = normalise_model(r.model)
-        devices, samples = build_units(
-            readings,
-            vendor="metax",
-            problems=col.problems,
-            per_unit=_sharing,
-            kind=DeviceKind.GPU,
-            tool=TOOL,
-            binding=_BIND,
-            versions={
-                "driver": smi.kmd_version,
-                "runtime_name": "maca",
-                "runtime": smi.maca_version,
-                "firmware": {"bios": smi.bios_version} if smi.bios_version else {},
-            },
-            timestamp=col.now,
-        )
+        versions = {
+            "driver": smi.kmd_version,
+            "runtime_name": "maca",
+            "runtime": smi.maca_version,
+            "firmware": {"bios": smi.bios_version} if smi.bios_version else {},
+        }
+        devices, samples = self.build(col, readings, versions=versions, per_unit=_sharing)
         links, domains = topo_links(
             col,
             devices,

@@ -26,7 +26,6 @@ from .._cli import (
     find_box_tables,
     parse_bus_id,
     parse_celsius,
-    parse_int,
     parse_ratio,
     parse_used_total,
     parse_watts,
@@ -34,7 +33,7 @@ from .._cli import (
     select_table,
     split_lines,
 )
-from .._cli.extra import Lenient, ProcessRow, UnitReading, parse_process_rows
+from .._cli.extra import ProcessRow, RecordReader, UnitReading, condition, parse_process_rows
 
 __all__ = ["MxSmi", "parse_mx_smi"]
 
@@ -71,44 +70,36 @@ def _power(text: str) -> tuple[float | None, float | None]:
 
 
 def _state_condition(state: str) -> HealthCondition:
-    return HealthCondition(
-        subsystem=Subsystem.DEVICE,
-        reason="DeviceUnavailable",
-        severity=Severity.CRITICAL,
-        action=Action.INVESTIGATE,
-        vendor_code=f"metax.gpu-state:{state}",
-        message=f"mx-smi GPU-State is {state!r} (mx-smi --show-unavailable-reason tells why)",
+    return condition(
+        Subsystem.DEVICE,
+        "DeviceUnavailable",
+        Severity.CRITICAL,
+        Action.INVESTIGATE,
+        f"mx-smi GPU-State is {state!r} (mx-smi --show-unavailable-reason tells why)",
+        code=f"metax.gpu-state:{state}",
     )
 
 
 def _reading(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
-    f = rec.fields
-    first = rec.first_line
-    second = rec.rows[1].line if len(rec.rows) > 1 else first
-    r = UnitReading()
-    lenient = Lenient(ctx, r)
-    r.index = lenient.strict(parse_int, f.get("GPU"), first, "GPU index")
-    if r.index is None:
-        raise ctx.error("GPU row without an index", first)
-    r.model = clean(f.get("NAME") or f.get("Name"))
-    r.bus_id = lenient.strict(parse_bus_id, f.get("Bus-id") or f.get("Bus-Id"), first, "Bus-id")
-    r.utilization_ratio = lenient.get(parse_ratio, f.get("GPU-Util"), first, "GPU-Util")
-    r.temperature_celsius = lenient.get(parse_celsius, f.get("Temp"), second, "Temp")
-    power = lenient.get(_power, f.get("Pwr:Usage/Cap") or f.get("Power"), second, "Power")
+    v = RecordReader.start(rec, ctx, index="GPU")
+    r = v.reading
+    r.model = v.text("NAME") or v.text("Name")
+    r.bus_id = v.strict(parse_bus_id, "Bus-id" if "Bus-id" in v.fields else "Bus-Id")
+    r.utilization_ratio = v.get(parse_ratio, "GPU-Util")
+    r.temperature_celsius = v.get(parse_celsius, "Temp", 1)
+    power = v.get(_power, "Pwr:Usage/Cap" if "Pwr:Usage/Cap" in v.fields else "Power", 1)
     if power is not None:
         r.power_watts, r.power_limit_watts = power
-    mem = lenient.get(parse_used_total, f.get("Memory-Usage"), second, "Memory-Usage")
+    mem = v.get(parse_used_total, "Memory-Usage", 1)
     if mem is not None:
         r.memory_used_bytes, r.memory_total_bytes = mem
-    state = clean(f.get("GPU-State"))
-    if state is not None:
-        r.extras["metax-tech.com/gpuState"] = state
-        if state.lower() != "available":
-            r.conditions.append(_state_condition(state))
-    for column, key in (("Persistence-M", "persistenceMode"), ("Perf", "perfState"), ("sGPU-M", "sgpuMode")):
-        value = clean(f.get(column))
-        if value is not None:
-            r.extras[f"metax-tech.com/{key}"] = value
+    state = v.text("GPU-State")
+    if state is not None and state.lower() != "available":
+        r.conditions.append(_state_condition(state))
+    v.extras(
+        "metax-tech.com",
+        {"GPU-State": "gpuState", "Persistence-M": "persistenceMode", "Perf": "perfState", "sGPU-M": "sgpuMode"},
+    )
     return r
 
 

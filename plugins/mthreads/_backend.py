@@ -32,17 +32,13 @@ from .._cli.extra import (
     Snapshot,
     ToolBackend,
     UnitReading,
-    build_units,
     link_domains,
     merge_readings,
     processes_of,
-    visible_binding,
 )
 from ._parse import SEARCH_PATH, TOOL, GmiUnit, parse_mtlink, parse_query_json, parse_table
 
 __all__ = ["MthreadsBackend"]
-
-_BIND = visible_binding("MUSA_VISIBLE_DEVICES", torch="musa", collective="mccl")
 
 
 class MthreadsBackend(ProcessesSurface, PartitionsSurface, ToolBackend):
@@ -51,6 +47,10 @@ class MthreadsBackend(ProcessesSurface, PartitionsSurface, ToolBackend):
     backend_name = "mthreads"
     tool = TOOL
     search_path = SEARCH_PATH
+    kind = DeviceKind.GPU
+    visible_env = "MUSA_VISIBLE_DEVICES"
+    torch_device_type = "musa"
+    collective_backend = "mccl"
 
     def collect(self, col: Collection) -> Snapshot:
         table = col.main(lambda text, cmd: parse_table(text, command=cmd))
@@ -68,17 +68,8 @@ class MthreadsBackend(ProcessesSurface, PartitionsSurface, ToolBackend):
             readings = merge_readings(readings, query.readings)
             driver = driver or query.driver_version
         col.require(readings)
-        devices, samples = build_units(
-            readings,
-            vendor="mthreads",
-            problems=col.problems,
-            per_unit=_modes,
-            kind=DeviceKind.GPU,
-            tool=TOOL,
-            binding=_BIND,
-            versions={"driver": driver, "runtime_name": TOOL, "runtime": table.gmi_version if table else None},
-            timestamp=col.now,
-        )
+        versions = {"driver": driver, "runtime_name": TOOL, "runtime": table.gmi_version if table else None}
+        devices, samples = self.build(col, readings, versions=versions, per_unit=_modes)
         by_index = {d.index: d for d in devices if d.index is not None}
         links: list[Link] = []
         for lk in col.extra(lambda text, _cmd: parse_mtlink(text), "mtlink", "-s") or []:

@@ -36,7 +36,16 @@ from .._cli import (
     read_records,
     split_lines,
 )
-from .._cli.extra import Lenient, ProcessRow, UnitReading, is_rule, parse_process_rows, read_header_records
+from .._cli.extra import (
+    Lenient,
+    ProcessRow,
+    RecordReader,
+    UnitReading,
+    first_match,
+    header_rows,
+    parse_process_rows,
+    read_header_records,
+)
 
 __all__ = [
     "GmiTable",
@@ -99,42 +108,30 @@ def _yes(text: str | None) -> bool | None:
 
 
 def _unit_from_record(rec: BoxRecord, ctx: ParseContext) -> GmiUnit:
-    f = rec.fields
-    first = rec.first_line
-    reading = UnitReading()
-    lenient = Lenient(ctx, reading)
-    raw_id = (f.get("ID") or "").strip()
+    v = RecordReader.start(rec, ctx, index=None)
+    r = v.reading
+    raw_id = (v.fields.get("ID") or "").strip()
     m = _ID.match(raw_id)
     if not m:
-        raise ctx.error(f"GPU row without a numeric ID (got {raw_id!r})", first)
-    reading.index = int(m.group("gpu"))
-    reading.model = clean(f.get("Name"))
-    reading.bus_id = lenient.strict(parse_bus_id, f.get("PCIe"), first, "PCIe bus id")
-    reading.utilization_ratio = lenient.get(parse_ratio, f.get("%GPU"), first, "%GPU")
-    mem = lenient.get(parse_used_total, f.get("Mem"), first, "Mem")
+        raise ctx.error(f"GPU row without a numeric ID (got {raw_id!r})", rec.first_line)
+    r.index = int(m.group("gpu"))
+    r.model = v.text("Name")
+    r.bus_id = v.strict(parse_bus_id, "PCIe")
+    r.utilization_ratio = v.get(parse_ratio, "%GPU")
+    mem = v.get(parse_used_total, "Mem")
     if mem is not None:
-        reading.memory_used_bytes, reading.memory_total_bytes = mem
-    second = rec.rows[1].line if len(rec.rows) > 1 else first
-    width = clean(f.get("Pcie Lane Width"))
-    lanes = lenient.get(_lane_width, width, second, "Pcie Lane Width")
+        r.memory_used_bytes, r.memory_total_bytes = mem
+    lanes = v.get(_lane_width, "Pcie Lane Width", 1)
     if lanes is not None:
-        reading.link_width_current, reading.link_width_max = lanes
-    reading.temperature_celsius = lenient.get(parse_celsius, f.get("Temp"), second, "Temp")
-    device_type = clean(f.get("Device Type"))
-    perf = clean(f.get("Perf"))
-    mpc = _yes(clean(f.get("MPC Capable")))
-    ecc_mode = clean(f.get("ECC Mode"))
-    reading.ecc_enabled = _ecc(ecc_mode)
-    if device_type:
-        reading.extras["mthreads.com/deviceType"] = device_type
-    if perf:
-        reading.extras["mthreads.com/perfState"] = perf
+        r.link_width_current, r.link_width_max = lanes
+    r.temperature_celsius = v.get(parse_celsius, "Temp", 1)
+    r.ecc_enabled = _ecc(v.text("ECC Mode"))
+    mpc = _yes(v.text("MPC Capable"))
     if mpc is not None:
-        reading.extras["mthreads.com/mpcCapable"] = mpc
-    if ecc_mode:
-        reading.extras["mthreads.com/eccMode"] = ecc_mode
+        r.extras["mthreads.com/mpcCapable"] = mpc
+    v.extras("mthreads.com", {"Device Type": "deviceType", "Perf": "perfState", "ECC Mode": "eccMode"})
     part = int(m.group("part")) if m.group("part") else None
-    return GmiUnit(reading=reading, device_type=device_type, partition=part, line=first)
+    return GmiUnit(reading=r, device_type=v.text("Device Type"), partition=part, line=rec.first_line)
 
 
 def parse_table(text: str, *, command: str = "mthreads-gmi") -> GmiTable:
@@ -147,20 +144,11 @@ def parse_table(text: str, *, command: str = "mthreads-gmi") -> GmiTable:
     lines = split_lines(text)
     ctx.require(lines, "the mthreads-gmi table")
     out = GmiTable()
-    for line in lines:
-        m = _BANNER.search(line.text)
-        if m:
-            out.gmi_version, out.driver_version = m.group("gmi"), m.group("driver")
-            break
-    start = next((i for i, ln in enumerate(lines) if _HEADER.match(ln.text)), None)
-    if start is None:
-        raise ctx.error("no 'ID  Name | PCIe | %GPU  Mem' header row in the output")
-    header: list[str] = []
-    i = start
-    while i < len(lines) and not is_rule(lines[i].text) and not lines[i].blank:
-        header.append(lines[i].text)
-        i += 1
-    records, end = read_header_records(lines, header, start=i)
+    banner = first_match(lines, _BANNER)
+    if banner:
+        out.gmi_version, out.driver_version = banner.group("gmi"), banner.group("driver")
+    header, start = header_rows(lines, _HEADER, ctx, "'ID  Name | PCIe | %GPU  Mem'")
+    records, end = read_header_records(lines, header, start=start)
     out.units, out.problems = read_records(records, lambda rec: _unit_from_record(rec, ctx))
     out.processes = parse_process_rows(lines[end:], ctx)
     return out
