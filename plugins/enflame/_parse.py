@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from accel.errors import ParseError
 from accel.model import Action, ConditionScope, HealthCondition, Severity, Subsystem
@@ -35,7 +35,16 @@ from .._cli import (
     read_records,
     split_lines,
 )
-from .._cli.extra import Lenient, RecordReader, UnitReading, condition, first_match, header_rows, read_header_records
+from .._cli.extra import (
+    Lenient,
+    RecordReader,
+    ToolView,
+    UnitReading,
+    condition,
+    first_match,
+    header_rows,
+    read_header_records,
+)
 
 __all__ = ["EfsmiQuery", "EfsmiTable", "is_vf", "normalise_model", "parse_query", "parse_table", "rma_conditions"]
 
@@ -50,13 +59,10 @@ _WIDTH = re.compile(r"^\s*x\s*(?P<n>[0-9]+)\s*$", re.IGNORECASE)
 
 
 @dataclass
-class EfsmiTable:
+class EfsmiTable(ToolView):
     """What the default ``efsmi`` view printed."""
 
     efsmi_version: str | None = None
-    driver_version: str | None = None
-    readings: list[UnitReading] = field(default_factory=list)
-    problems: list[ParseError] = field(default_factory=list)
 
 
 def normalise_model(name: str | None) -> str | None:
@@ -142,12 +148,8 @@ def parse_table(text: str, *, command: str = "efsmi") -> EfsmiTable:
 
 
 @dataclass
-class EfsmiQuery:
+class EfsmiQuery(ToolView):
     """What ``efsmi -q`` printed."""
-
-    driver_version: str | None = None
-    readings: list[UnitReading] = field(default_factory=list)
-    problems: list[ParseError] = field(default_factory=list)
 
 
 def _get(sec: KVSection, *path: str) -> tuple[str | None, SourceLine | None]:

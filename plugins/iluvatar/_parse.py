@@ -18,7 +18,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from accel.errors import ParseError
 from accel.model import Action, HealthCondition, Severity, Subsystem
 
 from .._cli import (
@@ -39,8 +38,8 @@ from .._cli import (
 )
 from .._cli.extra import (
     Lenient,
-    ProcessRow,
     RecordReader,
+    ToolView,
     UnitReading,
     condition,
     first_match,
@@ -77,17 +76,13 @@ DUAL_CHIP_MODELS = ("BI-V150",)
 
 
 @dataclass
-class IxsmiTable:
+class IxsmiTable(ToolView):
     """What ``ixsmi`` printed."""
 
     ixml_version: str | None = None
-    driver_version: str | None = None
     cuda_version: str | None = None
-    readings: list[UnitReading] = field(default_factory=list)
-    processes: list[ProcessRow] = field(default_factory=list)
     #: Bus ids ``ixsmi -r`` reported as reset (the wedged-GPU sample ends with them).
     resets: list[str] = field(default_factory=list)
-    problems: list[ParseError] = field(default_factory=list)
 
 
 def wedged_condition(reasons: Sequence[str]) -> HealthCondition:

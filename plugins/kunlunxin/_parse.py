@@ -16,9 +16,8 @@ is refused with a :class:`ParseError` that says so rather than read as Kunlunxin
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from accel.errors import ParseError
 from accel.model import Action, HealthCondition, Severity, Subsystem
 
 from .._cli import (
@@ -39,7 +38,15 @@ from .._cli import (
     select_table,
     split_lines,
 )
-from .._cli.extra import ProcessRow, RecordReader, UnitReading, condition, parse_process_rows, read_header_records
+from .._cli.extra import (
+    ProcessRow,
+    RecordReader,
+    ToolView,
+    UnitReading,
+    condition,
+    parse_process_rows,
+    read_header_records,
+)
 
 __all__ = ["XpuSmi", "parse_xpu_smi"]
 
@@ -55,15 +62,11 @@ _PROCS4 = re.compile(r"\|\s*DevID\s*\|\s*PID\s*\|")
 
 
 @dataclass
-class XpuSmi:
+class XpuSmi(ToolView):
     """What ``xpu_smi`` printed; ``layout`` is ``"4.x"`` or ``"5.x"``."""
 
-    layout: str
-    driver_version: str | None = None
+    layout: str = ""
     runtime_version: str | None = None
-    readings: list[UnitReading] = field(default_factory=list)
-    processes: list[ProcessRow] = field(default_factory=list)
-    problems: list[ParseError] = field(default_factory=list)
 
 
 def ecc_condition(count: int) -> HealthCondition:
@@ -166,13 +169,13 @@ def parse_xpu_smi(text: str, *, command: str = "xpu_smi") -> XpuSmi:
     ctx.require(lines, "the xpu_smi device table")
     banner5 = next((m for m in (_BANNER5.search(ln.text) for ln in lines) if m), None)
     if banner5 is not None:
-        out = XpuSmi("5.x", driver_version=banner5.group("driver"), runtime_version=clean(banner5.group("rt")))
+        out = XpuSmi(layout="5.x", driver_version=banner5.group("driver"), runtime_version=clean(banner5.group("rt")))
         table = select_table(find_box_tables(lines), ("XPU", "Bus-Id"), ctx, text, "XPU-SMI device table")
         out.readings, out.problems = read_records(table.records, lambda rec: _reading5(rec, ctx))
         out.processes = parse_process_rows([ln for ln in lines if ln.lineno > table.end_lineno], ctx)
         return out
     if any(_DEVICES4.search(ln.text) for ln in lines):
-        out = XpuSmi("4.x")
+        out = XpuSmi(layout="4.x")
         for ln in lines:
             m4 = _RUNTIME4.match(ln.text)
             if m4 and out.runtime_version is None:

@@ -55,7 +55,7 @@ class MetaxBackend(ProcessesSurface, ToolBackend):
                 r.extras["metax-tech.com/rawName"] = r.model
                 r.model = normalise_model(r.model)
         versions = {
-            "driver": smi.kmd_version,
+            "driver": smi.driver_version,
             "runtime_name": "maca",
             "runtime": smi.maca_version,
             "firmware": {"bios": smi.bios_version} if smi.bios_version else {},

@@ -14,9 +14,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from accel.errors import ParseError
 from accel.model import Action, HealthCondition, Severity, Subsystem
 
 from .._cli import (
@@ -33,7 +32,7 @@ from .._cli import (
     select_table,
     split_lines,
 )
-from .._cli.extra import ProcessRow, RecordReader, UnitReading, condition, parse_process_rows
+from .._cli.extra import RecordReader, ToolView, UnitReading, condition, parse_process_rows
 
 __all__ = ["MxSmi", "parse_mx_smi"]
 
@@ -51,17 +50,13 @@ _SGPU_OFF = {"disabled", "disable", "native", "off"}
 
 
 @dataclass
-class MxSmi:
-    """What ``mx-smi`` printed."""
+class MxSmi(ToolView):
+    """What ``mx-smi`` printed (``driver_version`` is the kernel-mode driver's)."""
 
     mx_smi_version: str | None = None
-    kmd_version: str | None = None
     maca_version: str | None = None
     bios_version: str | None = None
     attached: int | None = None
-    readings: list[UnitReading] = field(default_factory=list)
-    processes: list[ProcessRow] = field(default_factory=list)
-    problems: list[ParseError] = field(default_factory=list)
 
 
 def _power(text: str) -> tuple[float | None, float | None]:
@@ -116,7 +111,7 @@ def parse_mx_smi(text: str, *, command: str = "mx-smi") -> MxSmi:
     ctx.require(lines, "the mx-smi table")
     out = MxSmi()
     for line in lines:
-        for pattern, attr in ((_VERSION, "mx_smi_version"), (_KMD, "kmd_version"), (_MACA, "maca_version"),
+        for pattern, attr in ((_VERSION, "mx_smi_version"), (_KMD, "driver_version"), (_MACA, "maca_version"),
                               (_BIOS, "bios_version")):  # fmt: skip
             m = pattern.search(line.text)
             if m and getattr(out, attr) is None:

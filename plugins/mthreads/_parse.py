@@ -38,8 +38,8 @@ from .._cli import (
 )
 from .._cli.extra import (
     Lenient,
-    ProcessRow,
     RecordReader,
+    ToolView,
     UnitReading,
     first_match,
     header_rows,
@@ -78,14 +78,11 @@ class GmiUnit:
 
 
 @dataclass
-class GmiTable:
+class GmiTable(ToolView):
     """What ``mthreads-gmi`` printed: versions, GPUs (and MPC partitions), processes."""
 
     gmi_version: str | None = None
-    driver_version: str | None = None
     units: list[GmiUnit] = field(default_factory=list)
-    processes: list[ProcessRow] = field(default_factory=list)
-    problems: list[ParseError] = field(default_factory=list)
 
 
 def _lane_width(text: str) -> tuple[int, int]:
@@ -160,10 +157,8 @@ def parse_table(text: str, *, command: str = "mthreads-gmi") -> GmiTable:
 
 
 @dataclass
-class GmiQuery:
-    driver_version: str | None = None
-    readings: list[UnitReading] = field(default_factory=list)
-    problems: list[ParseError] = field(default_factory=list)
+class GmiQuery(ToolView):
+    """What ``mthreads-gmi -q [-j]`` printed."""
 
 
 def _norm_keys(value: Any) -> Any:

@@ -30,7 +30,7 @@ def inventory(mapping: dict[str, str]):  # type: ignore[no-untyped-def]
 
 def test_mx_smi_216_eight_mxc550_power_without_cap() -> None:
     t = parse_mx_smi(sample(V216))
-    assert (t.mx_smi_version, t.kmd_version, t.maca_version, t.bios_version) == (
+    assert (t.mx_smi_version, t.driver_version, t.maca_version, t.bios_version) == (
         "2.1.6", "2.5.014", "2.23.0.1018", "1.13.4.0",
     )  # fmt: skip
     assert t.attached == 8 and len(t.readings) == 8
@@ -45,7 +45,7 @@ def test_mx_smi_216_eight_mxc550_power_without_cap() -> None:
 
 def test_mx_smi_224_names_power_cap_and_state() -> None:
     t = parse_mx_smi(sample(V224))
-    assert (t.mx_smi_version, t.kmd_version, t.maca_version, t.bios_version) == (
+    assert (t.mx_smi_version, t.driver_version, t.maca_version, t.bios_version) == (
         "2.2.4", "2.15.9", "2.32.0.6", "1.25.1.0",
     )  # fmt: skip
     r = t.readings[5]
