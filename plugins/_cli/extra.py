@@ -65,7 +65,7 @@ from accel.model import (
 from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo
 from accel.tools import Runner
 
-from ._matrix import Matrix, read_matrix
+from ._matrix import Matrix, read_matrix, read_records
 from ._session import ToolSession
 from ._tables import BoxRecord, BoxRow, assign_fields, header_fields
 from ._text import ParseContext, SourceLine, split_lines
@@ -105,6 +105,7 @@ __all__ = [
     "read_header_records",
     "source_info",
     "split_cells",
+    "table_under_header",
     "topo_links",
     "unreadable",
     "visible_binding",
@@ -952,6 +953,8 @@ class Collection:
         parsed = self.main(parse, *args)
         if parsed is None:
             raise self._first or ParseError(f"{self.session.tool} printed nothing to parse", tool=self.session.tool)
+        if isinstance(parsed, ToolView):  # the units that view left out belong to this snapshot
+            self.problems.extend(parsed.problems)
         return parsed
 
     def uuids(self, readings: list[UnitReading], words: Sequence[str]) -> tuple[list[UnitReading], bool]:
@@ -1185,6 +1188,19 @@ class RecordReader:
             value = self.text(column)
             if value is not None:
                 self.reading.extras[f"{prefix}/{key}"] = value
+
+
+def table_under_header(
+    text: str, ctx: ParseContext, header: re.Pattern[str], what: str, read: Callable[[BoxRecord], T]
+) -> tuple[list[SourceLine], list[T], list[ParseError], int]:
+    """Find the header by its landmark, read every record below it with ``read`` and return
+    ``(lines, units, problems, end)``: one unreadable record is a problem, not a failure."""
+    lines = split_lines(text)
+    ctx.require(lines, what)
+    rows, start = header_rows(lines, header, ctx, what)
+    records, end = read_header_records(lines, rows, start=start)
+    good, bad = read_records(records, read)
+    return lines, good, bad, end
 
 
 @dataclass

@@ -32,7 +32,6 @@ from .._cli import (
     parse_kv,
     parse_ratio,
     parse_watts,
-    read_records,
     split_lines,
 )
 from .._cli.extra import (
@@ -42,8 +41,7 @@ from .._cli.extra import (
     UnitReading,
     condition,
     first_match,
-    header_rows,
-    read_header_records,
+    table_under_header,
 )
 
 __all__ = ["EfsmiQuery", "EfsmiTable", "is_vf", "normalise_model", "parse_query", "parse_table", "rma_conditions"]
@@ -130,16 +128,11 @@ def _table_reading(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
 def parse_table(text: str, *, command: str = "efsmi") -> EfsmiTable:
     """Parse the default ``efsmi`` table; a device that cannot be read goes to ``problems``."""
     ctx = ParseContext(TOOL, command)
-    lines = split_lines(text)
-    ctx.require(lines, "the efsmi table")
-    out = EfsmiTable()
+    what = "the '| DEV  NAME | FW VER | BUS-ID' table"
+    lines, readings, problems, _end = table_under_header(text, ctx, _HEADER, what, lambda r: _table_reading(r, ctx))
     banner = first_match(lines, _BANNER)
-    if banner:
-        out.efsmi_version, out.driver_version = banner.group("efsmi"), banner.group("driver")
-    header, start = header_rows(lines, _HEADER, ctx, "'| DEV  NAME | FW VER | BUS-ID'")
-    records, _end = read_header_records(lines, header, start=start)
-    out.readings, out.problems = read_records(records, lambda rec: _table_reading(rec, ctx))
-    return out
+    version = (banner.group("efsmi"), banner.group("driver")) if banner else (None, None)
+    return EfsmiTable(efsmi_version=version[0], driver_version=version[1], readings=readings, problems=problems)
 
 
 # --------------------------------------------------------------------------------------------

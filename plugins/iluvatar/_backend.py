@@ -35,7 +35,6 @@ class IluvatarBackend(ProcessesSurface, ToolBackend):
 
     def collect(self, col: Collection) -> Snapshot:
         table = col.required(lambda text, cmd: parse_table(text, command=cmd))
-        col.problems.extend(table.problems)
         readings, _listed = col.uuids(table.readings, ("GPU",))
         pair_boards(readings)
         for r in readings:

@@ -43,7 +43,6 @@ class KunlunxinBackend(ProcessesSurface, ToolBackend):
 
     def collect(self, col: Collection) -> Snapshot:
         smi = col.required(lambda text, cmd: parse_xpu_smi(text, command=cmd))
-        col.problems.extend(smi.problems)
         readings, _listed = col.uuids(smi.readings, ("XPU",))
         versions = {"driver": smi.driver_version, "runtime_name": "xpu-rt", "runtime": smi.runtime_version}
         devices, samples = self.build(col, readings, versions=versions, per_unit=_modes)

@@ -48,7 +48,6 @@ class MetaxBackend(ProcessesSurface, ToolBackend):
 
     def collect(self, col: Collection) -> Snapshot:
         smi = col.required(lambda text, cmd: parse_mx_smi(text, command=cmd))
-        col.problems.extend(smi.problems)
         readings, _listed = col.uuids(smi.readings, ("GPU",))
         for r in readings:
             if r.model is not None and normalise_model(r.model) != r.model:

@@ -33,7 +33,6 @@ from .._cli import (
     parse_ratio,
     parse_used_total,
     parse_watts,
-    read_records,
     split_lines,
 )
 from .._cli.extra import (
@@ -42,9 +41,8 @@ from .._cli.extra import (
     ToolView,
     UnitReading,
     first_match,
-    header_rows,
     parse_process_rows,
-    read_header_records,
+    table_under_header,
 )
 
 __all__ = [
@@ -138,17 +136,16 @@ def parse_table(text: str, *, command: str = "mthreads-gmi") -> GmiTable:
     ``problems``; the others are still returned.  No header at all is an error.
     """
     ctx = ParseContext(TOOL, command)
-    lines = split_lines(text)
-    ctx.require(lines, "the mthreads-gmi table")
-    out = GmiTable()
+    what = "the 'ID  Name | PCIe | %GPU  Mem' table"
+    lines, units, problems, end = table_under_header(text, ctx, _HEADER, what, lambda rec: _unit_from_record(rec, ctx))
     banner = first_match(lines, _BANNER)
-    if banner:
-        out.gmi_version, out.driver_version = banner.group("gmi"), banner.group("driver")
-    header, start = header_rows(lines, _HEADER, ctx, "'ID  Name | PCIe | %GPU  Mem'")
-    records, end = read_header_records(lines, header, start=start)
-    out.units, out.problems = read_records(records, lambda rec: _unit_from_record(rec, ctx))
-    out.processes = parse_process_rows(lines[end:], ctx)
-    return out
+    return GmiTable(
+        gmi_version=banner.group("gmi") if banner else None,
+        driver_version=banner.group("driver") if banner else None,
+        units=units,
+        problems=problems,
+        processes=parse_process_rows(lines[end:], ctx),
+    )
 
 
 # --------------------------------------------------------------------------------------------
