@@ -66,6 +66,7 @@ from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginI
 from accel.tools import Runner
 
 from ._matrix import Matrix, read_matrix, read_records
+from ._plugin import CliBackendPlugin
 from ._session import ToolSession
 from ._tables import BoxRecord, BoxRow, assign_fields, header_fields
 from ._text import ParseContext, SourceLine, split_lines
@@ -77,6 +78,7 @@ __all__ = [
     "PCIE_CODES",
     "CliBackend",
     "Collection",
+    "LazyCliPlugin",
     "Lenient",
     "Listed",
     "PartitionsSurface",
@@ -1211,3 +1213,19 @@ class ToolView:
     readings: list[UnitReading] = field(default_factory=list)
     processes: list[ProcessRow] = field(default_factory=list)
     problems: list[ParseError] = field(default_factory=list)
+
+
+class LazyCliPlugin(CliBackendPlugin):
+    """A :class:`~accel.plugins._cli.CliBackendPlugin` whose backend class is named, not imported:
+    ``backend = "accel.plugins.metax._backend:MetaxBackend"`` is imported on :meth:`open` only,
+    so the entry-point module stays light.  The class is built as ``cls(config, runner)``."""
+
+    backend: ClassVar[str]
+
+    def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
+        import importlib
+
+        module, _, name = self.backend.partition(":")
+        factory = getattr(importlib.import_module(module), name)
+        backend: Backend = factory(config, runner)
+        return backend

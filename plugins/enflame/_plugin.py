@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from accel.plugin import Backend, BackendConfig, Capability
-from accel.tools import Runner
+from accel.plugin import Capability
 
-from .._cli import CliBackendPlugin, CliProbeSpec
-from .._cli.extra import cli_plugin_info
+from .._cli import CliProbeSpec
+from .._cli.extra import LazyCliPlugin, cli_plugin_info
 from ._parse import SEARCH_PATH, TOOL
 
 __all__ = ["EnflamePlugin"]
 
 
-class EnflamePlugin(CliBackendPlugin):
+class EnflamePlugin(LazyCliPlugin):
     """Enflame GCUs (T20/T21, S60/S60G, L300) through ``efsmi``."""
 
     info = cli_plugin_info(
@@ -29,7 +28,4 @@ class EnflamePlugin(CliBackendPlugin):
     )
     package = __package__ or "accel.plugins.enflame"
 
-    def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
-        from ._backend import EnflameBackend
-
-        return EnflameBackend(config, runner)
+    backend = "accel.plugins.enflame._backend:EnflameBackend"

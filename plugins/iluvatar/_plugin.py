@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from accel.plugin import Backend, BackendConfig, Capability
-from accel.tools import Runner
+from accel.plugin import Capability
 
-from .._cli import CliBackendPlugin, CliProbeSpec
-from .._cli.extra import cli_plugin_info
+from .._cli import CliProbeSpec
+from .._cli.extra import LazyCliPlugin, cli_plugin_info
 from ._parse import SEARCH_PATH, TOOL
 
 __all__ = ["IluvatarPlugin"]
 
 
-class IluvatarPlugin(CliBackendPlugin):
+class IluvatarPlugin(LazyCliPlugin):
     """Iluvatar CoreX GPUs (MR-V50/V100, BI-V100, BI-V150) through ``ixsmi``."""
 
     info = cli_plugin_info(
@@ -30,7 +29,4 @@ class IluvatarPlugin(CliBackendPlugin):
     )
     package = __package__ or "accel.plugins.iluvatar"
 
-    def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
-        from ._backend import IluvatarBackend
-
-        return IluvatarBackend(config, runner)
+    backend = "accel.plugins.iluvatar._backend:IluvatarBackend"

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from accel.plugin import Backend, BackendConfig, Capability, ProbeResult
-from accel.tools import Runner, which
+from accel.plugin import BackendConfig, Capability, ProbeResult
+from accel.tools import which
 
-from .._cli import CliBackendPlugin, CliProbeSpec
-from .._cli.extra import cli_plugin_info
+from .._cli import CliProbeSpec
+from .._cli.extra import LazyCliPlugin, cli_plugin_info
 from ._parse import SEARCH_PATH
 
 __all__ = ["KunlunxinPlugin"]
 
 
-class KunlunxinPlugin(CliBackendPlugin):
+class KunlunxinPlugin(LazyCliPlugin):
     """Kunlunxin XPUs (R200/R300, P800) through ``xpu_smi`` / ``xpu-smi``.
 
     The probe trusts PCI vendor id ``1d22`` and ``/dev/xpuN`` first and, of the tools, only
@@ -58,7 +58,4 @@ class KunlunxinPlugin(CliBackendPlugin):
                 )
         return result
 
-    def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
-        from ._backend import KunlunxinBackend
-
-        return KunlunxinBackend(config, runner)
+    backend = "accel.plugins.kunlunxin._backend:KunlunxinBackend"

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from accel.plugin import Backend, BackendConfig, Capability
-from accel.tools import Runner
+from accel.plugin import Capability
 
-from .._cli import CliBackendPlugin, CliProbeSpec
-from .._cli.extra import cli_plugin_info
+from .._cli import CliProbeSpec
+from .._cli.extra import LazyCliPlugin, cli_plugin_info
 from ._parse import SEARCH_PATH, TOOL
 
 __all__ = ["MetaxPlugin"]
 
 
-class MetaxPlugin(CliBackendPlugin):
+class MetaxPlugin(LazyCliPlugin):
     """MetaX GPUs (C500/C550/C600, N260) through ``mx-smi``."""
 
     info = cli_plugin_info(
@@ -38,7 +37,4 @@ class MetaxPlugin(CliBackendPlugin):
     )
     package = __package__ or "accel.plugins.metax"
 
-    def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
-        from ._backend import MetaxBackend
-
-        return MetaxBackend(config, runner)
+    backend = "accel.plugins.metax._backend:MetaxBackend"

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from accel.plugin import Backend, BackendConfig, Capability
-from accel.tools import Runner
+from accel.plugin import Capability
 
-from .._cli import CliBackendPlugin, CliProbeSpec
-from .._cli.extra import cli_plugin_info
+from .._cli import CliProbeSpec
+from .._cli.extra import LazyCliPlugin, cli_plugin_info
 from ._parse import SEARCH_PATH, TOOL
 
 __all__ = ["MthreadsPlugin"]
 
 
-class MthreadsPlugin(CliBackendPlugin):
+class MthreadsPlugin(LazyCliPlugin):
     """Moore Threads MTT GPUs through ``mthreads-gmi``."""
 
     info = cli_plugin_info(
@@ -41,7 +40,4 @@ class MthreadsPlugin(CliBackendPlugin):
     )
     package = __package__ or "accel.plugins.mthreads"
 
-    def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
-        from ._backend import MthreadsBackend
-
-        return MthreadsBackend(config, runner)
+    backend = "accel.plugins.mthreads._backend:MthreadsBackend"
