@@ -310,11 +310,19 @@ class _Harness:
         inv = self.call("inventory()", backend.inventory)
         if not inv.devices:
             pytest.skip("no devices to inject a fault into")
-        ids = _device_ids(inv)
+        all_ids = _device_ids(inv)
+        # Only devices that are clean before the injection (online and monitored) take part: one
+        # that a faulty scenario already lost or left unreadable would confound the fault under test.
+        clean = [
+            d.id for d in inv.devices if d.health.operational is Operational.ONLINE and d.health.monitored
+        ] or all_ids
+        target = clean[0]
+        ids = [target, *[i for i in clean if i != target]]
+        position = all_ids.index(target) if target in all_ids else 0
         inject = self.lose_device if fault is Fault.DEVICE_LOST else self.make_unreadable
-        if inject(backend, ids[0]):
-            return backend, ids, ids[0]
-        config = self.suite.faulted_config(self.tmp / f"fault-{fault.value}", fault, 0)
+        if inject(backend, target):
+            return backend, ids, target
+        config = self.suite.faulted_config(self.tmp / f"fault-{fault.value}", fault, position)
         if config is None:
             return None
         plugin = self.require_plugin()
@@ -324,7 +332,7 @@ class _Harness:
             pytest.fail(f"open(faulted_config({fault.value!r})) raised {_describe(exc)}", pytrace=False)
         with self._lock:
             self._opened.append(faulty)
-        return faulty, ids, ids[0]
+        return faulty, ids, target
 
     @staticmethod
     def _inject(hook: object, fault: Fault, backend: Backend, device_id: str) -> bool:
@@ -1156,7 +1164,7 @@ class ConformanceSuite:
             problems.append(f"health() dropped {target} when its health became unreadable")
         elif h.monitored or h.state is not HealthState.UNKNOWN:
             problems.append(f"{target} with NOT_SUPPORTED health is {h.state.value} (monitored={h.monitored})")
-        for other in ids[1:]:
+        for other in [i for i in ids if i != target]:
             if other in got and got[other].state is HealthState.UNKNOWN and got[other].monitored is False:
                 problems.append(f"{other} also became unknown")
         _check(problems, "map the vendor's NOT_SUPPORTED to Health(monitored=False), not to a failure condition")
@@ -1168,7 +1176,7 @@ class ConformanceSuite:
             pytest.skip("no fault hook: set ConformanceSuite.lose_device or faulted_config, or implement "
                         "FaultInjector on the backend")
         backend, ids, lost = faulted
-        others = ids[1:]
+        others = [i for i in ids if i != lost]
         problems = []
         try:
             after = backend.inventory()
