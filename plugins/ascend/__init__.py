@@ -62,7 +62,6 @@ class AscendPlugin(CliBackendPlugin):
                 Capability.TEMPERATURE,
                 Capability.UTILIZATION,
                 Capability.PROCESSES,
-                Capability.PARTITIONS,
                 Capability.VERSIONS,
             }
         ),

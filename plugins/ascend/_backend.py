@@ -48,7 +48,7 @@ from accel.plugin import BackendConfig
 from accel.tools import Runner
 
 from .._cli import ToolSession, is_masked
-from .._cli.extra import CliBackend, Snapshot
+from .._cli.extra import ProcessesSurface, Snapshot
 from ._parse import (
     ChipMapping,
     NpuChip,
@@ -456,7 +456,7 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
     )
 
 
-class AscendBackend(CliBackend):
+class AscendBackend(ProcessesSurface):
     """An open Ascend backend over a runner (real, replayed or recording)."""
 
     def __init__(self, config: BackendConfig, runner: Runner) -> None:

@@ -53,7 +53,6 @@ class CambriconPlugin(CliBackendPlugin):
                 Capability.TEMPERATURE,
                 Capability.UTILIZATION,
                 Capability.PROCESSES,
-                Capability.PARTITIONS,
                 Capability.VERSIONS,
             }
         ),

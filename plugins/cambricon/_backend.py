@@ -40,7 +40,7 @@ from accel.plugin import BackendConfig
 from accel.tools import Runner
 
 from .._cli import ToolSession
-from .._cli.extra import CliBackend, Snapshot
+from .._cli.extra import ProcessesSurface, Snapshot
 from ._parse import CnmonInfo, MluChip, MluTopo, parse_cnmon, parse_topo
 
 __all__ = ["CNMON_PATHS", "CambriconBackend", "collect"]
@@ -246,7 +246,7 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
     )
 
 
-class CambriconBackend(CliBackend):
+class CambriconBackend(ProcessesSurface):
     """An open Cambricon backend over a runner (real, replayed or recording)."""
 
     def __init__(self, config: BackendConfig, runner: Runner) -> None:
