@@ -32,7 +32,8 @@ def main() -> int:
             for entry in (ROOT / folder).iterdir():
                 if entry.name not in SKIP and not entry.name.endswith(".egg-info"):
                     os.symlink(entry, target / entry.name)
-        cmd = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), "-p", "accel", *sys.argv[1:]]
+        config = str(ROOT / "pyproject.toml")
+        cmd = [sys.executable, "-m", "mypy", "--config-file", config, "-p", "accel", *sys.argv[1:]]
         proc = subprocess.run(cmd, cwd=tmp, env={**os.environ, "MYPYPATH": tmp})
         return proc.returncode
 
