@@ -38,6 +38,7 @@ from accel.scheduler import (
 
 from accel.model import HostInventory
 
+from ._estimators import DeclaredModel, DurationModel
 from ._journal import Event, Journal
 from ._meter import Bill, Meter, PriceTable, Segment
 from ._profile import Profile
@@ -138,8 +139,10 @@ class QueueingScheduler:
 
     def __init__(self, cluster: ClusterState, policy: Policy | None = None, *,
                  tenants: Iterable[Tenant] = (), prices: PriceTable | None = None,
-                 journal: Journal | str | Path | None = None, scorer: str = "best-fit") -> None:
+                 journal: Journal | str | Path | None = None, scorer: str = "best-fit",
+                 durations: DurationModel | None = None) -> None:
         self.state = cluster
+        self.durations: DurationModel = durations or DeclaredModel()
         self.policy = policy or Policy()
         self.placer = Scheduler(cluster, scorer)
         self.book = TenantBook(tenants, half_life_s=self.policy.fair_half_life_s)
@@ -327,6 +330,7 @@ class QueueingScheduler:
         job.work_s = progress
         job.state = JobState.FINISHED
         job.ended_at = ev.t
+        self.durations.observe((job.spec.tenant, job.spec.devices), progress)
         self._waiting.pop(job.id, None)
         job.pool = None
         job.reason = ev.reason
@@ -376,8 +380,10 @@ class QueueingScheduler:
         if job.state == JobState.PREEMPTING and job.stop_at is not None:
             return job.stop_at
         assert job.started_at is not None
-        end = job.started_at + job.remaining_estimate()
-        return end if end > now else now + self.policy.overrun_margin_s
+        done = job.progress(now)
+        left = self.durations.remaining((job.spec.tenant, job.spec.devices), job.spec.estimate_s, done,
+                                        self.policy.overrun_margin_s)
+        return now + left
 
     def order_key(self, job: Job, now: float) -> tuple[float, ...]:
         """Queue order: higher class first, then the class's in-class order, then submit order."""
@@ -550,8 +556,12 @@ class QueueingScheduler:
             self._emit(now, job.id, "admitted", "quota ok" + (" (borrowing)" if adm.borrowing else ""),
                        {"pool": pool, "borrowing": adm.borrowing})
         kind_reason = reason if job.attempts == 0 else f"resumed: {reason}"
+        spec = job.spec
+        mem = spec.share.memory_bytes if spec.share is not None else self._dev_mem.get(pool, 0)
+        # tenant, memory and share ride along so a bill can be made from the journal alone
         self._emit(now, job.id, "placed", kind_reason,
-                   {"pool": pool, "chunks": chunks, "borrowing": adm.borrowing, "resume_from": job.work_s})
+                   {"pool": pool, "chunks": chunks, "borrowing": adm.borrowing, "resume_from": job.work_s,
+                    "tenant": spec.tenant, "mem_per_device": mem, "share": spec.compute_milli / 1000.0})
         return True
 
     # -- the cycle ---------------------------------------------------------------------------------------
@@ -867,8 +877,8 @@ class QueueingScheduler:
                 if lim is not None and not lim.allows(per):
                     raise SchedulerStateError(f"tenant {tname} is above its limit in {key}")
         for jid, (_pool, at, _n) in self.reservations.items():
-            job = self.jobs.get(jid)
-            if job is None or job.state not in (JobState.QUEUED, JobState.SUSPENDED):
+            rjob = self.jobs.get(jid)
+            if rjob is None or rjob.state not in (JobState.QUEUED, JobState.SUSPENDED):
                 continue
             if not math.isfinite(at):
                 raise SchedulerStateError(f"reservation of {jid} has no time")
@@ -877,6 +887,22 @@ class QueueingScheduler:
         ran = self._segment_seconds()
         if not math.isclose(metered, ran, rel_tol=1e-9, abs_tol=1e-6):
             raise SchedulerStateError(f"metered {metered} device-seconds, jobs ran {ran}")
+
+    def verify_reservations(self, now: float | None = None) -> None:
+        """Every reservation still holds: replaying them in queue order over the current running
+        jobs (with their expected ends), each job fits at its reserved time.  Called right after
+        a cycle, this is the backfill guarantee: no job started in the cycle delays a reservation."""
+        t = self.now if now is None else now
+        profiles = self._profiles(t)
+        for job in self.queue(t):
+            r = self.reservations.get(job.id)
+            if r is None:
+                continue
+            pool, at, n = r
+            d = job.remaining_estimate()
+            if not profiles[pool].fits(at, d, n):
+                raise SchedulerStateError(f"reservation of {job.id} at {at} in {pool} is delayed")
+            profiles[pool].add(at, at + d, n)
 
     def _segment_seconds(self) -> float:
         total = 0.0

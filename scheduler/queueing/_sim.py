@@ -13,7 +13,6 @@ import csv
 import heapq
 import math
 import statistics
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Protocol
 from accel.scheduler import ClusterState, DeviceSpec, HostSpec
 
 from ._engine import QueueingScheduler
+from ._estimators import HistoryModel
 from ._types import JobSpec, JobState
 
 __all__ = [
@@ -71,27 +71,20 @@ class DeclaredEstimator:
 
 
 class HistoryEstimator:
-    """Mean duration of the last ``window`` finished jobs of the same tenant (VC) and size,
-    else of the tenant, else ``default_s``.  Only jobs finished earlier in the replay count."""
+    """Declares the mean duration of jobs of the same tenant (VC) and size that finished
+    earlier in the replay (see :class:`HistoryModel`).  Share the model with the engine
+    (``QueueingScheduler(durations=model)``): the engine feeds it every finished job and uses
+    it to predict running jobs' residual time."""
 
-    def __init__(self, window: int = 64, default_s: float = 3600.0) -> None:
-        self.window = window
+    def __init__(self, model: HistoryModel | None = None, default_s: float = 3600.0) -> None:
+        self.model = model or HistoryModel()
         self.default_s = default_s
-        self._by_key: dict[tuple[str, int], deque[float]] = {}
-        self._by_tenant: dict[str, deque[float]] = {}
 
     def estimate(self, job: TraceJob) -> float:
-        hist = self._by_key.get((job.tenant, job.devices))
-        if hist:
-            return max(1.0, statistics.fmean(hist))
-        hist = self._by_tenant.get(job.tenant)
-        if hist:
-            return max(1.0, statistics.fmean(hist))
-        return self.default_s
+        return self.model.mean((job.tenant, job.devices), self.default_s)
 
     def observe(self, job: TraceJob, duration_s: float) -> None:
-        self._by_key.setdefault((job.tenant, job.devices), deque(maxlen=self.window)).append(duration_s)
-        self._by_tenant.setdefault(job.tenant, deque(maxlen=self.window)).append(duration_s)
+        return None  # the engine observes finished jobs itself
 
 
 @dataclass(slots=True)
@@ -148,7 +141,7 @@ def _mean(xs: Sequence[float]) -> float:
 def _pct(xs: Sequence[float], q: float) -> float:
     if not xs:
         return math.nan
-    return xs[min(len(xs) - 1, int(math.ceil(q * len(xs))) - 1)]
+    return xs[min(len(xs) - 1, math.ceil(q * len(xs)) - 1)]
 
 
 def uniform_cluster(hosts: int, devices_per_host: int = 8, *, model: str = "P100",
@@ -267,17 +260,9 @@ class Simulator:
         sim.by_id = {j.id: j for j in sim.jobs}
         now = engine.now
         for j in sim.jobs:
-            rec = engine.jobs.get(j.id)
-            if rec is None:
+            if j.id not in engine.jobs:
                 sim._push(j.submit_s, "arrive", j.id, 0)
-            elif rec.state.terminal and rec.state == JobState.FINISHED:
-                sim.estimator.observe(j, j.duration_s)
-        # replay observations in finish order so the history estimator matches the original run
         sim.estimator = estimator or DeclaredEstimator()
-        finished = sorted((r.ended_at or 0.0, r.seq, r.id) for r in engine.jobs.values()
-                          if r.state == JobState.FINISHED)
-        for _, _, jid in finished:
-            sim.estimator.observe(sim.by_id[jid], sim.by_id[jid].duration_s)
         sim._schedule_finishes([r.id for r in engine.jobs.values()], now)
         return sim
 

@@ -1,0 +1,161 @@
+"""``accel sched ...``: read the scheduler journal from the command line.
+
+The lead's CLI parses the arguments and calls :func:`main` with an ``argparse.Namespace``:
+
+* ``history JOB [--journal PATH] [--json]``: every event of one job (one SQL query).
+* ``jobs [--journal PATH] [--json]``: each job's latest event (its current state and why).
+* ``bill [--journal PATH] [--json] [--at SECONDS]``: metered usage per tenant and device model,
+  from the journal alone (open run segments are billed up to ``--at``, default the last event).
+
+``--journal`` defaults to ``$ACCEL_SCHED_JOURNAL`` or ``./accel-sched.db``.  Errors are raised as
+:class:`accel.errors.ConfigError` (no journal) or :class:`UnknownJobError`; the CLI prints the
+one-line message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from accel.errors import ConfigError, SchedulerError
+
+from ._journal import Journal
+from ._meter import Meter, Segment
+
+__all__ = ["UnknownJobError", "add_arguments", "default_journal", "main"]
+
+DEFAULT_JOURNAL = "accel-sched.db"
+
+
+class UnknownJobError(SchedulerError):
+    """The journal has no event for that job."""
+
+    code = "scheduler.unknown-job"
+
+
+def default_journal() -> str:
+    return os.environ.get("ACCEL_SCHED_JOURNAL") or DEFAULT_JOURNAL
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``sched`` subcommands to ``parser`` (sets ``sched_command``)."""
+    sub = parser.add_subparsers(dest="sched_command", required=True)
+    h = sub.add_parser("history", help="every event of one job")
+    h.add_argument("job")
+    j = sub.add_parser("jobs", help="each job's current state")
+    b = sub.add_parser("bill", help="metered usage and cost per tenant and device model")
+    b.add_argument("--at", type=float, default=None)
+    for p in (h, j, b):
+        p.add_argument("--journal", default=None)
+        p.add_argument("--json", action="store_true")
+
+
+def _open(path: str | None) -> Journal:
+    target = path or default_journal()
+    if not Path(target).exists():
+        raise ConfigError(f"no scheduler journal at {target} (set --journal or ACCEL_SCHED_JOURNAL)")
+    return Journal(target, create=False)
+
+
+def _table(rows: Sequence[Sequence[str]], header: Sequence[str], out: TextIO) -> None:
+    widths = [max(len(header[i]), *(len(r[i]) for r in rows)) if rows else len(header[i]) for i in range(len(header))]
+    out.write("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip() + "\n")
+    for r in rows:
+        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
+
+
+def _details(kind: str, data: dict[str, Any]) -> str:
+    if kind == "placed":
+        chunks = ", ".join(f"{h}:{','.join(str(s) for s in slots)}" for h, slots in data.get("chunks", []))
+        return f"pool={data.get('pool')} {chunks}" + (" borrowing" if data.get("borrowing") else "")
+    if kind == "submitted":
+        spec = data.get("spec", {})
+        est = data.get("estimate")
+        extra = f" est_start={est:.0f}" if isinstance(est, int | float) else ""
+        return (f"tenant={spec.get('tenant')} devices={spec.get('devices')} pool={spec.get('pool') or 'any'} "
+                f"estimate_s={spec.get('estimate_s')}{extra}")
+    if kind in ("preempted", "failed"):
+        return " ".join(f"{k}={v}" for k, v in sorted(data.items()))
+    if kind == "preempting":
+        return f"stop_at={data.get('stop_at')} for={data.get('for')}"
+    return ""
+
+
+def history(journal: Journal, job: str, *, as_json: bool, out: TextIO) -> int:
+    events = journal.history(job)
+    if not events:
+        raise UnknownJobError(f"job {job} is not in the journal {journal.path}")
+    if as_json:
+        json.dump([e.as_dict() for e in events], out, indent=2)
+        out.write("\n")
+        return 0
+    rows = [[str(e.seq), f"{e.t:.1f}", e.kind, e.reason, _details(e.kind, e.data)] for e in events]
+    _table(rows, ["SEQ", "TIME", "EVENT", "REASON", "DETAILS"], out)
+    return 0
+
+
+def jobs(journal: Journal, *, as_json: bool, out: TextIO) -> int:
+    db = sqlite3.connect(journal.path)
+    try:
+        cur = db.execute("SELECT e.job, e.t, e.kind, e.reason FROM events e JOIN "
+                         "(SELECT job, MAX(seq) AS s FROM events WHERE job IS NOT NULL GROUP BY job) m "
+                         "ON e.seq = m.s ORDER BY e.seq")
+        rows = [(str(r[0]), float(r[1]), str(r[2]), str(r[3])) for r in cur]
+    finally:
+        db.close()
+    if as_json:
+        json.dump([{"job": j, "t": t, "last_event": k, "reason": r} for j, t, k, r in rows], out, indent=2)
+        out.write("\n")
+        return 0
+    _table([[j, f"{t:.1f}", k, r] for j, t, k, r in rows], ["JOB", "TIME", "LAST EVENT", "REASON"], out)
+    return 0
+
+
+def bill(journal: Journal, *, at: float | None, as_json: bool, out: TextIO) -> int:
+    meter = Meter()
+    last = 0.0
+    for ev in journal.events():
+        last = ev.t
+        if ev.kind == "placed" and ev.job is not None:
+            d = ev.data
+            total = sum(len(s) for _, s in d["chunks"])
+            meter.start(ev.job, [Segment(str(d.get("tenant", "?")), str(d["pool"]), len(s),
+                                         int(d.get("mem_per_device", 0)) * len(s),
+                                         float(d.get("share", total)) * len(s) / max(total, 1), ev.t)
+                                 for _, s in d["chunks"]])
+        elif ev.kind in ("preempted", "finished", "failed", "cancelled") and ev.job is not None:
+            meter.stop(ev.job, ev.t)
+    b = meter.bill(at if at is not None else last)
+    rows = b.as_rows()
+    if as_json:
+        json.dump({"until": b.until, "lines": rows}, out, indent=2)
+        out.write("\n")
+        return 0
+    _table([[str(r["tenant"]), str(r["model"]), f"{r['device_hours']:.3f}", f"{r['memory_gib_hours']:.3f}",
+             f"{r['compute_share_hours']:.3f}"] for r in rows],
+           ["TENANT", "MODEL", "DEVICE-H", "MEM GIB-H", "SHARE-H"], out)
+    return 0
+
+
+def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Run one ``accel sched`` subcommand; returns the exit status."""
+    stream = out or sys.stdout
+    journal = _open(getattr(args, "journal", None))
+    try:
+        cmd = args.sched_command
+        as_json = bool(getattr(args, "json", False))
+        if cmd == "history":
+            return history(journal, str(args.job), as_json=as_json, out=stream)
+        if cmd == "jobs":
+            return jobs(journal, as_json=as_json, out=stream)
+        if cmd == "bill":
+            return bill(journal, at=getattr(args, "at", None), as_json=as_json, out=stream)
+        raise ConfigError(f"unknown sched command {cmd!r} (history, jobs, bill)")
+    finally:
+        journal.close()
