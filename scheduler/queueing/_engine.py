@@ -629,6 +629,9 @@ class QueueingScheduler:
             admissible = [p for p in pools if adm_by_pool[p].ok]
             if not admissible:
                 job.wait = WaitReason.QUOTA
+                # a preempting class may still free its own tenant's quota from lower jobs
+                if commit and job.klass.preempts:
+                    self._try_preempt(job, pools, profiles, now, res)
                 continue
             started = False
             for p in admissible:
@@ -755,7 +758,15 @@ class QueueingScheduler:
                 continue
             prof = profiles[p]
 
-            def fits(victims: Sequence[Job], prof: Profile = prof) -> bool:
+            def fits(victims: Sequence[Job], prof: Profile = prof, p: str = p) -> bool:
+                own = [v for v in victims if v.spec.tenant == job.spec.tenant]
+                freed: dict[str, Usage] = {}
+                for v in own:
+                    for key in (p, "*"):
+                        freed[key] = freed.get(key, Usage()).plus(self._usage(v))
+                if not self.book.admit(job.spec.tenant, p, self._need(job, p), minus=freed,
+                                       running_minus=len(own)).ok:
+                    return False
                 trial = prof.copy()
                 for v in victims:
                     trial.add(now + grace, self.expected_end(v, now), -v.spec.devices)
