@@ -8,6 +8,11 @@ The scheduler consumes :class:`accel.model.HostInventory` snapshots (or plain
 
 from __future__ import annotations
 
+try:  # the one dependency beyond the core's: the cluster state is numpy arrays
+    import numpy as _numpy  # noqa: F401
+except ImportError as _exc:  # pragma: no cover - depends on the environment
+    raise ImportError("accel.scheduler needs numpy: pip install 'accel-sdk[scheduler]'") from _exc
+
 from ._errors import InvalidRequestError, SchedulerStateError, UnknownPolicyError
 from ._fgd import TypicalPod, TypicalPods
 from ._replay import (
