@@ -82,6 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("--count", type=int, default=0, help="stop after N refreshes (0: until interrupted)")
     watch.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes")
     _selection_args(watch)
+    dra = sub.add_parser(
+        "dra", help="the inventory as Kubernetes DRA ResourceSlices (resource.k8s.io/v1)",
+        description="the inventory as Kubernetes DRA ResourceSlices (resource.k8s.io/v1), as JSON",
+    )
+    dra.add_argument("--domain", default="accel.dev", help="attribute domain; drivers are <vendor>.<domain>")
+    dra.add_argument("--node", help="node name (default: the hostname in the inventory)")
+    _selection_args(dra)
     schema = sub.add_parser("schema", help="print the versioned JSON Schema of the model")
     schema.add_argument("--kind", choices=["inventory", "telemetry"], default="inventory")
     schema.add_argument("--json", action="store_true", help="accepted for symmetry; the schema is JSON")

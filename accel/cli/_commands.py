@@ -224,6 +224,21 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_dra(args: argparse.Namespace) -> int:
+    from ..k8s import resource_slices
+
+    with _session(args) as session:
+        inv = session.inventory()
+        if not inv.devices and _no_devices(session, inv):
+            return EXIT_NO_DEVICES
+        _warn_failures(session.report)
+        projection = resource_slices(inv, domain=args.domain, node_name=args.node)
+        for name, items in projection.omitted.items():
+            print(f"accel: warning: {name}: not projected: {'; '.join(items)}", file=sys.stderr)
+        print(dump({"apiVersion": "v1", "kind": "List", "items": projection.slices}))
+        return EXIT_OK
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     print(dump(json_schema(args.kind)))
     return EXIT_OK
@@ -259,6 +274,7 @@ _COMMANDS = {
     "watch": cmd_watch,
     "plugins": cmd_plugins,
     "schema": cmd_schema,
+    "dra": cmd_dra,
     "sim": cmd_sim,
 }
 

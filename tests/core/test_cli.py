@@ -144,3 +144,11 @@ def test_console_script_runs_without_traceback() -> None:
     )
     assert proc.returncode == EXIT_USAGE
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_dra_command_prints_resource_slices(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "dra", "--sim", "mixed-nvidia-ascend", "--node", "worker-1")
+    doc = json.loads(out)
+    assert code == EXIT_OK and doc["kind"] == "List"
+    assert sorted(s["spec"]["driver"] for s in doc["items"]) == ["huawei.accel.dev", "nvidia.accel.dev"]
+    assert sum(len(s["spec"]["devices"]) for s in doc["items"]) == 8
