@@ -74,6 +74,7 @@ RULES = {
     "accel.discovery": ("accel.discovery", "accel.plugin", "accel.model", "accel.errors", "accel.sysfs"),
     "accel.tools": ("accel.tools", "accel.errors"),
     "accel.sysfs": ("accel.sysfs", "accel.model", "accel.errors"),
+    "accel.k8s": ("accel.k8s", "accel.model", "accel.errors"),
     "accel.conformance": (
         "accel.conformance", "accel.plugin", "accel.model", "accel.errors", "accel.sysfs", "accel.tools",
         "accel.testing", "accel.discovery",
@@ -157,6 +158,9 @@ def test_public_api_is_curated() -> None:
         "accel.tools",
         "accel.sysfs",
         "accel.testing",
+        "accel.k8s",
+        "accel.scheduler",
+        "accel.conformance",
     ):
         mod = importlib.import_module(name)
         exported = list(mod.__all__)
