@@ -375,6 +375,11 @@ class QueueingScheduler:
         return Request(name, cpu_milli=cpu, memory_bytes=mem, devices=k, selector=sel, gang=gang,
                        priority=spec_level(self, spec), tenant=spec.tenant)
 
+    def duration(self, job: Job) -> float:
+        """How long a queued job is expected to hold its devices once started (from what it kept)."""
+        return max(1.0, self.durations.remaining((job.spec.tenant, job.spec.devices), job.spec.estimate_s,
+                                                 job.work_s, self.policy.overrun_margin_s))
+
     def expected_end(self, job: Job, now: float) -> float:
         """When the scheduler expects an active job to release its devices."""
         if job.state == JobState.PREEMPTING and job.stop_at is not None:
@@ -383,13 +388,16 @@ class QueueingScheduler:
         done = job.progress(now)
         left = self.durations.remaining((job.spec.tenant, job.spec.devices), job.spec.estimate_s, done,
                                         self.policy.overrun_margin_s)
+        if done == job.work_s:
+            # it started this instant: exactly what was booked for it (``duration``)
+            return now + max(1.0, left)
         return now + left
 
     def order_key(self, job: Job, now: float) -> tuple[float, ...]:
         """Queue order: higher class first, then the class's in-class order, then submit order."""
         k = job.klass
         if k.order == InClassOrder.SHORTEST:
-            inner = k.band(job.remaining_estimate() * job.spec.devices)
+            inner = k.band(self.duration(job) * job.spec.devices)
         elif k.order == InClassOrder.FAIR:
             inner = self.book.fair_usage(job.spec.tenant, now)
         else:
@@ -611,7 +619,7 @@ class QueueingScheduler:
             tests += 1
             spec = job.spec
             is_target = job.id == target
-            d = job.remaining_estimate()
+            d = self.duration(job)
             pools = self._pools_for(spec)
             if not commit and not is_target and reservations >= exact:
                 # beyond the exact depth: fluid approximation of the work ahead
@@ -698,7 +706,7 @@ class QueueingScheduler:
 
     def _estimate_in(self, job: Job, pool: str, prof: Profile, now: float, work_ahead: float,
                      adm: Admission, blocked: Mapping[str, float]) -> WaitEstimate:
-        n, d = job.spec.devices, job.remaining_estimate()
+        n, d = job.spec.devices, self.duration(job)
         price = self.meter.prices.device_hour(pool) * job.spec.compute_milli / 1000.0
         if n > self.pool_capacity(pool):
             return WaitEstimate(pool, math.inf, math.inf, WaitReason.CAPACITY, price)
@@ -751,7 +759,7 @@ class QueueingScheduler:
     def _try_preempt(self, job: Job, pools: Sequence[str], profiles: dict[str, Profile], now: float,
                      res: CycleResult) -> bool:
         best: tuple[tuple[float, ...], str, list[Job]] | None = None
-        d, n, grace = job.remaining_estimate(), job.spec.devices, self.policy.grace_s
+        d, n, grace = self.duration(job), job.spec.devices, self.policy.grace_s
         for p in pools:
             cands = [v for v in self.running() if self._victim_ok(job, v, p)]
             if not cands:
@@ -784,6 +792,8 @@ class QueueingScheduler:
                         chosen = rest
                 options.append(chosen)
             for chosen in options:
+                if not chosen:
+                    continue  # it fits once the grace period of earlier victims ends: no new victim
                 cost = (float(len(chosen)), sum(self._lost_if(v, now) for v in chosen),
                         float(max(v.klass.level for v in chosen)))
                 if best is None or cost < best[0]:
@@ -910,7 +920,7 @@ class QueueingScheduler:
             if r is None:
                 continue
             pool, at, n = r
-            d = job.remaining_estimate()
+            d = self.duration(job)
             if not profiles[pool].fits(at, d, n):
                 raise SchedulerStateError(f"reservation of {job.id} at {at} in {pool} is delayed")
             profiles[pool].add(at, at + d, n)

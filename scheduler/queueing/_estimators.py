@@ -61,6 +61,8 @@ class HistoryModel:
         return statistics.fmean(vals) if self.statistic == "mean" else statistics.median(vals)
 
     def remaining(self, key: tuple[str, int], declared_s: float, done_s: float, overrun_margin_s: float) -> float:
+        if done_s <= 0:
+            return declared_s  # not started (or restarting from zero): the declaration stands
         hist = self.history(key)
         if not hist:
             # nothing finished yet: trust the declaration, and past it expect as long again

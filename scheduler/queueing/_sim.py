@@ -255,7 +255,12 @@ class Simulator:
     def resume(cls, engine: QueueingScheduler, jobs: Iterable[TraceJob], estimator: Estimator | None = None,
                **kw: object) -> Simulator:
         """Continue a run whose engine was rebuilt from the journal (see module docstring)."""
+        health = sorted(kw.pop("health_events", ()), key=lambda x: x[0])  # type: ignore[call-overload]
         sim = cls(engine, [], estimator, **kw)  # type: ignore[arg-type]
+        sim._health = list(health)
+        for i, (t, _) in enumerate(sim._health):
+            if t > engine.now:
+                sim._push(t, "health", str(i), 0)
         sim.jobs = sorted(jobs, key=lambda j: (j.submit_s, j.id))
         sim.by_id = {j.id: j for j in sim.jobs}
         now = engine.now

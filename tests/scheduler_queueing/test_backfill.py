@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from accel.scheduler.queueing import BackfillMode, JobState, Policy, QueueingScheduler, WaitReason
 
 from .conftest import cluster, job

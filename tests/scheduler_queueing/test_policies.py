@@ -4,7 +4,6 @@ tenants (quotas, borrowing, reclaim, running limits), metering and the bill."""
 from __future__ import annotations
 
 import pytest
-
 from accel.scheduler import InvalidRequestError, Share
 from accel.scheduler.queueing import (
     BackfillMode,
@@ -14,8 +13,8 @@ from accel.scheduler.queueing import (
     PreemptMode,
     PriceTable,
     PriorityClass,
-    Quota,
     QueueingScheduler,
+    Quota,
     Tenant,
     WaitReason,
 )

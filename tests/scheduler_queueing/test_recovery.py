@@ -10,8 +10,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
-from accel.errors import ConfigError
 from accel.scheduler.queueing import (
     JobState,
     Journal,
@@ -21,6 +19,8 @@ from accel.scheduler.queueing import (
     WaitReason,
 )
 from accel.scheduler.queueing.cli import UnknownJobError, add_arguments, main
+
+from accel.errors import ConfigError
 
 from .conftest import cluster, job
 
