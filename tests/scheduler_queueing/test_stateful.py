@@ -90,6 +90,7 @@ class QueueMachine(RuleBasedStateMachine):
             self.eng.check_invariants()
 
 
-QueueMachine.TestCase.settings = settings(max_examples=int(os.environ.get("QUEUE_EXAMPLES", "150")), stateful_step_count=40, deadline=None,
+EXAMPLES = int(os.environ.get("QUEUE_EXAMPLES", "150"))  # 1,500 for a deeper local hunt
+QueueMachine.TestCase.settings = settings(max_examples=EXAMPLES, stateful_step_count=40, deadline=None,
                                           suppress_health_check=[HealthCheck.too_slow])
 TestQueueMachine = QueueMachine.TestCase

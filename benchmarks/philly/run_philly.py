@@ -1,0 +1,221 @@
+"""Replay the Philly VC traces on a cluster per VC and compare queueing policies.
+
+Each VC's jobs are replayed in submit order on its own cluster of ``--devices-per-vc``
+devices (8 per host; 64 as in the PCS artifact).  The scheduler sees a declared estimate only:
+the run is done twice, once declaring the trace's true duration (``true``) and once with
+``HistoryModel`` (``history``: mean/median of jobs of the same VC and size that finished
+earlier in the replay; running jobs' residual time from their elapsed time).
+
+Policies: ``fifo`` (strict order, no backfill), ``fifo-backfill`` (FIFO + EASY backfill),
+``shortest`` (shortest-estimated-first + EASY) and ``default`` (shortest-first in bands of 4x,
+FIFO inside a band, conservative backfill: every blocked job holds a reservation, so a start
+estimate is not pushed back by jobs submitted later in the same band or below).
+
+Outputs (``--out``, default ``benchmarks/philly/results``): ``summary.csv`` (combined VCs),
+``per_vc.csv``, ``jobs_<estimator>_<policy>.csv`` (per job), ``jct.png`` and ``estimate_error.png``.
+
+    python benchmarks/philly/run_philly.py --quick          # CI smoke: seconds
+    python benchmarks/philly/run_philly.py                  # full profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from accel.scheduler.queueing import BackfillMode, InClassOrder, Policy, PriorityClass, QueueingScheduler
+from accel.scheduler.queueing._estimators import HistoryModel
+from accel.scheduler.queueing._sim import (
+    HistoryEstimator,
+    JobOutcome,
+    Simulator,
+    load_philly,
+    uniform_cluster,
+)
+
+HERE = Path(__file__).resolve().parent
+TRACES = HERE.parents[1].parent / "shared" / "traces" / "philly"
+POLICIES: dict[str, Policy] = {
+    "fifo": Policy(backfill=BackfillMode.NONE),
+    "fifo-backfill": Policy(backfill=BackfillMode.EASY),
+    "shortest": Policy(classes=(PriorityClass("default", 0, InClassOrder.SHORTEST),), backfill=BackfillMode.EASY),
+    "default": Policy(classes=(PriorityClass("default", 0, InClassOrder.SHORTEST, band_ratio=4.0),),
+                      backfill=BackfillMode.CONSERVATIVE),
+}
+QUICK = {"vcs": ["2869ce", "e13805", "6c71a0"], "jobs": 150}
+FULL_JOBS = 2000
+
+
+@dataclass(frozen=True)
+class Task:
+    vc: str
+    policy: str
+    estimator: str
+    devices: int
+    limit: int | None
+    traces: str
+
+
+def run_one(task: Task) -> tuple[Task, list[JobOutcome], dict[str, float], float]:
+    jobs = load_philly(Path(task.traces) / f"trace_{task.vc}.csv", limit=task.limit)
+    model = HistoryModel() if task.estimator == "history" else None
+    eng = QueueingScheduler(uniform_cluster(max(1, task.devices // 8), 8), POLICIES[task.policy], durations=model)
+    sim = Simulator(eng, jobs, HistoryEstimator(model) if model is not None else None)
+    t0 = time.perf_counter()
+    res = sim.run()
+    wall = time.perf_counter() - t0
+    return task, res.outcomes, {**res.metrics(), "capacity": float(res.capacity_devices),
+                                "busy_device_s": res.busy_device_s, "makespan_s": res.makespan_s}, wall
+
+
+def summarize(outcomes: list[JobOutcome], busy: float, cap_time: float) -> dict[str, float]:
+    done = [o for o in outcomes if o.end_s is not None and o.start_s is not None]
+    jct = sorted(o.end_s - o.submit_s for o in done)  # type: ignore[operator]
+    wait = sorted(o.start_s - o.submit_s for o in done)  # type: ignore[operator]
+    waited = [o for o in done if o.start_s - o.submit_s >= 60.0]  # type: ignore[operator]
+    rel = [abs(o.estimate_s - o.start_s) / (o.start_s - o.submit_s) for o in waited  # type: ignore[operator]
+           if o.estimate_s is not None]
+    abs_err = [abs(o.estimate_s - o.start_s) for o in waited if o.estimate_s is not None]  # type: ignore[operator]
+    waits_1m = [o.start_s - o.submit_s for o in waited]  # type: ignore[operator]
+
+    def pct(xs: list[float], q: float) -> float:
+        return xs[min(len(xs) - 1, math.ceil(q * len(xs)) - 1)] if xs else math.nan
+
+    return {
+        "jobs": len(outcomes), "avg_jct_s": statistics.fmean(jct) if jct else math.nan, "p99_jct_s": pct(jct, 0.99),
+        "avg_wait_s": statistics.fmean(wait) if wait else math.nan, "p99_wait_s": pct(wait, 0.99),
+        "utilisation": busy / cap_time if cap_time else math.nan,
+        "waited_1min": len(waited),
+        "est_median_rel_err": statistics.median(rel) if rel else math.nan,
+        "est_within_10pct": (sum(1 for r in rel if r < 0.10) / len(rel)) if rel else math.nan,
+        "est_mdae_over_median_wait": (statistics.median(abs_err) / statistics.median(waits_1m)) if rel else math.nan,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="CI smoke profile (3 VCs x 150 jobs)")
+    ap.add_argument("--devices-per-vc", type=int, default=64)
+    ap.add_argument("--jobs-per-vc", type=int, default=None, help=f"first N jobs per VC (full: {FULL_JOBS}; 0 = all)")
+    ap.add_argument("--vcs", default=None, help="comma-separated VC ids (default: every trace file)")
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--estimators", default="true,history")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--traces", default=str(TRACES))
+    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--no-plot", action="store_true")
+    args = ap.parse_args(argv)
+    from tqdm import tqdm
+
+    traces = Path(args.traces)
+    if args.vcs:
+        vcs = args.vcs.split(",")
+    elif args.quick:
+        vcs = list(QUICK["vcs"])  # type: ignore[arg-type]
+    else:
+        vcs = sorted(p.stem.removeprefix("trace_") for p in traces.glob("trace_*.csv"))
+    limit = args.jobs_per_vc if args.jobs_per_vc is not None else (QUICK["jobs"] if args.quick else FULL_JOBS)
+    limit = None if limit == 0 else int(limit)  # type: ignore[call-overload]
+    tasks = [Task(vc, pol, est, args.devices_per_vc, limit, str(traces))
+             for est in args.estimators.split(",") for pol in args.policies.split(",") for vc in vcs]
+    # biggest VCs first so the pool stays busy to the end
+    sizes = {vc: len(load_philly(traces / f"trace_{vc}.csv", limit=limit)) for vc in vcs}
+    tasks.sort(key=lambda t: -sizes[t.vc])
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results: list[tuple[Task, list[JobOutcome], dict[str, float], float]] = []
+    total = sum(sizes[t.vc] for t in tasks)
+    with tqdm(total=total, unit="job", desc="philly replay", file=sys.stderr) as bar:
+        if args.workers > 1:
+            with ProcessPoolExecutor(args.workers) as pool:
+                for r in pool.map(run_one, tasks):
+                    results.append(r)
+                    bar.update(len(r[1]))
+        else:
+            for t in tasks:
+                results.append(run_one(t))
+                bar.update(len(results[-1][1]))
+
+    per_vc_rows = []
+    combined: dict[tuple[str, str], tuple[list[JobOutcome], float, float, float]] = {}
+    for task, outs, m, wall in results:
+        per_vc_rows.append({"estimator": task.estimator, "policy": task.policy, "vc": task.vc,
+                            "devices": task.devices, **{k: round(v, 6) for k, v in m.items()}, "wall_s": round(wall, 2)})
+        key = (task.estimator, task.policy)
+        o, busy, capt, w = combined.get(key, ([], 0.0, 0.0, 0.0))
+        combined[key] = (o + outs, busy + m["busy_device_s"], capt + m["capacity"] * m["makespan_s"], w + wall)
+    per_vc_rows.sort(key=lambda r: (r["estimator"], r["policy"], r["vc"]))
+    _write(out / "per_vc.csv", per_vc_rows)
+    summary = []
+    for (est, pol), (outs, busy, capt, wall) in sorted(combined.items()):
+        s = summarize(outs, busy, capt)
+        summary.append({"estimator": est, "policy": pol, "devices_per_vc": args.devices_per_vc,
+                        "jobs_per_vc": limit or "all", "vcs": len(vcs), **{k: round(v, 6) for k, v in s.items()},
+                        "wall_s": round(wall, 1)})
+        _write(out / f"jobs_{est}_{pol}.csv", [
+            {"id": o.id, "vc": o.tenant, "devices": o.devices, "duration_s": o.duration_s, "submit_s": o.submit_s,
+             "start_s": o.start_s, "end_s": o.end_s, "estimated_start_s": o.estimate_s} for o in outs])
+    for row in summary:
+        fifo = next((r for r in summary if r["estimator"] == row["estimator"] and r["policy"] == "fifo"), None)
+        row["jct_gain_vs_fifo"] = round(float(fifo["avg_jct_s"]) / float(row["avg_jct_s"]), 3) if fifo else ""
+    _write(out / "summary.csv", summary)
+    for row in summary:
+        print(f"{row['estimator']:8s} {row['policy']:14s} avg JCT {float(row['avg_jct_s']) / 3600:9.1f} h  "
+              f"p99 JCT {float(row['p99_jct_s']) / 3600:9.1f} h  avg wait {float(row['avg_wait_s']) / 3600:8.1f} h  "
+              f"util {float(row['utilisation']):.3f}  x{row['jct_gain_vs_fifo']} vs FIFO  "
+              f"est err median {float(row['est_median_rel_err']):.3f} (n={row['waited_1min']})")
+    if not args.no_plot:
+        _plot(summary, out)
+    return 0
+
+
+def _write(path: Path, rows: list[dict[str, object]]) -> None:
+    if not rows:
+        return
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _plot(summary: list[dict[str, object]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ests = sorted({str(r["estimator"]) for r in summary})
+    pols = [p for p in POLICIES if any(r["policy"] == p for r in summary)]
+    for metric, fname, label in (("avg_jct_s", "jct.png", "average JCT (hours)"),
+                                 ("est_median_rel_err", "estimate_error.png",
+                                  "median |estimated - actual start| / wait (jobs waiting >= 1 min)")):
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        width = 0.8 / max(len(ests), 1)
+        for i, est in enumerate(ests):
+            vals = []
+            for p in pols:
+                r = next((x for x in summary if x["estimator"] == est and x["policy"] == p), None)
+                v = float(r[metric]) if r else math.nan  # type: ignore[arg-type]
+                vals.append(v / 3600 if metric == "avg_jct_s" else v)
+            ax.bar([k + i * width for k in range(len(pols))], vals, width, label=f"declared: {est}")
+        ax.set_xticks([k + width * (len(ests) - 1) / 2 for k in range(len(pols))], pols)
+        ax.set_ylabel(label)
+        if metric == "est_median_rel_err":
+            ax.axhline(0.10, color="k", ls="--", lw=0.8)
+            ax.axhline(0.35, color="k", ls=":", lw=0.8)
+        ax.set_title(f"Philly VCs combined, {summary[0]['devices_per_vc']} devices per VC")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / fname, dpi=120)
+        plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
