@@ -30,11 +30,15 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from accel.scheduler.queueing import BackfillMode, InClassOrder, Policy, PriorityClass, QueueingScheduler
-from accel.scheduler.queueing._estimators import HistoryModel
-from accel.scheduler.queueing._sim import (
+from accel.scheduler.queueing import (
+    BackfillMode,
     HistoryEstimator,
+    HistoryModel,
+    InClassOrder,
     JobOutcome,
+    Policy,
+    PriorityClass,
+    QueueingScheduler,
     Simulator,
     load_philly,
     uniform_cluster,
@@ -147,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     combined: dict[tuple[str, str], tuple[list[JobOutcome], float, float, float]] = {}
     for task, outs, m, wall in results:
         per_vc_rows.append({"estimator": task.estimator, "policy": task.policy, "vc": task.vc,
-                            "devices": task.devices, **{k: round(v, 6) for k, v in m.items()}, "wall_s": round(wall, 2)})
+                            "devices": task.devices, **{k: round(v, 6) for k, v in m.items()},
+                            "wall_s": round(wall, 2)})
         key = (task.estimator, task.policy)
         o, busy, capt, w = combined.get(key, ([], 0.0, 0.0, 0.0))
         combined[key] = (o + outs, busy + m["busy_device_s"], capt + m["capacity"] * m["makespan_s"], w + wall)

@@ -9,9 +9,21 @@ health-aware recovery and a durable journal, on top of :mod:`accel.scheduler` pl
 from __future__ import annotations
 
 from ._engine import CycleResult, Job, QueueingScheduler, WaitEstimate
+from ._estimators import DeclaredModel, DurationModel, HistoryModel
 from ._journal import Event, Journal
 from ._meter import Bill, BillLine, Meter, PriceTable
 from ._profile import Profile
+from ._sim import (
+    DeclaredEstimator,
+    Estimator,
+    HistoryEstimator,
+    JobOutcome,
+    SimResult,
+    Simulator,
+    TraceJob,
+    load_philly,
+    uniform_cluster,
+)
 from ._tenants import Admission, Quota, Tenant, TenantBook, Usage
 from ._types import (
     DEFAULT_CLASS,
@@ -32,9 +44,16 @@ __all__ = [
     "Bill",
     "BillLine",
     "CycleResult",
+    "DeclaredEstimator",
+    "DeclaredModel",
+    "DurationModel",
+    "Estimator",
     "Event",
+    "HistoryEstimator",
+    "HistoryModel",
     "InClassOrder",
     "Job",
+    "JobOutcome",
     "JobSpec",
     "JobState",
     "Journal",
@@ -46,9 +65,14 @@ __all__ = [
     "Profile",
     "QueueingScheduler",
     "Quota",
+    "SimResult",
+    "Simulator",
     "Tenant",
     "TenantBook",
+    "TraceJob",
     "Usage",
     "WaitEstimate",
     "WaitReason",
+    "load_philly",
+    "uniform_cluster",
 ]

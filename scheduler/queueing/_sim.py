@@ -28,6 +28,7 @@ __all__ = [
     "DeclaredEstimator",
     "Estimator",
     "HistoryEstimator",
+    "JobOutcome",
     "SimResult",
     "Simulator",
     "TraceJob",

@@ -5,8 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from accel.scheduler import ClusterState
-from accel.scheduler.queueing import BackfillMode, InClassOrder, Policy, PriceTable, PriorityClass
-from accel.scheduler.queueing._sim import TraceJob, load_philly, uniform_cluster
+from accel.scheduler.queueing import (
+    BackfillMode,
+    InClassOrder,
+    Policy,
+    PriceTable,
+    PriorityClass,
+    TraceJob,
+    load_philly,
+    uniform_cluster,
+)
 
 TRACE = Path(__file__).resolve().parent / "fixtures" / "trace_e13805_head.csv"
 POLICY = Policy(classes=(PriorityClass("default", 0, InClassOrder.SHORTEST, band_ratio=4.0),),

@@ -1,0 +1,97 @@
+"""One full scheduling cycle (admission, backfill, placement) with 10,000 queued jobs on a
+5,000-host cluster (8 devices each, 40,000 devices).
+
+The cluster is first filled to ``--fill`` of its devices with running jobs of mixed sizes and
+estimates; then ``--queued`` jobs are submitted (sizes 1..16 devices, Philly-like mix,
+estimates 1 min..1 day, three tenants with quotas, two priority classes) and one cycle is timed.
+A second cycle (nothing fits any more: every job is examined and skipped or reserved) is timed
+too.  The journal is a WAL SQLite file, as in production, unless ``--memory-journal``.
+
+    python benchmarks/philly/cycle_bench.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from accel.scheduler.queueing import (
+    BackfillMode,
+    InClassOrder,
+    JobSpec,
+    Policy,
+    PriorityClass,
+    QueueingScheduler,
+    Quota,
+    Tenant,
+    uniform_cluster,
+)
+
+SIZES = [1] * 70 + [2] * 10 + [4] * 10 + [8] * 8 + [16] * 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hosts", type=int, default=5000)
+    ap.add_argument("--queued", type=int, default=10_000)
+    ap.add_argument("--fill", type=float, default=0.9)
+    ap.add_argument("--mode", choices=[m.value for m in BackfillMode], default="easy")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--memory-journal", action="store_true")
+    args = ap.parse_args(argv)
+    classes = (PriorityClass("prod", 10, InClassOrder.FIFO, preempts=False),
+               PriorityClass("batch", 0, InClassOrder.SHORTEST, band_ratio=4.0))
+    cap = args.hosts * 8
+    tenants = [Tenant("a", guaranteed={"P100": Quota(devices=cap // 2)}),
+               Tenant("b", guaranteed={"P100": Quota(devices=cap // 4)}),
+               Tenant("c", max_running_jobs=20_000)]
+    times, started, reserved = [], [], []
+    second = []
+    for rep in range(args.repeat):
+        rng = random.Random(rep)
+        with tempfile.TemporaryDirectory() as tmp:
+            journal = None if args.memory_journal else Path(tmp) / "sched.db"
+            t0 = time.perf_counter()
+            eng = QueueingScheduler(uniform_cluster(args.hosts, 8), Policy(
+                classes=classes, backfill=BackfillMode(args.mode), default_class="batch"),
+                tenants=tenants, journal=journal)
+            build = time.perf_counter() - t0
+            with eng.batch():
+                used, i = 0, 0
+                while used < args.fill * cap:
+                    n = rng.choice(SIZES)
+                    eng.submit(JobSpec(id=f"run{i}", tenant=rng.choice("abc"), devices=n,
+                                       estimate_s=rng.uniform(600, 86400)), 0.0)
+                    used += n
+                    i += 1
+                eng.cycle(0.0)
+            with eng.batch():
+                for k in range(args.queued):
+                    eng.submit(JobSpec(id=f"q{k}", tenant=rng.choice("abc"), devices=rng.choice(SIZES),
+                                       estimate_s=rng.uniform(60, 86400),
+                                       priority_class="prod" if k % 10 == 0 else "batch"), 1.0)
+            queued = len(eng.queue())
+            t0 = time.perf_counter()
+            res = eng.cycle(2.0)
+            times.append(time.perf_counter() - t0)
+            started.append(len(res.started))
+            reserved.append(len(res.reservations))
+            t0 = time.perf_counter()
+            eng.cycle(3.0)
+            second.append(time.perf_counter() - t0)
+            print(f"rep {rep}: build {build:.2f} s, running {len(eng.running())}, queued before {queued}, "
+                  f"cycle {times[-1] * 1000:.0f} ms (started {started[-1]}, reservations {reserved[-1]}), "
+                  f"next cycle {second[-1] * 1000:.0f} ms, free devices {eng.pool_free('P100')}")
+    print(f"full cycle, {args.queued} queued on {args.hosts} hosts ({args.mode}, "
+          f"{'memory' if args.memory_journal else 'WAL file'} journal): "
+          f"median {statistics.median(times) * 1000:.0f} ms,"
+          f" max {max(times) * 1000:.0f} ms; follow-up cycle median {statistics.median(second) * 1000:.0f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
