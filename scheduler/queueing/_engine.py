@@ -155,6 +155,9 @@ class QueueingScheduler:
         self.reservations: dict[str, tuple[str, float, int]] = {}
         # indexes kept by the event handlers: jobs holding devices, jobs waiting in the queue
         self._active: dict[str, Job] = {}
+        self._selectors: dict[str, DeviceSelector] = {}
+        # per-cycle preemption pre-check: lowest preemptible level, any borrower, failed shapes
+        self._pctx: tuple[int | None, bool, set[tuple[int, str, int]]] | None = None
         self._waiting: dict[str, Job] = {}
         self._init_pools()
 
@@ -364,16 +367,22 @@ class QueueingScheduler:
         return Usage(spec.devices if spec.share is None else 0, mem, spec.compute_milli)
 
     def _chunk_request(self, spec: JobSpec, pool: str, i: int, k: int, n_chunks: int) -> Request:
-        sel = DeviceSelector(models=(pool,)) if pool != "unknown" else DeviceSelector()
+        sel = self._selectors.get(pool)
+        if sel is None:
+            sel = self._selectors[pool] = DeviceSelector(models=(pool,)) if pool != "unknown" else DeviceSelector()
         name = spec.id if n_chunks == 1 else f"{spec.id}#{i}"
         gang = spec.id if n_chunks > 1 else None
         cpu = spec.cpu_milli * k // max(spec.devices, 1)
         mem = spec.memory_bytes * k // max(spec.devices, 1)
         if spec.share is not None:
             return Request(name, cpu_milli=cpu, memory_bytes=mem, share=spec.share, selector=sel,
-                           priority=spec_level(self, spec), tenant=spec.tenant)
+                           priority=self._level(spec), tenant=spec.tenant)
         return Request(name, cpu_milli=cpu, memory_bytes=mem, devices=k, selector=sel, gang=gang,
-                       priority=spec_level(self, spec), tenant=spec.tenant)
+                       priority=self._level(spec), tenant=spec.tenant)
+
+    def _level(self, spec: JobSpec) -> int:
+        job = self.jobs.get(spec.id)
+        return job.klass.level if job is not None else self.policy.klass(spec.priority_class).level
 
     def duration(self, job: Job) -> float:
         """How long a queued job is expected to hold its devices once started (from what it kept)."""
@@ -541,16 +550,22 @@ class QueueingScheduler:
         if plan is None:
             return None
         out: list[tuple[str, list[int]]] = []
+        st = self.state
+        pidx = self._pool_index[pool]
+        spec = job.spec
         for i, (h, k) in enumerate(plan):
-            req = self._chunk_request(job.spec, pool, i, k, len(plan))
-            fit = self.state.slot_fit(req, np.array([h]))[0]
-            free = fit & (self.state.dev_left[h] == self.state.dev_cap[h])
-            if job.spec.share is not None:
-                slots = [int(np.nonzero(free)[0][0])] if free.any() else []
+            # the fully free usable slots of this pool on the host (what ``host_free`` counts)
+            free = np.nonzero(st.dev_usable[h] & (st.dev_left[h] == st.dev_cap[h]) & (self._slot_pool[h] == pidx))[0]
+            needs_host = spec.share is not None or spec.cpu_milli or spec.memory_bytes
+            req = self._chunk_request(spec, pool, i, k, len(plan)) if needs_host or 1 < k < len(free) else None
+            if req is not None and needs_host and not st.feasible(req, np.array([h]))[0]:
+                return None
+            if k == len(free) or k == 1 or spec.share is not None:
+                # whole free set, or one device: no topology choice to make
+                slots = [int(x) for x in free[:k]]
             else:
-                if not self.state.feasible(req, np.array([h]))[0]:
-                    return None
-                slots = list(self.placer.reserve_devices(req, h))
+                assert req is not None
+                slots = list(self.placer.reserve_devices(req, h))  # part 1: tightest link domain
             if len(slots) != k:
                 return None
             out.append((self.state.host_names[h], slots))
@@ -602,6 +617,7 @@ class QueueingScheduler:
         """
         pol = self.policy
         profiles = self._profiles(now)
+        self._pctx = None
         blocked_pools: dict[str, float] = {}  # strict order (no backfill): pool -> no start before
         easy_reserved: set[str] = set()
         reservations = 0
@@ -638,7 +654,7 @@ class QueueingScheduler:
             if not admissible:
                 job.wait = WaitReason.QUOTA
                 # a preempting class may still free its own tenant's quota from lower jobs
-                if commit and job.klass.preempts:
+                if commit and job.klass.preempts and self._may_preempt(job):
                     self._try_preempt(job, pools, profiles, now, res)
                 continue
             started = False
@@ -742,8 +758,19 @@ class QueueingScheduler:
 
     # -- preemption -------------------------------------------------------------------------------------
     def _may_preempt(self, job: Job) -> bool:
-        """Cheap pre-check: a preempting class, or a tenant with a guarantee to reclaim."""
-        return job.klass.preempts or bool(self.book.tenant(job.spec.tenant).guaranteed)
+        """Cheap pre-check before searching victims (a cycle examines thousands of jobs):
+        a preempting class with lower-level preemptible jobs running, or a tenant inside its
+        guarantee while borrowers run; and no identical attempt failed earlier this cycle."""
+        ctx = self._pctx
+        if ctx is None:
+            levels = [j.klass.level for j in self._active.values()
+                      if j.state == JobState.RUNNING and j.spec.preemptible and j.klass.preemptible]
+            ctx = self._pctx = (min(levels, default=None), any(j.borrowing for j in self._active.values()), set())
+        lowest, borrowers, failed = ctx
+        if (job.klass.level, job.spec.tenant, job.spec.devices) in failed:
+            return False
+        by_priority = job.klass.preempts and lowest is not None and lowest < job.klass.level
+        return by_priority or (borrowers and bool(self.book.tenant(job.spec.tenant).guaranteed))
 
     def _victim_ok(self, job: Job, v: Job, pool: str) -> bool:
         if v.state != JobState.RUNNING or v.pool != pool or not (v.spec.preemptible and v.klass.preemptible):
@@ -799,8 +826,11 @@ class QueueingScheduler:
                 if best is None or cost < best[0]:
                     best = (cost, p, chosen)
         if best is None:
+            if self._pctx is not None:
+                self._pctx[2].add((job.klass.level, job.spec.tenant, job.spec.devices))
             return False
         _, p, victims = best
+        self._pctx = None  # running set changes: recompute the pre-check
         prof = profiles[p]
         ends = {v.id: self.expected_end(v, now) for v in victims}
         for v in sorted(victims, key=lambda x: x.seq):
@@ -952,10 +982,6 @@ class QueueingScheduler:
         finally:
             eng._replaying = False
         return eng
-
-
-def spec_level(eng: QueueingScheduler, spec: JobSpec) -> int:
-    return eng.policy.klass(spec.priority_class).level
 
 
 def _spec_dict(spec: JobSpec) -> dict[str, Any]:

@@ -54,12 +54,36 @@ def test_unhealthy_device_fails_jobs_over_from_their_checkpoint() -> None:
     assert eng.pool_capacity("A100") == 16
 
 
-def test_health_from_inventory_snapshots(tmp_path: Path) -> None:
-    from accel.model import Device, HostInventory
+def test_health_from_inventory_snapshots() -> None:
+    sim = pytest.importorskip("accel.sim")
+    from accel.scheduler import from_inventories
 
-    del Device, HostInventory, tmp_path  # snapshots go through part 1's host_spec_from_inventory
-    eng = QueueingScheduler(cluster(hosts=1), Policy())
-    assert eng.update_health(0.0, []) == []
+    from accel.model import Health, Operational
+
+    invs = sim.generate_cluster(2, "dgx-h100", seed=0)
+    eng = QueueingScheduler(from_inventories(invs), Policy())
+    (pool,) = eng.pools
+    eng.submit(job("train", 8, 10 * H, pool=pool, checkpoint_interval_s=600.0), 0)
+    eng.cycle(0)
+    train = eng.jobs["train"]
+    host = train.allocs[0].host_name
+    lost_id = train.allocs[0].device_ids[0]
+    # the next snapshot of that host reports the device lost
+    new = []
+    for inv in invs:
+        if inv.host.hostname == host:
+            devs = [d.model_copy(update={"health": Health(operational=Operational.LOST)}) if d.id == lost_id else d
+                    for d in inv.devices]
+            inv = inv.model_copy(update={"devices": devs})
+        new.append(inv)
+    assert eng.update_health(1000.0, new) == ["train"]
+    assert train.lost_s == pytest.approx(400.0) and train.work_s == 600.0
+    res = eng.cycle(1000.0)
+    assert "train" in res.started  # the other DGX is free: re-placed there, whole
+    assert {a.host_name for a in train.allocs} != {host} and eng.pool_capacity(pool) == 15
+    # an unchanged snapshot changes nothing
+    assert eng.update_health(2000.0, new) == []
+    eng.check_invariants()
 
 
 def _run(eng: QueueingScheduler) -> None:
