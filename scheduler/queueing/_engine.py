@@ -16,6 +16,8 @@ as possible and placed all-or-nothing.
 from __future__ import annotations
 
 import math
+import statistics
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -156,6 +158,7 @@ class QueueingScheduler:
         # indexes kept by the event handlers: jobs holding devices, jobs waiting in the queue
         self._active: dict[str, Job] = {}
         self._selectors: dict[str, DeviceSelector] = {}
+        self._ratios: deque[float] = deque(maxlen=max(1, self.policy.calibrate_window))
         # per-cycle preemption pre-check: lowest preemptible level, any borrower, failed shapes
         self._pctx: tuple[int | None, bool, set[tuple[int, str, int]]] | None = None
         self._waiting: dict[str, Job] = {}
@@ -264,6 +267,9 @@ class QueueingScheduler:
         job.borrowing = bool(ev.data.get("borrowing", False))
         if job.first_started_at is None:
             job.first_started_at = ev.t
+            est = job.estimate_at_submit
+            if self.policy.calibrate_window and est is not None and est - job.submitted_at > 1.0:
+                self._ratios.append((ev.t - job.submitted_at) / (est - job.submitted_at))
         job.reason = ev.reason
         job.wait = WaitReason.NONE
         self.reservations.pop(job.id, None)
@@ -452,6 +458,9 @@ class QueueingScheduler:
                 del self.jobs[spec.id], self._waiting[spec.id]
             own = [e.start_at for e in ests if e.pool in self._pools_for(spec)]
             data["estimate"] = min(own) if own else None
+            if data["estimate"] is not None and self._ratios and math.isfinite(data["estimate"]):
+                data["raw_estimate"] = data["estimate"]
+                data["estimate"] = now + (data["estimate"] - now) * statistics.median(self._ratios)
             if data["estimate"] is not None and not math.isfinite(data["estimate"]):
                 data["estimate"] = None
         self._emit(now, spec.id, "submitted", "submitted", data)

@@ -119,7 +119,9 @@ class Policy:
     (Slurm's ``bf_max_job_test`` plays the same role); ``max_tests`` bounds how many queued jobs
     one cycle examines (``None`` = all).  ``grace_s`` is the time a preemption victim keeps its
     devices to wind down.  ``overrun_margin_s``: a job running past its estimate is expected to
-    end this much later (re-evaluated every cycle).
+    end this much later (re-evaluated every cycle).  ``calibrate_window`` > 0 scales each new
+    start estimate's wait by the median ratio actual/estimated wait of the last that many jobs
+    that started (online calibration from the scheduler's own past errors; 0 = off).
     """
 
     classes: tuple[PriorityClass, ...] = (DEFAULT_CLASS,)
@@ -131,6 +133,7 @@ class Policy:
     fair_half_life_s: float = 7 * 86400.0
     overrun_margin_s: float = 600.0
     default_class: str = ""
+    calibrate_window: int = 0
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.classes]

@@ -29,4 +29,4 @@ def make_cluster() -> ClusterState:
 
 def make_jobs() -> list[TraceJob]:
     return [TraceJob(j.id, j.submit_s, j.devices, j.duration_s, j.tenant, checkpoint_interval_s=3600.0)
-            for j in load_philly(TRACE, limit=150)]
+            for j in load_philly(TRACE, limit=150, tenant="e13805")]

@@ -1,0 +1,85 @@
+"""The simulator on a real Philly prefix: policies differ as they should, estimates are exact
+with true durations under the default policy, the history model learns, and the benchmark's
+quick profile writes its CSVs and plots."""
+
+from __future__ import annotations
+
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+from accel.scheduler.queueing import (
+    BackfillMode,
+    HistoryEstimator,
+    HistoryModel,
+    InClassOrder,
+    Policy,
+    PriorityClass,
+    QueueingScheduler,
+    Simulator,
+    load_philly,
+    uniform_cluster,
+)
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "trace_2869ce_head.csv"
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT = Policy(classes=(PriorityClass("default", 0, InClassOrder.SHORTEST, band_ratio=4.0),),
+                 backfill=BackfillMode.CONSERVATIVE)
+
+
+def _run(policy: Policy, history: bool = False) -> dict[str, float]:
+    jobs = load_philly(FIX, tenant="2869ce")
+    model = HistoryModel() if history else None
+    eng = QueueingScheduler(uniform_cluster(8, 8), policy, durations=model)
+    res = Simulator(eng, jobs, HistoryEstimator(model) if model else None).run()
+    eng.check_invariants()
+    assert all(o.end_s is not None for o in res.outcomes)
+    return res.metrics()
+
+
+def test_loader_reads_gpu_seconds_as_duration_times_gpus() -> None:
+    jobs = load_philly(FIX, tenant="2869ce")
+    assert len(jobs) == 200 and jobs[0].id == "2869ce-0" and jobs[0].tenant == "2869ce"
+    with FIX.open() as fh:
+        row = next(csv.DictReader(fh))
+    assert jobs[0].devices == int(row["num_jobs"])
+    assert jobs[0].duration_s == pytest.approx(float(row["service"]) / int(row["num_jobs"]))
+
+
+def test_default_policy_beats_fifo_and_its_estimates_hold_with_true_durations() -> None:
+    fifo = _run(Policy(backfill=BackfillMode.NONE))
+    default = _run(DEFAULT)
+    assert default["avg_jct_s"] < fifo["avg_jct_s"] and default["avg_wait_s"] < fifo["avg_wait_s"]
+    assert default["est_median_rel_err"] < 0.10
+    assert fifo["est_median_rel_err"] < 0.10  # strict FIFO: nothing can jump ahead
+
+
+def test_history_model_learns_residual_time() -> None:
+    m = HistoryModel()
+    for d in (100.0, 200.0, 10_000.0):
+        m.observe(("vc", 1), d)
+    assert m.mean(("vc", 1), 5.0) == 200.0  # median by default
+    assert m.remaining(("vc", 1), 3600.0, 0.0, 600.0) == 3600.0  # not started: the declaration
+    assert m.remaining(("vc", 1), 3600.0, 150.0, 600.0) == pytest.approx(statistics.median([200, 10_000]) - 150)
+    assert m.remaining(("vc", 1), 3600.0, 20_000.0, 600.0) == 20_000.0  # older than all: as long again
+    assert m.mean(("other", 4), 5.0) == 5.0
+    hist = _run(DEFAULT, history=True)
+    assert hist["finished"] == 200
+
+
+@pytest.mark.skipif(not (ROOT.parent / "shared" / "traces" / "philly").exists(), reason="shared traces absent")
+def test_benchmark_quick_profile_writes_csv_and_png(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks" / "philly"))
+    try:
+        import run_philly
+    finally:
+        sys.path.pop(0)
+    assert run_philly.main(["--quick", "--out", str(tmp_path), "--workers", "1", "--jobs-per-vc", "60"]) == 0
+    with (tmp_path / "summary.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert {(r["estimator"], r["policy"]) for r in rows} == {
+        (e, p) for e in ("true", "history") for p in ("fifo", "fifo-backfill", "shortest", "default")}
+    assert (tmp_path / "jct.png").stat().st_size > 1000 and (tmp_path / "estimate_error.png").exists()
+    assert (tmp_path / "per_vc.csv").exists()
