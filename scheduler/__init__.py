@@ -15,6 +15,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 
 from ._errors import InvalidRequestError, SchedulerStateError, UnknownPolicyError
 from ._fgd import TypicalPod, TypicalPods
+from ._policies import FGDPlusScorer
 from ._replay import (
     ReplayResult,
     TracePod,
@@ -60,6 +61,7 @@ __all__ = [
     "DeviceSelector",
     "DeviceSpec",
     "DotProductScorer",
+    "FGDPlusScorer",
     "FGDScorer",
     "Filter",
     "GangPlacer",

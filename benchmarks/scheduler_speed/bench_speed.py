@@ -26,7 +26,7 @@ from accel.scheduler import ClusterState, DeviceSpec, HostSpec, Scheduler, load_
 SHARED = Path(os.environ.get("ACCEL_SHARED", Path(__file__).resolve().parents[3] / "shared"))
 OPENB = SHARED / "traces" / "openb"
 POLICIES = ("random", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "spread", "fgd",
-            "fgd-balance", "topology-aware")
+            "fgd-balance", "fgd-plus", "topology-aware")
 
 
 def synthetic(hosts: int) -> ClusterState:
@@ -94,7 +94,7 @@ def main() -> int:
         slow, _ = decisions_per_second(pol, hosts, nb, cache=False)
         print(f"{pol:15} {fast:12.0f} {slow:11.0f} {fast / slow:6.1f}x {placed:7d}", flush=True)
     limit = 1500 if args.quick else 0
-    for pol in ("best-fit", "fgd", "fgd-balance"):
+    for pol in ("best-fit", "fgd", "fgd-balance", "fgd-plus"):
         r = openb_run(pol, cache=True, limit=limit)
         base = openb_run(pol, cache=False, limit=limit if limit else 2000)
         per_attempt = r["wall_s"] / r["attempts"]
