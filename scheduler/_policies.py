@@ -139,7 +139,7 @@ class FGDPlusScorer(BalancedFGDScorer):
         self.kappa = np.zeros(1)
         self.constrained = False
         self._cache: dict[Hashable, tuple[IntArray, FloatArray, IntArray]] = {}
-        self._usable = np.zeros((0, 0), dtype=bool)
+        self._digest_weights = np.zeros(0, dtype=np.int64)
 
     def attach(self, state: ClusterState, workload: Sequence[Request] | None, seed: int) -> None:
         super().attach(state, workload, seed)
@@ -181,10 +181,16 @@ class FGDPlusScorer(BalancedFGDScorer):
             state.dev_left[hosts], state.dev_cap[hosts], state.dev_usable[hosts].astype(np.int64),
             state.dev_degraded[hosts].astype(np.int64), state.dev_class[hosts],
             state.dev_mem_left[hosts]], axis=1)
-        _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
-        if len(first) * 2 > len(hosts):
-            return super().score(state, req, hosts)
+        # a random linear digest of each row, verified afterwards (a collision falls back)
+        if self._digest_weights.shape[0] != key.shape[1]:
+            self._digest_weights = np.asarray(np.random.default_rng(12345).integers(
+                1, 2**62, size=key.shape[1], dtype=np.int64), dtype=np.int64)
+        with np.errstate(over="ignore"):
+            digest = key @ self._digest_weights
+        _, first, inverse = np.unique(digest, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
+        if len(first) * 2 > len(hosts) or not np.array_equal(key, key[first][inverse]):
+            return super().score(state, req, hosts)
         s, t = super().score(state, req, hosts[first])
         return s[inverse], t[inverse]
 
