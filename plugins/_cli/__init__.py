@@ -41,15 +41,52 @@ given columns; ``read_records`` reads every record collecting per-record errors.
 **Plugins.**  ``CliBackendPlugin`` is the entry-point base: set ``info``, ``probe_spec``,
 ``package`` and implement ``open_with(config, runner)``.
 
+**Backends.**  ``UnitReading`` and ``build_unit`` turn one unit as a tool prints it into a
+``Device`` and a ``Telemetry`` sample with the same rules everywhere (stable id from the UUID
+else the bus id, ``used > total`` becomes a health condition, not a validation crash).
+``CliBackend`` / ``ToolBackend`` answer the three reads from one ``Snapshot`` of tool runs;
+``ProcessesSurface`` and ``PartitionsSurface`` add the optional surfaces a plugin declares.
+``read_header_records``, ``RecordReader`` and ``Lenient`` read tables the box reader cannot
+frame (no outer border, doubled rules, headerless fragments) and record garbage fields as
+conditions; ``parse_listing`` reads ``-L`` listings; ``matrix_links`` / ``link_domains`` turn a
+``topo -m`` matrix into typed links and domains; ``conformance_scenarios`` registers a plugin's
+shipped replays with the conformance kit.
+
 **Running.**  ``runner_for(config, __package__)`` picks ``config.runner``, else the shipped
 scenario named by ``options["scenario"]``, else the real runner.  ``ToolSession`` runs the tool
 with the backend's timeout and search path and counts invocations per snapshot.
 """
 
+from ._backend import (
+    BASE_CAPABILITIES,
+    CliBackend,
+    Collection,
+    LazyCliPlugin,
+    PartitionsSurface,
+    ProcessesSurface,
+    Snapshot,
+    ToolBackend,
+    ToolView,
+    cli_plugin_info,
+    conformance_scenarios,
+)
 from ._kv import KVEntry, KVSection, parse_kv
+from ._listing import Listed, ProcessRow, parse_listing, parse_process_rows, processes_of
 from ._matrix import Matrix, first_line, read_matrix, read_records, select_table, title_match
 from ._plugin import CliBackendPlugin
 from ._probe import CliProbeSpec, probe_cli
+from ._records import (
+    Lenient,
+    RecordReader,
+    condition,
+    first_match,
+    header_rows,
+    is_rule,
+    read_header_records,
+    split_cells,
+    table_under_header,
+    unreadable,
+)
 from ._scenario import ReplayScenario, scenario_names, scenario_path, shipped_scenario_runner
 from ._session import ToolSession, runner_for
 from ._tables import (
@@ -64,6 +101,17 @@ from ._tables import (
     header_fields,
 )
 from ._text import ParseContext, SourceLine, split_lines
+from ._topo import PCIE_CODES, link_domains, matrix_links, topo_links
+from ._unit import (
+    NEVER_READ,
+    UnitReading,
+    build_unit,
+    build_units,
+    memory_condition,
+    merge_readings,
+    source_info,
+    visible_binding,
+)
 from ._values import (
     PLACEHOLDERS,
     clean,
@@ -82,29 +130,57 @@ from ._values import (
 )
 
 __all__ = [
+    "BASE_CAPABILITIES",
+    "NEVER_READ",
+    "PCIE_CODES",
     "PLACEHOLDERS",
     "AlignedTable",
     "BoxRecord",
     "BoxRow",
     "BoxTable",
+    "CliBackend",
     "CliBackendPlugin",
     "CliProbeSpec",
+    "Collection",
     "HeaderField",
     "KVEntry",
     "KVSection",
+    "LazyCliPlugin",
+    "Lenient",
+    "Listed",
     "Matrix",
     "ParseContext",
+    "PartitionsSurface",
+    "ProcessRow",
+    "ProcessesSurface",
+    "RecordReader",
     "ReplayScenario",
+    "Snapshot",
     "SourceLine",
+    "ToolBackend",
     "ToolSession",
+    "ToolView",
+    "UnitReading",
     "assign_fields",
+    "build_unit",
+    "build_units",
     "clean",
+    "cli_plugin_info",
+    "condition",
+    "conformance_scenarios",
     "find_aligned_table",
     "find_box_tables",
     "first_line",
+    "first_match",
     "header_fields",
+    "header_rows",
     "is_masked",
     "is_placeholder",
+    "is_rule",
+    "link_domains",
+    "matrix_links",
+    "memory_condition",
+    "merge_readings",
     "parse_bus_id",
     "parse_bytes",
     "parse_celsius",
@@ -112,11 +188,15 @@ __all__ = [
     "parse_hertz",
     "parse_int",
     "parse_kv",
+    "parse_listing",
+    "parse_process_rows",
     "parse_quantity",
     "parse_ratio",
     "parse_used_total",
     "parse_watts",
     "probe_cli",
+    "processes_of",
+    "read_header_records",
     "read_matrix",
     "read_records",
     "runner_for",
@@ -124,6 +204,12 @@ __all__ = [
     "scenario_path",
     "select_table",
     "shipped_scenario_runner",
+    "source_info",
+    "split_cells",
     "split_lines",
+    "table_under_header",
     "title_match",
+    "topo_links",
+    "unreadable",
+    "visible_binding",
 ]

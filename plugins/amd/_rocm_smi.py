@@ -110,8 +110,10 @@ def _locate(text: str, tool: str, command: str) -> Any:
         obj, _ = json.JSONDecoder().raw_decode(text, start)
     except (json.JSONDecodeError, RecursionError) as exc:
         pos = getattr(exc, "pos", start)
-        lineno = text.count("\n", 0, pos) + 1
-        line = text.splitlines()[lineno - 1] if text.splitlines() else ""
+        lines = text.splitlines()
+        # The error can sit past the last newline (truncated output): name the last line then.
+        lineno = min(text.count("\n", 0, pos) + 1, max(len(lines), 1))
+        line = lines[lineno - 1] if lines else ""
         raise ParseError(f"malformed JSON ({getattr(exc, 'msg', type(exc).__name__)})", tool=tool,
                          command=command, line=line, lineno=lineno) from exc
     return obj

@@ -47,8 +47,7 @@ from accel.model import (
 from accel.plugin import BackendConfig
 from accel.tools import Runner
 
-from .._cli import ToolSession, is_masked
-from .._cli.extra import ProcessesSurface, Snapshot
+from .._cli import ProcessesSurface, Snapshot, ToolSession, is_masked
 from ._parse import (
     ChipMapping,
     NpuChip,

@@ -39,8 +39,7 @@ from accel.model import (
 from accel.plugin import BackendConfig
 from accel.tools import Runner
 
-from .._cli import ToolSession
-from .._cli.extra import ProcessesSurface, Snapshot
+from .._cli import ProcessesSurface, Snapshot, ToolSession
 from ._parse import CnmonInfo, MluChip, MluTopo, parse_cnmon, parse_topo
 
 __all__ = ["CNMON_PATHS", "CambriconBackend", "collect"]

@@ -33,7 +33,7 @@ from accel.model import (
     validate,
 )
 
-from .._cli.extra import (
+from .._cli import (
     Collection,
     PartitionsSurface,
     Snapshot,

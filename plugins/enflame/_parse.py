@@ -22,9 +22,15 @@ from accel.model import Action, ConditionScope, HealthCondition, Severity, Subsy
 from .._cli import (
     BoxRecord,
     KVSection,
+    Lenient,
     ParseContext,
+    RecordReader,
     SourceLine,
+    ToolView,
+    UnitReading,
     clean,
+    condition,
+    first_match,
     parse_bus_id,
     parse_bytes,
     parse_celsius,
@@ -33,14 +39,6 @@ from .._cli import (
     parse_ratio,
     parse_watts,
     split_lines,
-)
-from .._cli.extra import (
-    Lenient,
-    RecordReader,
-    ToolView,
-    UnitReading,
-    condition,
-    first_match,
     table_under_header,
 )
 

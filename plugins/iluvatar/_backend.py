@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from accel.model import Action, Capabilities, DeviceKind, Domain, DomainKind, HealthCondition, Severity, Subsystem
 
-from .._cli.extra import (
+from .._cli import (
     Collection,
     ProcessesSurface,
     Snapshot,

@@ -22,30 +22,28 @@ from accel.model import Action, HealthCondition, Severity, Subsystem
 
 from .._cli import (
     BoxRecord,
+    Lenient,
     ParseContext,
+    RecordReader,
+    ToolView,
+    UnitReading,
     clean,
+    condition,
     find_box_tables,
+    first_match,
+    is_rule,
     parse_bus_id,
     parse_bytes,
     parse_celsius,
     parse_hertz,
     parse_int,
+    parse_process_rows,
     parse_ratio,
     parse_used_total,
     parse_watts,
+    read_header_records,
     read_records,
     split_lines,
-)
-from .._cli.extra import (
-    Lenient,
-    RecordReader,
-    ToolView,
-    UnitReading,
-    condition,
-    first_match,
-    is_rule,
-    parse_process_rows,
-    read_header_records,
 )
 
 __all__ = [

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from accel.plugin import Capability
 
-from .._cli import CliProbeSpec
-from .._cli.extra import LazyCliPlugin, cli_plugin_info
+from .._cli import CliProbeSpec, LazyCliPlugin, cli_plugin_info
 from ._parse import SEARCH_PATH, TOOL
 
 __all__ = ["IluvatarPlugin"]

@@ -11,7 +11,7 @@ from typing import Any
 
 from accel.model import Capabilities, DeviceKind, DomainKind, LinkType, PartitionScheme
 
-from .._cli.extra import (
+from .._cli import (
     Collection,
     ProcessesSurface,
     Snapshot,

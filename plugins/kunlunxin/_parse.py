@@ -23,29 +23,27 @@ from accel.model import Action, HealthCondition, Severity, Subsystem
 from .._cli import (
     BoxRecord,
     ParseContext,
+    ProcessRow,
+    RecordReader,
     SourceLine,
+    ToolView,
+    UnitReading,
     clean,
+    condition,
     find_box_tables,
     is_masked,
     parse_bus_id,
     parse_bytes,
     parse_celsius,
     parse_int,
+    parse_process_rows,
     parse_ratio,
     parse_used_total,
     parse_watts,
+    read_header_records,
     read_records,
     select_table,
     split_lines,
-)
-from .._cli.extra import (
-    ProcessRow,
-    RecordReader,
-    ToolView,
-    UnitReading,
-    condition,
-    parse_process_rows,
-    read_header_records,
 )
 
 __all__ = ["XpuSmi", "parse_xpu_smi"]

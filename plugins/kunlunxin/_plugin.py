@@ -5,8 +5,7 @@ from __future__ import annotations
 from accel.plugin import BackendConfig, Capability, ProbeResult
 from accel.tools import which
 
-from .._cli import CliProbeSpec
-from .._cli.extra import LazyCliPlugin, cli_plugin_info
+from .._cli import CliProbeSpec, LazyCliPlugin, cli_plugin_info
 from ._parse import SEARCH_PATH
 
 __all__ = ["KunlunxinPlugin"]

@@ -12,7 +12,7 @@ from typing import Any
 
 from accel.model import Capabilities, DeviceKind, DomainKind, LinkType, PartitionScheme, SharingMode
 
-from .._cli.extra import (
+from .._cli import (
     Collection,
     ProcessesSurface,
     Snapshot,

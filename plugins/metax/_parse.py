@@ -21,10 +21,15 @@ from accel.model import Action, HealthCondition, Severity, Subsystem
 from .._cli import (
     BoxRecord,
     ParseContext,
+    RecordReader,
+    ToolView,
+    UnitReading,
     clean,
+    condition,
     find_box_tables,
     parse_bus_id,
     parse_celsius,
+    parse_process_rows,
     parse_ratio,
     parse_used_total,
     parse_watts,
@@ -32,7 +37,6 @@ from .._cli import (
     select_table,
     split_lines,
 )
-from .._cli.extra import RecordReader, ToolView, UnitReading, condition, parse_process_rows
 
 __all__ = ["MxSmi", "parse_mx_smi"]
 

@@ -25,7 +25,7 @@ from accel.model import (
     PartitionScheme,
 )
 
-from .._cli.extra import (
+from .._cli import (
     Collection,
     PartitionsSurface,
     ProcessesSurface,

@@ -23,25 +23,23 @@ from accel.model import LinkState
 from .._cli import (
     BoxRecord,
     KVSection,
+    Lenient,
     ParseContext,
+    RecordReader,
     SourceLine,
+    ToolView,
+    UnitReading,
     clean,
+    first_match,
     parse_bus_id,
     parse_bytes,
     parse_celsius,
     parse_kv,
+    parse_process_rows,
     parse_ratio,
     parse_used_total,
     parse_watts,
     split_lines,
-)
-from .._cli.extra import (
-    Lenient,
-    RecordReader,
-    ToolView,
-    UnitReading,
-    first_match,
-    parse_process_rows,
     table_under_header,
 )
 

@@ -73,3 +73,10 @@ def test_log_lines_before_the_json_and_a_bad_card_do_not_hide_the_good_one() -> 
     assert [r.index for r in parsed.readings] == [0, 1]
     assert parsed.readings[1].memory_total_bytes == 17163091968
     assert parsed.errors and "card0" in str(parsed.errors[0])
+
+
+def test_json_truncated_after_a_newline_names_the_last_line() -> None:
+    # Found by Hypothesis: the decoder's error position sat past the final newline.
+    text = '{\n  "card0": {\n    "Device ID": "0x6210",\n'
+    with pytest.raises(ParseError, match=r"malformed JSON .*line 3.*Device ID"):
+        parse_rocm_smi_json(text)

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 from accel.plugins import enflame, iluvatar, kunlunxin, metax, mthreads
-from accel.plugins._cli import ParseContext, ToolSession, read_matrix, split_lines
-from accel.plugins._cli.extra import (
+from accel.plugins._cli import (
     CliBackend,
     Collection,
+    ParseContext,
     Snapshot,
+    ToolSession,
     UnitReading,
     build_unit,
     link_domains,
@@ -20,7 +21,9 @@ from accel.plugins._cli.extra import (
     merge_readings,
     parse_listing,
     read_header_records,
+    read_matrix,
     split_cells,
+    split_lines,
     visible_binding,
 )
 

@@ -1,0 +1,350 @@
+"""One schedulable unit as a CLI tool shows it, made into a Device and a Telemetry sample
+with the same rules for every vendor (stable ids, ``used > total`` as a condition)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any
+
+from accel.errors import AccelError, ParseError
+from accel.model import (
+    Action,
+    Binding,
+    Capabilities,
+    Device,
+    DeviceKind,
+    HealthCondition,
+    MemoryKind,
+    Severity,
+    SourceInfo,
+    Subsystem,
+    Telemetry,
+    device_id_for,
+    validate,
+)
+
+__all__ = [
+    "NEVER_READ",
+    "UnitReading",
+    "build_unit",
+    "build_units",
+    "memory_condition",
+    "merge_readings",
+    "source_info",
+    "visible_binding",
+]
+
+
+@dataclass
+class UnitReading:
+    """One schedulable unit as a vendor tool prints it; every field may be unknown (``None``).
+
+    Parsers fill what their tool shows (bytes, watts, celsius, ratios already converted) and
+    the vendor module adds conditions; :func:`build_unit` makes the model objects.
+    """
+
+    index: int | None = None
+    model: str | None = None
+    bus_id: str | None = None
+    uuid: str | None = None
+    serial_number: str | None = None
+    board_id: str | None = None
+    pci_vendor_id: str | None = None
+    pci_device_id: str | None = None
+    link_gen_current: int | None = None
+    link_gen_max: int | None = None
+    link_width_current: int | None = None
+    link_width_max: int | None = None
+    is_virtual_function: bool | None = None
+    memory_kind: MemoryKind = MemoryKind.UNKNOWN
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    memory_reserved_bytes: int | None = None
+    ecc_enabled: bool | None = None
+    ecc_pending: bool | None = None
+    utilization_ratio: float | None = None
+    memory_utilization_ratio: float | None = None
+    temperature_celsius: float | None = None
+    power_watts: float | None = None
+    power_limit_watts: float | None = None
+    fan_ratio: float | None = None
+    clocks_hertz: dict[str, float] = field(default_factory=dict)
+    ecc_uncorrected_total: int | None = None
+    firmware: dict[str, str] = field(default_factory=dict)
+    device_nodes: list[str] = field(default_factory=list)
+    #: Telemetry fields that are empty *this time* (a hung card's sentinels, an unreadable
+    #: cell): never listed as unsupported.  ``"*"`` means "some value was unreadable".
+    dropped: set[str] = field(default_factory=set)
+    conditions: list[HealthCondition] = field(default_factory=list)
+    extras: dict[str, str | int | float | bool] = field(default_factory=dict)
+
+    def stable_id(self, vendor: str) -> str:
+        """``<vendor>:<uuid>`` or ``<vendor>:pci-<bdf>``; :class:`ParseError` without either."""
+        try:
+            return device_id_for(vendor, uuid=self.uuid, bus_id=self.bus_id)
+        except ValueError as exc:
+            where = f"device {self.index}" if self.index is not None else "a device"
+            raise ParseError(f"{where} has neither a UUID nor a PCI bus id; no stable id") from exc
+
+
+def memory_condition(total: int | None, used: int | None, *, tool: str) -> HealthCondition | None:
+    """The condition for a used-memory reading above the total (an IOMMU misconfiguration
+    makes Moore Threads S4000 show 32 GiB total with 44 GiB used), else ``None``.
+
+    :func:`build_unit` then clamps used to the total: "full" is the safe reading for a
+    scheduler, and the condition keeps the printed value.
+    """
+    if total is None or used is None or used <= total:
+        return None
+    return HealthCondition(
+        subsystem=Subsystem.MEMORY,
+        reason="MemoryTotalBelowUsed",
+        # Degraded, not unhealthy: the device computes, but its memory accounting is wrong.
+        severity=Severity.ERROR,
+        action=Action.INVESTIGATE,
+        message=(
+            f"{tool} reports {used} bytes used of {total} bytes total; the total is wrong "
+            "(IOMMU misconfiguration is the known cause), so used was clamped to the total"
+        ),
+    )
+
+
+def build_unit(
+    reading: UnitReading,
+    *,
+    vendor: str,
+    kind: DeviceKind,
+    tool: str,
+    binding: Callable[[UnitReading], Binding],
+    versions: Mapping[str, Any] | None = None,
+    capabilities: Capabilities | None = None,
+    partition_mode: Mapping[str, Any] | None = None,
+    sharing: Mapping[str, Any] | None = None,
+    unsupported: Iterable[str] = (),
+    timestamp: datetime,
+    telemetry_unsupported: Iterable[str] = (),
+) -> tuple[Device, Telemetry]:
+    """The :class:`Device` and its :class:`Telemetry` sample for one reading.
+
+    Raises :class:`ParseError` (no stable id) or :class:`accel.errors.ValidationError` (a value
+    the model refuses); the caller turns either into "this device is bad" without hiding others.
+    """
+    dev_id = reading.stable_id(vendor)
+    conditions = list(reading.conditions)
+    used = reading.memory_used_bytes
+    cond = memory_condition(reading.memory_total_bytes, used, tool=tool)
+    if cond is not None:
+        conditions.append(cond)
+        used = reading.memory_total_bytes
+    reserved = reading.memory_reserved_bytes
+    if reserved is not None and reading.memory_total_bytes is not None and reserved > reading.memory_total_bytes:
+        reserved = None
+    memory: list[dict[str, Any]] = []
+    if reading.memory_total_bytes is not None or used is not None:
+        usable = None
+        if reading.memory_total_bytes is not None and reserved is not None:
+            usable = reading.memory_total_bytes - reserved
+        memory.append(
+            {
+                "kind": reading.memory_kind,
+                "total_bytes": reading.memory_total_bytes,
+                "used_bytes": used,
+                "reserved_bytes": reserved,
+                "usable_bytes": usable,
+                "ecc_enabled": reading.ecc_enabled,
+                "ecc_pending": reading.ecc_pending,
+            }
+        )
+    pci: dict[str, Any] | None = None
+    if reading.bus_id is not None:
+        pci = {
+            "bus_id": reading.bus_id,
+            "vendor_id": reading.pci_vendor_id,
+            "device_id": reading.pci_device_id,
+            "link_gen_current": reading.link_gen_current,
+            "link_gen_max": reading.link_gen_max,
+            "link_width_current": reading.link_width_current,
+            "link_width_max": reading.link_width_max,
+            "is_virtual_function": reading.is_virtual_function,
+        }
+    ver = dict(versions or {})
+    if reading.firmware:
+        ver["firmware"] = {**ver.get("firmware", {}), **reading.firmware}
+    data: dict[str, Any] = {
+        "id": dev_id,
+        "vendor": vendor,
+        "kind": kind,
+        "model": reading.model or "unknown",
+        "index": reading.index,
+        "uuid": reading.uuid,
+        "serial_number": reading.serial_number,
+        "board_id": reading.board_id,
+        "pci": pci,
+        "versions": ver,
+        "memory": memory,
+        "power": {"enforced_watts": reading.power_limit_watts},
+        "capabilities": capabilities or Capabilities(),
+        "partition_mode": dict(partition_mode or {}),
+        "sharing": dict(sharing or {}),
+        "binding": binding(reading),
+        "health": {"conditions": conditions},
+        "extras": dict(reading.extras),
+        "unsupported": frozenset(unsupported),
+    }
+    data["unsupported"] = frozenset(unsupported) | _silent_device_fields(data)
+    device = validate(Device, data, what=f"{vendor} device {dev_id}")
+    sample = validate(
+        Telemetry,
+        {
+            "device_id": dev_id,
+            "timestamp": timestamp,
+            "utilization_ratio": reading.utilization_ratio,
+            "memory_utilization_ratio": reading.memory_utilization_ratio,
+            "memory_used_bytes": used,
+            "memory_total_bytes": reading.memory_total_bytes if used is not None else None,
+            "memory_free_bytes": device.memory[0].free_bytes if device.memory else None,
+            "power_watts": reading.power_watts,
+            "temperature_celsius": reading.temperature_celsius,
+            "fan_ratio": reading.fan_ratio,
+            "clocks_hertz": dict(reading.clocks_hertz),
+            "ecc_uncorrected_total": reading.ecc_uncorrected_total,
+            "unsupported": frozenset(telemetry_unsupported) | _silent_telemetry(reading, used),
+        },
+        what=f"{vendor} telemetry of {dev_id}",
+    )
+    return device, sample
+
+
+#: Device fields a CLI view either prints or never prints (architecture: none of these tools).
+_VIEW_FIELDS = ("uuid", "serial_number")
+
+
+#: Telemetry fields owned by capabilities; an empty one that was not dropped is unsupported.
+_TELEMETRY_VIEW = ("power_watts", "temperature_celsius", "utilization_ratio", "clocks_hertz", "memory_used_bytes")
+
+
+def _silent_device_fields(data: Mapping[str, Any]) -> frozenset[str]:
+    """Identity fields this unit's views do not print, plus ``architecture`` (no CLI shows it)."""
+    return frozenset(name for name in _VIEW_FIELDS if not data.get(name)) | {"architecture"}
+
+
+def _silent_telemetry(reading: UnitReading, used: int | None) -> frozenset[str]:
+    """Telemetry fields empty because the tool never prints them for this unit.
+
+    ``None`` in a column that exists but was unreadable, or a hung card's dropped sentinels,
+    is "not this time" (``reading.dropped``) and stays out; ``energy_joules`` is never read.
+    """
+    if "*" in reading.dropped:
+        return NEVER_READ
+    values = {
+        "power_watts": reading.power_watts,
+        "temperature_celsius": reading.temperature_celsius,
+        "utilization_ratio": reading.utilization_ratio,
+        "clocks_hertz": reading.clocks_hertz,
+        "memory_used_bytes": used,
+    }
+    return NEVER_READ | {k for k, v in values.items() if v in (None, {}) and k not in reading.dropped}
+
+
+def build_units(
+    readings: Iterable[UnitReading],
+    *,
+    vendor: str,
+    problems: list[AccelError],
+    per_unit: Callable[[UnitReading], Mapping[str, Any]] | None = None,
+    **common: Any,
+) -> tuple[list[Device], list[Telemetry]]:
+    """:func:`build_unit` over many readings; a reading that fails is added to ``problems``
+    (and left out) so one bad device never hides the others.
+
+    ``per_unit(reading)`` returns keyword arguments of :func:`build_unit` that depend on the
+    unit (its capabilities, partition or sharing mode); they override ``common``.
+    """
+    devices: list[Device] = []
+    samples: list[Telemetry] = []
+    seen: set[str] = set()
+    for reading in readings:
+        try:
+            options = {**common, **(per_unit(reading) if per_unit is not None else {})}
+            device, sample = build_unit(reading, vendor=vendor, **options)
+        except AccelError as exc:
+            problems.append(exc)
+            continue
+        if device.id in seen:
+            problems.append(ParseError(f"device id {device.id!r} listed twice; the second one is left out"))
+            continue
+        seen.add(device.id)
+        devices.append(device)
+        samples.append(sample)
+    return devices, samples
+
+
+def source_info(
+    backend: str,
+    *,
+    version: str,
+    api: str,
+    calls: int | None = None,
+    notes: Sequence[str] = (),
+    problems: Sequence[AccelError] = (),
+) -> SourceInfo:
+    """The :class:`SourceInfo` of a CLI snapshot; ``detail`` says what was skipped and why."""
+    parts = [*notes, *(f"left out: {p}" for p in problems)]
+    detail = "; ".join(parts)[:2000] if parts else None
+    return SourceInfo(backend=backend, plugin_version=version, api=api, detail=detail, tool_invocations=calls)
+
+
+def merge_readings(primary: Sequence[UnitReading], secondary: Iterable[UnitReading]) -> list[UnitReading]:
+    """Fill gaps of ``primary`` readings from another view of the same units.
+
+    A secondary reading matches the primary with the same bus id (when both know it), else the
+    same index.  Only fields the primary lacks (``None``, empty) are taken; conditions and
+    extras are combined.  A secondary reading that matches nothing is appended (the other view
+    saw a unit the main table did not).
+    """
+    out = list(primary)
+    for other in secondary:
+        match = None
+        if other.bus_id is not None:
+            match = next((r for r in out if r.bus_id == other.bus_id), None)
+        if match is None and other.index is not None:
+            match = next(
+                (r for r in out if r.index == other.index and (r.bus_id is None or other.bus_id is None)), None
+            )
+        if match is None:
+            out.append(other)
+            continue
+        for f in fields(UnitReading):
+            mine, theirs = getattr(match, f.name), getattr(other, f.name)
+            if isinstance(mine, list):
+                mine.extend(theirs)
+            elif isinstance(mine, dict):
+                for k, v in theirs.items():
+                    mine.setdefault(k, v)
+            elif mine is None or (f.name == "memory_kind" and mine is MemoryKind.UNKNOWN):
+                setattr(match, f.name, theirs)
+    return out
+
+
+def visible_binding(
+    env: str | None, *, torch: str | None = None, collective: str | None = None
+) -> Callable[[UnitReading], Binding]:
+    """A binding rule: ``env=<index>`` plus the torch device type and collective backend."""
+
+    def bind(reading: UnitReading) -> Binding:
+        visible = str(reading.index) if env is not None and reading.index is not None else None
+        return Binding(
+            visible_env=env if visible is not None else None,
+            visible_id=visible,
+            torch_device_type=torch,
+            collective_backend=collective,
+            device_nodes=tuple(reading.device_nodes),
+        )
+
+    return bind
+
+
+#: Telemetry no CLI backend here can read: tools print no energy counter.
+NEVER_READ: frozenset[str] = frozenset({"energy_joules"})
