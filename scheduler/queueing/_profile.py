@@ -23,7 +23,7 @@ INF = math.inf
 class Profile:
     """Free devices over time from ``now``: ``fs[i]`` devices are free in ``[ts[i], ts[i+1])``."""
 
-    __slots__ = ("fs", "now", "ts")
+    __slots__ = ("_deferred", "_held", "_monotone", "fs", "now", "ts")
 
     def __init__(self, now: float, free: int, releases: Iterable[tuple[float, int]] = ()) -> None:
         self.now = float(now)
@@ -36,15 +36,38 @@ class Profile:
         self.ts: npt.NDArray[np.float64] = np.array([self.now, *times], dtype=np.float64)
         steps = np.array([start, *(rel[t] for t in times)], dtype=np.int64)
         self.fs: npt.NDArray[np.int64] = np.cumsum(steps).astype(np.int64)
+        # Bookings that start now are deferred while the profile only has releases in it: then
+        # free(t) never decreases, so "fits now for d" is just "free now >= n" and thousands of
+        # starts in one cycle cost no array inserts.  Any other question flushes them first.
+        self._deferred: list[tuple[float, int]] = []
+        self._held = 0
+        self._monotone = True
 
     def copy(self) -> Profile:
+        self._flush()
         out = Profile.__new__(Profile)
         out.now, out.ts, out.fs = self.now, self.ts.copy(), self.fs.copy()
+        out._deferred, out._held, out._monotone = [], 0, self._monotone
         return out
 
     @property
     def free_now(self) -> int:
-        return int(self.fs[0])
+        return int(self.fs[0]) - self._held
+
+    def _flush(self) -> None:
+        if not self._deferred:
+            return
+        ends = np.array([e for e, _ in self._deferred], dtype=np.float64)
+        ns = np.array([n for _, n in self._deferred], dtype=np.int64)
+        deltas = np.diff(self.fs, prepend=np.int64(0))
+        deltas[0] -= int(ns.sum())
+        times = np.concatenate([self.ts, ends])
+        steps = np.concatenate([deltas, ns])
+        uniq, inv = np.unique(times, return_inverse=True)
+        summed = np.zeros(len(uniq), dtype=np.int64)
+        np.add.at(summed, inv, steps)
+        self.ts, self.fs = uniq.astype(np.float64), np.cumsum(summed).astype(np.int64)
+        self._deferred, self._held = [], 0
 
     def _split(self, t: float) -> int:
         """Index of the segment starting at ``t`` (inserting a breakpoint if needed)."""
@@ -62,12 +85,22 @@ class Profile:
         start = max(start, self.now)
         if end <= start or n == 0:
             return
+        if self._monotone and start == self.now and n > 0 and math.isfinite(end):
+            self._deferred.append((end, n))
+            self._held += n
+            return
+        self._flush()
+        if start > self.now or n < 0:
+            self._monotone = False
         i = self._split(start)
         j = self._split(end) if math.isfinite(end) else len(self.ts)
         self.fs[i:j] -= n
 
     def min_over(self, start: float, end: float) -> int:
         start = max(start, self.now)
+        if self._monotone and start == self.now:
+            return int(self.fs[0]) - self._held  # free(t) never decreases: the minimum is now
+        self._flush()
         i = int(np.searchsorted(self.ts, start, side="right")) - 1
         j = int(np.searchsorted(self.ts, end, side="left")) if math.isfinite(end) else len(self.ts)
         j = max(j, i + 1)
@@ -75,7 +108,7 @@ class Profile:
 
     def fits(self, start: float, duration: float, n: int) -> bool:
         """Are ``n`` devices free during all of ``[start, start + duration)``?"""
-        if n > self.fs[0] and start <= self.now:
+        if n > self.fs[0] - self._held and start <= self.now:
             return False
         return self.min_over(start, start + duration) >= n
 
@@ -84,7 +117,8 @@ class Profile:
         after = self.now if after is None else max(after, self.now)
         if n <= 0:
             return after
-        if self.fs[-1] < n:
+        self._flush()
+        if int(self.fs.max()) < n:
             return INF
         first = max(int(np.searchsorted(self.ts, after, side="right")) - 1, 0)
         cand = np.nonzero(self.fs[first:] >= n)[0] + first
@@ -100,6 +134,7 @@ class Profile:
         (the fluid approximation used for jobs beyond the exact planning depth)."""
         if work <= 0:
             return after
+        self._flush()
         ts = np.maximum(self.ts, after)
         widths = np.diff(np.append(ts, INF))
         free = np.maximum(self.fs, 0).astype(np.float64)
