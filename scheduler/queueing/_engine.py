@@ -743,14 +743,14 @@ class QueueingScheduler:
             reason = WaitReason.QUOTA
             t = max(t, self._quota_frees_at(job, pool, now))
         elif t > now + 1e-9:
-            if work_ahead > 0 or pool in blocked or any(
-                    r[0] == pool for k, r in self.reservations.items() if k != job.id):
-                reason = WaitReason.PRIORITY if (work_ahead > 0 or pool in blocked
-                                                 or prof.free_now < n) else WaitReason.RESERVATION
-            else:
+            # alone on the running jobs it would start at ``alone``: later means jobs ahead of it
+            alone = self._profiles(now)[pool].earliest(n, d)
+            if alone >= t - 1e-9:
                 reason = WaitReason.CAPACITY
-            if reason == WaitReason.PRIORITY and prof.free_now >= n:
-                reason = WaitReason.RESERVATION
+            elif prof.free_now >= n:
+                reason = WaitReason.RESERVATION  # devices are free now but held for jobs ahead
+            else:
+                reason = WaitReason.PRIORITY
         return WaitEstimate(pool, t, t - now, reason, price)
 
     def _quota_frees_at(self, job: Job, pool: str, now: float) -> float:
