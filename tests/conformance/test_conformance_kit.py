@@ -222,9 +222,11 @@ def test_html_matrix_parses_and_has_every_cell(sim_report: Path) -> None:
     profiles = {"a100-mig", "ascend-910b-8", "dgx-h100", "mi300x-8", "mixed-nvidia-ascend", "mlu370-x8", "rtx4090-4"}
     assert {h.removeprefix("sim[").removesuffix("]") for h in page.headers} >= profiles
     assert set(page.cells) == set(REQUIREMENTS)
+    # a100-mig is a one-GPU host: a pairwise row has nothing to compare there, and says so.
+    single = {"topology.pcie-levels-match-sysfs"}
     for rid, statuses in page.cells.items():
         assert len(statuses) == 7, rid
-        assert set(statuses) <= {"pass", "xfail"}, (rid, statuses)
+        assert set(statuses) <= ({"pass", "xfail", "skip"} if rid in single else {"pass", "xfail"}), (rid, statuses)
     assert page.cells["health.lost-device-isolated"] == ["pass"] * 7
 
 

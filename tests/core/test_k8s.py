@@ -75,10 +75,10 @@ def test_mixed_host_gets_one_pool_per_vendor_driver() -> None:
 def test_mig_partitions_are_devices_of_type_partition() -> None:
     devices = list(resource_slices(inventory("a100-mig")).devices)
     parts = [d for d in devices if d["attributes"]["accel.dev/type"] == {"string": "partition"}]
-    assert len(parts) == 9
+    assert len(parts) == 4
     first = next(p for p in parts if p["attributes"]["accel.dev/partitionProfile"] == {"string": "3g.40gb"})
-    assert first["name"] == "gpu-0000-07-00-0-3g40gb-0"
-    assert first["attributes"]["accel.dev/parentUUID"]["string"].startswith("GPU-a1000c00")
+    assert first["name"] == "gpu-0000-07-00-0-3g40gb-4"
+    assert first["attributes"]["accel.dev/parentUUID"]["string"].startswith("GPU-a100c000")
 
 
 def test_unhealthy_devices_are_tainted() -> None:
