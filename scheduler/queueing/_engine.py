@@ -288,6 +288,8 @@ class QueueingScheduler:
         self.meter.start(job.id, [Segment(spec.tenant, pool, len(a.devices), mem * len(a.devices),
                                           share * len(a.devices) / max(spec.devices, 1), ev.t) for a in allocs])
 
+    _on_resumed = _on_placed
+
     def _on_preempting(self, ev: Event) -> None:
         job = self.jobs[str(ev.job)]
         job.state = JobState.PREEMPTING
@@ -599,11 +601,13 @@ class QueueingScheduler:
         if job.attempts == 0:
             self._emit(now, job.id, "admitted", "quota ok" + (" (borrowing)" if adm.borrowing else ""),
                        {"pool": pool, "borrowing": adm.borrowing})
-        kind_reason = reason if job.attempts == 0 else f"resumed: {reason}"
+        # a job placed again after preemption, suspension or a device failure is "resumed"
+        kind = "placed" if job.attempts == 0 else "resumed"
+        kind_reason = reason if job.attempts == 0 else f"resumed from {job.work_s:.0f} s of work: {reason}"
         spec = job.spec
         mem = spec.share.memory_bytes if spec.share is not None else self._dev_mem.get(pool, 0)
         # tenant, memory and share ride along so a bill can be made from the journal alone
-        self._emit(now, job.id, "placed", kind_reason,
+        self._emit(now, job.id, kind, kind_reason,
                    {"pool": pool, "chunks": chunks, "borrowing": adm.borrowing, "resume_from": job.work_s,
                     "tenant": spec.tenant, "mem_per_device": mem, "share": spec.compute_milli / 1000.0})
         return True
@@ -980,7 +984,7 @@ class QueueingScheduler:
         total = 0.0
         starts: dict[str, tuple[float, int]] = {}
         for ev in self.journal.events():
-            if ev.kind == "placed":
+            if ev.kind in ("placed", "resumed"):
                 starts[str(ev.job)] = (ev.t, sum(len(s) for _, s in ev.data["chunks"]))
             elif ev.kind in ("preempted", "finished", "failed", "cancelled") and ev.job in starts:
                 t0, n = starts.pop(str(ev.job))

@@ -71,7 +71,7 @@ def _table(rows: Sequence[Sequence[str]], header: Sequence[str], out: TextIO) ->
 
 
 def _details(kind: str, data: dict[str, Any]) -> str:
-    if kind == "placed":
+    if kind in ("placed", "resumed"):
         chunks = ", ".join(f"{h}:{','.join(str(s) for s in slots)}" for h, slots in data.get("chunks", []))
         return f"pool={data.get('pool')} {chunks}" + (" borrowing" if data.get("borrowing") else "")
     if kind == "submitted":
@@ -122,7 +122,7 @@ def bill(journal: Journal, *, at: float | None, as_json: bool, out: TextIO) -> i
     last = 0.0
     for ev in journal.events():
         last = ev.t
-        if ev.kind == "placed" and ev.job is not None:
+        if ev.kind in ("placed", "resumed") and ev.job is not None:
             d = ev.data
             total = sum(len(s) for _, s in d["chunks"])
             meter.start(ev.job, [Segment(str(d.get("tenant", "?")), str(d["pool"]), len(s),

@@ -77,7 +77,8 @@ def test_preemption_modes_account_lost_work(mode: PreemptMode, lost: float, kept
     # it resumes later from what it kept
     eng.finish("urgent", 1500 + H)
     eng.cycle(1500 + H)
-    assert v.state == JobState.RUNNING and eng.history("victim")[-1].reason.startswith("resumed")
+    last = eng.history("victim")[-1]
+    assert v.state == JobState.RUNNING and last.kind == "resumed" and last.data["resume_from"] == pytest.approx(kept)
     eng.check_invariants()
 
 

@@ -43,7 +43,7 @@ def test_unhealthy_device_fails_jobs_over_from_their_checkpoint() -> None:
     assert sum(len(a.devices) for a in train.allocs) == 8 and len(train.allocs) == 2
     assert eng.history("train")[-1].reason.startswith("resumed")
     kinds = [e.kind for e in eng.history("train")]
-    assert kinds == ["submitted", "admitted", "placed", "failed", "placed"]
+    assert kinds == ["submitted", "admitted", "placed", "failed", "resumed"]
     assert "unhealthy" in eng.history("train")[3].reason
     # a same-host job waits for a whole healthy host instead
     eng.submit(job("pinned", 8, H, same_host=True), 2600.0)
