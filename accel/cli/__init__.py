@@ -61,7 +61,8 @@ def _selection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the model as JSON")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The ``accel`` parser; ``argv`` lets optional parts skip their imports when not asked for."""
     parser = _Parser(prog="accel", description="One device model for every AI accelerator vendor.")
     from .. import __version__
 
@@ -99,15 +100,16 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--json", action="store_true")
     from . import _extensions
 
-    _extensions.add_parsers(sub, _selection_args)
+    _extensions.add_parsers(sub, _selection_args, argv)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``accel`` console script; returns the exit code."""
-    parser = build_parser()
+    arglist = list(argv) if argv is not None else sys.argv[1:]
+    parser = build_parser(arglist)
     try:
-        args = parser.parse_args(list(argv) if argv is not None else None)
+        args = parser.parse_args(arglist)
     except _UsageError as exc:
         print(f"accel: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -13,7 +13,9 @@ from typing import Any
 __all__ = ["add_parsers", "run"]
 
 
-def add_parsers(sub: Any, selection_args: Callable[[argparse.ArgumentParser], None]) -> None:
+def add_parsers(
+    sub: Any, selection_args: Callable[[argparse.ArgumentParser], None], argv: list[str] | None = None
+) -> None:
     conf = sub.add_parser("conformance", help="run the conformance kit and build its matrix")
     csub = conf.add_subparsers(dest="conformance_command", metavar="SUBCOMMAND", parser_class=type(conf))
     csub.required = True
@@ -25,15 +27,17 @@ def add_parsers(sub: Any, selection_args: Callable[[argparse.ArgumentParser], No
     rep.add_argument("runs", nargs="+", metavar="RUN_DIR")
     rep.add_argument("--out", required=True, metavar="DIR")
     rep.add_argument("--json", action="store_true")
-    sched = sub.add_parser("sched", help="the scheduler's journal: job histories")
-    ssub = sched.add_subparsers(dest="sched_command", metavar="SUBCOMMAND", parser_class=type(sched))
-    ssub.required = True
-    hist = ssub.add_parser("history", help="every state change of one job, from the journal")
-    hist.add_argument("job", help="the job id")
-    hist.add_argument(
-        "--journal", metavar="PATH", help="SQLite journal (default $ACCEL_SCHED_JOURNAL or ./accel-sched.db)"
-    )
-    hist.add_argument("--json", action="store_true")
+    sched = sub.add_parser("sched", help="the scheduler's journal: job histories, states and bills")
+    if argv is not None and "sched" not in argv:
+        # The scheduler loads numpy (~150 ms): only when this command line is about it.
+        sched.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        return
+    try:
+        sched_cli = importlib.import_module("accel.scheduler.queueing.cli")
+    except ImportError:  # the scheduler needs numpy ([scheduler] extra)
+        sched.set_defaults(sched_missing=True)
+        return
+    sched_cli.add_arguments(sched)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
         code: int = conformance_cli.main(args)
         return code
     if args.command == "sched":
+        if getattr(args, "sched_missing", False):
+            from ..errors import ConfigError
+
+            raise ConfigError("accel sched needs the scheduler's dependencies: pip install 'accel-sdk[scheduler]'")
         sched_cli = importlib.import_module("accel.scheduler.queueing.cli")
         sched_code: int = sched_cli.main(args)
         return sched_code

@@ -16,11 +16,10 @@ import argparse
 import json
 from typing import Any
 
+from accel.plugin import BackendConfig
 from accel.plugins.nvidia import PLUGIN
 from accel.plugins.nvidia._nvml import Nvml
 from accel.plugins.nvidia.testing import FakeNVML
-
-from accel.plugin import BackendConfig
 
 FIELDS_PER_DEVICE = (
     # (wrapper, extra args) for the fields accel reports, one call each in the naive reader.

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+
 from accel.scheduler import load_openb_nodes, load_openb_pods, openb_order, replay
 
 SHARED = Path(os.environ.get("ACCEL_SHARED", Path(__file__).resolve().parents[3] / "shared"))

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from accel.scheduler import Request, Scheduler, load_openb_nodes, load_openb_pods, replay
 from accel.scheduler._replay import TracePod, _renamed
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from accel.scheduler import ClusterState, DeviceSpec, HostSpec, Scheduler, load_openb_pods
 
 SHARED = Path(os.environ.get("ACCEL_SHARED", Path(__file__).resolve().parents[3] / "shared"))

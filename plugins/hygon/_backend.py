@@ -25,9 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from accel.plugins._cli import ToolSession, is_masked
-from accel.plugins.amd.layers import Flavor, GpuReading, build_devices, merge, read_cards, telemetry_for
-
 from accel.errors import AccelError, BackendUnavailableError, DeviceError, ParseError, ToolError, ToolTimeoutError
 from accel.model import (
     Device,
@@ -43,6 +40,8 @@ from accel.model import (
     Telemetry,
 )
 from accel.plugin import Backend, BackendConfig
+from accel.plugins._cli import ToolSession, is_masked
+from accel.plugins.amd.layers import Flavor, GpuReading, build_devices, merge, read_cards, telemetry_for
 from accel.sysfs import enrich_inventory, scan_pci
 from accel.tools import Runner, ToolResult
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from accel.errors import ParseError
 from accel.plugins._cli import (
     ParseContext,
     SourceLine,
@@ -35,8 +36,6 @@ from accel.plugins._cli import (
     split_lines,
 )
 from accel.plugins.amd.layers import GpuReading, normalize_unique_id, parse_rocm_smi_json
-
-from accel.errors import ParseError
 
 __all__ = [
     "Agent",

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from accel.model import HostInventory
 from accel.scheduler import (
     Allocation,
     ClusterState,
@@ -37,8 +39,6 @@ from accel.scheduler import (
     Share,
     host_spec_from_inventory,
 )
-
-from accel.model import HostInventory
 
 from ._estimators import DeclaredModel, DurationModel
 from ._journal import Event, Journal

@@ -10,11 +10,11 @@ from typing import Any
 
 import pydantic
 import pytest
-from accel.plugins.amd import PLUGIN
-from accel.plugins.amd.testing import SCENARIOS, install, scenario
 
 from accel.errors import AccelError
 from accel.plugin import BackendConfig
+from accel.plugins.amd import PLUGIN
+from accel.plugins.amd.testing import SCENARIOS, install, scenario
 
 OPENABLE = [n for n, h in SCENARIOS.items() if h.driver_live]
 
@@ -149,9 +149,8 @@ def test_handles_enumeration_failure_falls_back() -> None:
 
 
 def test_error_mapping_by_code() -> None:
-    from accel.plugins.amd._amdsmi import map_amdsmi_error
-
     from accel.errors import DeviceLostError, DriverError, NotSupportedError, PermissionDeniedError
+    from accel.plugins.amd._amdsmi import map_amdsmi_error
 
     fake = install(scenario("mi300x-8"))
     mod = fake.amdsmi
@@ -180,9 +179,8 @@ def test_import_is_light_and_silent() -> None:
 
 
 def test_probe_real_mode_on_fake_sysfs(tmp_path: Path) -> None:
-    from accel.plugins.amd.testing import build_amdgpu_sysfs
-
     from accel.plugin import ProbeStatus
+    from accel.plugins.amd.testing import build_amdgpu_sysfs
     from accel.testing import FakeSysfs
 
     empty = tmp_path / "empty"

@@ -8,6 +8,7 @@ import logging
 from contextlib import redirect_stdout
 
 import pytest
+
 from accel.plugins.amd.testing import STATUS, install, make_fake_amdsmi, scenario
 
 GIB = 2**30
@@ -151,9 +152,8 @@ def test_plugin_guard_swallows_the_print_and_keyerror(capsys: pytest.CaptureFixt
 
 
 def test_backend_keeps_pyrsmi_logging_off_the_root_handlers(caplog: pytest.LogCaptureFixture) -> None:
-    from accel.plugins.amd import PLUGIN
-
     from accel.plugin import BackendConfig
+    from accel.plugins.amd import PLUGIN
 
     caplog.set_level(logging.DEBUG)
     with PLUGIN.open(BackendConfig(options={"scenario": "amdsmi-absent"})) as b:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from accel.plugins.amd import PLUGIN
-from accel.plugins.amd.layers import parse_rocm_smi_json
 
 from accel.errors import ParseError
 from accel.plugin import BackendConfig
+from accel.plugins.amd import PLUGIN
+from accel.plugins.amd.layers import parse_rocm_smi_json
 
 SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "amd" / "rocm-smi-json_rocm6.2.4_rx7800xt.txt"
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from accel.plugins.amd import PLUGIN
-from accel.plugins.amd.testing import MI300X_BUS_IDS, mi300x_unique_id
 
 from accel.errors import BackendUnavailableError, DriverError
 from accel.model import DistanceLevel, DomainKind, HealthState, LinkType, MemoryKind, Severity
 from accel.plugin import BackendConfig, ProbeStatus, SupportsPartitions, SupportsProcesses
+from accel.plugins.amd import PLUGIN
+from accel.plugins.amd.testing import MI300X_BUS_IDS, mi300x_unique_id
 
 GIB = 2**30
 
@@ -222,10 +222,9 @@ def test_driver_not_live() -> None:
 def test_processes_and_unknown_ids() -> None:
     from dataclasses import replace
 
+    from accel.errors import DeviceError
     from accel.plugins.amd._backend import AmdBackend
     from accel.plugins.amd.testing import FakeProcess, install, scenario
-
-    from accel.errors import DeviceError
 
     host = scenario("mi300x-8")
     gpus = list(host.gpus)

@@ -7,6 +7,12 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from accel.errors import AccelError, ParseError, ToolTimeoutError
+from accel.model import DomainKind, HealthState, LinkType, MemoryKind
+from accel.plugin import BackendConfig, ProbeStatus
 from accel.plugins._cli import ReplayScenario
 from accel.plugins.ascend import PLUGIN
 from accel.plugins.ascend._parse import (
@@ -18,12 +24,6 @@ from accel.plugins.ascend._parse import (
     parse_topo,
     parse_usages,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from accel.errors import AccelError, ParseError, ToolTimeoutError
-from accel.model import DomainKind, HealthState, LinkType, MemoryKind
-from accel.plugin import BackendConfig, ProbeStatus
 from accel.testing import FakeSysfs
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ascend"

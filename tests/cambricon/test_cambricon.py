@@ -7,15 +7,15 @@ import random
 from pathlib import Path
 
 import pytest
-from accel.plugins._cli import ReplayScenario
-from accel.plugins.cambricon import PLUGIN
-from accel.plugins.cambricon._parse import parse_cnmon, parse_topo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accel.errors import AccelError, ParseError, ToolTimeoutError
 from accel.model import DomainKind, HealthState, LinkType
 from accel.plugin import BackendConfig, ProbeStatus
+from accel.plugins._cli import ReplayScenario
+from accel.plugins.cambricon import PLUGIN
+from accel.plugins.cambricon._parse import parse_cnmon, parse_topo
 from accel.testing import FakeSysfs
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "cambricon"

@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from accel.errors import ConfigError, ParseError
+from accel.plugin import BackendConfig, ProbeStatus
 from accel.plugins._cli import (
     CliProbeSpec,
     ParseContext,
@@ -24,9 +27,6 @@ from accel.plugins._cli import (
     probe_cli,
     split_lines,
 )
-
-from accel.errors import ConfigError, ParseError
-from accel.plugin import BackendConfig, ProbeStatus
 from accel.testing import FakeSysfs
 
 

@@ -7,6 +7,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+
+from accel.errors import (
+    BackendUnavailableError,
+    DeviceError,
+    ParseError,
+    ToolError,
+    ToolTimeoutError,
+)
+from accel.model import Binding, DeviceKind, DomainKind, Link, LinkState, LinkType
+from accel.plugin import BackendConfig
 from accel.plugins import enflame, iluvatar, kunlunxin, metax, mthreads
 from accel.plugins._cli import (
     CliBackend,
@@ -26,16 +36,6 @@ from accel.plugins._cli import (
     split_lines,
     visible_binding,
 )
-
-from accel.errors import (
-    BackendUnavailableError,
-    DeviceError,
-    ParseError,
-    ToolError,
-    ToolTimeoutError,
-)
-from accel.model import Binding, DeviceKind, DomainKind, Link, LinkState, LinkType
-from accel.plugin import BackendConfig
 from accel.testing import FakeSysfs
 from accel.tools import ReplayRunner
 

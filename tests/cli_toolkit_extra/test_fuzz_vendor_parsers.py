@@ -13,17 +13,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from accel.errors import AccelError
+from accel.plugin import BackendConfig
 from accel.plugins import enflame, iluvatar, kunlunxin, metax, mthreads
 from accel.plugins.enflame import _parse as ef
 from accel.plugins.iluvatar import _parse as ix
 from accel.plugins.kunlunxin import _parse as kl
 from accel.plugins.metax import _parse as mx
 from accel.plugins.mthreads import _parse as mt
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from accel.errors import AccelError
-from accel.plugin import BackendConfig
 from accel.tools import ReplayRunner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

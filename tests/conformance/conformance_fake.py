@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from accel.conformance import Fault, SysfsOracle
-
 from accel.errors import DeviceError, DeviceLostError, NotSupportedError, PluginError
 from accel.model import (
     Action,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from accel.conformance import ConformanceSuite
-
 from accel.plugin import BackendConfig
 from tests.conformance import conformance_fake as fake
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from accel.conformance import (
     REQUIREMENTS,
     ConformanceSuite,
@@ -20,7 +21,6 @@ from accel.conformance import (
     run_all,
 )
 from accel.conformance._requirements import ROW_ATTR
-
 from accel.errors import ConfigError
 from tests.conformance._kit import run_suite_module
 

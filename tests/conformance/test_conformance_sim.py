@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from accel.conformance import scenarios_for
 
+from accel.conformance import scenarios_for
 from tests.conformance._kit import failing_rows, run_suite_module
 
 #: simulator fault option -> the rows it must fail (a device that is lost from the first read

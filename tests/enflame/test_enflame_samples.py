@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from accel.plugins.enflame import PLUGIN
-from accel.plugins.enflame._parse import parse_query, parse_table
 
 from accel.errors import ParseError
 from accel.model import HealthState
 from accel.plugin import BackendConfig
+from accel.plugins.enflame import PLUGIN
+from accel.plugins.enflame._parse import parse_query, parse_table
 from accel.tools import ReplayRunner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "enflame"

@@ -8,11 +8,11 @@ from typing import Any
 
 import pydantic
 import pytest
-from accel.plugins.hygon import PLUGIN, SCENARIOS
 
 from accel.errors import AccelError, DeviceError, ToolTimeoutError
 from accel.model import DeviceKind, HealthState
 from accel.plugin import BackendConfig, ProbeStatus
+from accel.plugins.hygon import PLUGIN, SCENARIOS
 from accel.testing import FakeSysfs
 from accel.tools import ReplayRunner
 

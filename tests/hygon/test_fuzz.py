@@ -13,12 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from accel.plugins._cli import ParseContext
-from accel.plugins.hygon._parse import parse_concise, parse_json, parse_rocminfo, parse_showtopo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accel.errors import AccelError
+from accel.plugins._cli import ParseContext
+from accel.plugins.hygon._parse import parse_concise, parse_json, parse_rocminfo, parse_showtopo
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "hygon"
 SAMPLES = {p.name: p.read_text() for p in sorted(FIX.glob("*.txt"))}
@@ -112,9 +112,8 @@ def test_every_parser_on_arbitrary_text(text: str) -> None:
 @given(st.data())
 def test_backend_on_mutated_replays_raises_only_accel_errors(data: st.DataObject) -> None:
     """The whole backend (parsers + merge + model validation) over a mutated JSON + concise pair."""
-    from accel.plugins.hygon import PLUGIN
-
     from accel.plugin import BackendConfig
+    from accel.plugins.hygon import PLUGIN
     from accel.tools import ReplayRunner
 
     args = ("--showid --showmeminfo vram --showpower --showserial --showuse --showtemp --showproductname "

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from accel.plugins.iluvatar import PLUGIN
-from accel.plugins.iluvatar._parse import parse_query_csv, parse_table
 
 from accel.errors import ParseError
 from accel.model import HealthState, LinkType
 from accel.plugin import BackendConfig
+from accel.plugins.iluvatar import PLUGIN
+from accel.plugins.iluvatar._parse import parse_query_csv, parse_table
 from accel.tools import ReplayRunner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "iluvatar"

@@ -1,6 +1,7 @@
 """The conformance kit over every shipped kunlunxin replay scenario (xfails: accel.plugins.kunlunxin.conformance)."""
 
 import pytest
+
 from accel.conformance import scenarios_for, suite_for
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning")

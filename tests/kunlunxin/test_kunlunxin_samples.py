@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from accel.plugins.kunlunxin import PLUGIN
-from accel.plugins.kunlunxin._parse import parse_xpu_smi
 
 from accel.errors import ParseError
 from accel.model import HealthState, LinkType
 from accel.plugin import BackendConfig
+from accel.plugins.kunlunxin import PLUGIN
+from accel.plugins.kunlunxin._parse import parse_xpu_smi
 from accel.testing import FakeSysfs
 from accel.tools import ReplayRunner
 

@@ -1,6 +1,7 @@
 """The conformance kit over every shipped mthreads replay scenario (xfails: accel.plugins.mthreads.conformance)."""
 
 import pytest
+
 from accel.conformance import scenarios_for, suite_for
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning")

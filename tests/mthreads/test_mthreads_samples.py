@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from accel.plugins.mthreads import PLUGIN
-from accel.plugins.mthreads._parse import parse_mtlink, parse_query_json, parse_query_text, parse_table
 
 from accel.errors import ParseError
 from accel.model import HealthState, LinkState, LinkType
 from accel.plugin import BackendConfig
+from accel.plugins.mthreads import PLUGIN
+from accel.plugins.mthreads._parse import parse_mtlink, parse_query_json, parse_query_text, parse_table
 from accel.tools import ReplayRunner
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mthreads"

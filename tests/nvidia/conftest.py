@@ -4,12 +4,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from accel.plugin import BackendConfig
 from accel.plugins.nvidia import PLUGIN
 from accel.plugins.nvidia._backend import NvidiaBackend
 from accel.plugins.nvidia._nvml import Nvml
 from accel.plugins.nvidia.testing import FakeNVML
-
-from accel.plugin import BackendConfig
 
 
 def open_fake(fake: FakeNVML, **options: Any) -> NvidiaBackend:

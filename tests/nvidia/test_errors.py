@@ -9,12 +9,12 @@ from typing import Any
 
 import pynvml
 import pytest
-from accel.plugins.nvidia import PLUGIN
-from accel.plugins.nvidia._nvml import ERROR_CLASSES, C, Nvml, map_error
-from accel.plugins.nvidia.testing import FakeNVML
 
 from accel.errors import AccelError, DeviceLostError, DriverVersionError, LibraryNotFoundError, NotSupportedError
 from accel.plugin import BackendConfig, ProbeStatus
+from accel.plugins.nvidia import PLUGIN
+from accel.plugins.nvidia._nvml import ERROR_CLASSES, C, Nvml, map_error
+from accel.plugins.nvidia.testing import FakeNVML
 
 from .conftest import open_fake
 

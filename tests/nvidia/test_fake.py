@@ -6,10 +6,10 @@ import ctypes
 
 import pynvml
 import pytest
-from accel.plugins.nvidia import PLUGIN
-from accel.plugins.nvidia.testing import SCENARIOS, FakeNVML, dgx_h100_uuid
 
 from accel.plugin import BackendConfig
+from accel.plugins.nvidia import PLUGIN
+from accel.plugins.nvidia.testing import SCENARIOS, FakeNVML, dgx_h100_uuid
 
 
 def test_installed_over_the_module_and_real_code_path() -> None:

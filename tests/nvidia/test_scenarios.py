@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from accel.plugins.nvidia import PLUGIN
-from accel.plugins.nvidia.testing import dgx_h100_serial, dgx_h100_uuid
 
 from accel.errors import BackendUnavailableError
 from accel.model import DistanceLevel, DomainKind, HealthState, LinkType, Operational, pcie_level
 from accel.plugin import BackendConfig, ProbeStatus, SupportsEvents, SupportsPartitions, SupportsProcesses
+from accel.plugins.nvidia import PLUGIN
+from accel.plugins.nvidia.testing import dgx_h100_serial, dgx_h100_uuid
 
 DGX_BUSES = ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
              "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from accel.plugins.nvidia import PLUGIN as NVIDIA
 
 from accel.model import HostInventory
 from accel.plugin import BackendConfig
+from accel.plugins.nvidia import PLUGIN as NVIDIA
 from accel.sim import PLUGIN as SIM
 
 PAIRS = [("h100-nvswitch-8", "dgx-h100"), ("rtx4090-4", "rtx4090-4"), ("a100-mig", "a100-mig")]

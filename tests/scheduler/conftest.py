@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from accel.scheduler import DeviceSpec, HostSpec
 
 SHARED = Path(os.environ.get("ACCEL_SHARED", Path(__file__).resolve().parents[3] / "shared"))

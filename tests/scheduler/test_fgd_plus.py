@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from accel.scheduler import (
     ClusterState,
     DeviceSelector,
@@ -24,8 +27,6 @@ from accel.scheduler import (
 )
 from accel.scheduler._fgd import FragMeasure
 from accel.scheduler._policies import SpecAwareFragMeasure, constrained_demand
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 CAPACITY = 6212 * 1000
 T4 = DeviceSelector(models=("T4",))

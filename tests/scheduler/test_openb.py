@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from accel.scheduler import (
     TracePod,
     TypicalPods,

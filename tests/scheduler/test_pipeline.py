@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from accel.scheduler import (
     ClusterState,
     DeviceSelector,
@@ -17,8 +20,6 @@ from accel.scheduler import (
     available_scorers,
     make_scorer,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 WORKLOAD = [Request("w1", cpu_milli=4000, share=Share(500)), Request("w2", cpu_milli=8000, devices=1),
             Request("w3", cpu_milli=2000), Request("w4", cpu_milli=8000, devices=2)]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from accel.scheduler import DeviceSelector, InvalidRequestError, Request, Share, TopologyConstraint
 
 from accel.errors import SchedulerError
+from accel.scheduler import DeviceSelector, InvalidRequestError, Request, Share, TopologyConstraint
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from accel.scheduler import (
     ClusterState,
     DeviceSpec,

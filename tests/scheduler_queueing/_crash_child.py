@@ -12,6 +12,7 @@ from accel.scheduler.queueing import QueueingScheduler
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from _crash_common import HEALTH, POLICY, PRICES, make_cluster, make_jobs
+
 from accel.scheduler.queueing import Simulator
 
 

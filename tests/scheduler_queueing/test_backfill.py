@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from accel.scheduler.queueing import BackfillMode, JobState, Policy, QueueingScheduler, WaitReason
 
 from .conftest import cluster, job

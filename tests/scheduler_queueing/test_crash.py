@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from accel.scheduler.queueing import QueueingScheduler, Simulator
 
 from ._crash_common import HEALTH, POLICY, PRICES, make_cluster, make_jobs

@@ -4,6 +4,7 @@ tenants (quotas, borrowing, reclaim, running limits), metering and the bill."""
 from __future__ import annotations
 
 import pytest
+
 from accel.scheduler import InvalidRequestError, Share
 from accel.scheduler.queueing import (
     BackfillMode,

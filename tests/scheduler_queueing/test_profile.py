@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
-from accel.scheduler.queueing import Profile
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from accel.scheduler.queueing import Profile
 
 NOW = 100.0
 

@@ -10,6 +10,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+
+from accel.errors import ConfigError
 from accel.scheduler.queueing import (
     JobState,
     Journal,
@@ -19,8 +21,6 @@ from accel.scheduler.queueing import (
     WaitReason,
 )
 from accel.scheduler.queueing.cli import UnknownJobError, add_arguments, main
-
-from accel.errors import ConfigError
 
 from .conftest import cluster, job
 
@@ -56,9 +56,8 @@ def test_unhealthy_device_fails_jobs_over_from_their_checkpoint() -> None:
 
 def test_health_from_inventory_snapshots() -> None:
     sim = pytest.importorskip("accel.sim")
-    from accel.scheduler import from_inventories
-
     from accel.model import Health, Operational
+    from accel.scheduler import from_inventories
 
     invs = sim.generate_cluster(2, "dgx-h100", seed=0)
     eng = QueueingScheduler(from_inventories(invs), Policy())

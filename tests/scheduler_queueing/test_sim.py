@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from accel.scheduler.queueing import (
     BackfillMode,
     HistoryEstimator,

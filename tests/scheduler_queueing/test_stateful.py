@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import os
 
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
 from accel.scheduler import InvalidRequestError, Share
 from accel.scheduler.queueing import (
     BackfillMode,
@@ -20,9 +24,6 @@ from accel.scheduler.queueing import (
     Quota,
     Tenant,
 )
-from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from .conftest import GIB, cluster
 

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 from accel.conformance import Fault, Oracle, Scenario
-
 from accel.model import Device
 from accel.plugin import BackendConfig
 
