@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -128,6 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as exc:  # a bug, not bad input: one line, the traceback on request
+        if os.environ.get("ACCEL_DEBUG"):
+            raise
+        print(f"accel: internal error: {type(exc).__name__}: {exc} (ACCEL_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return EXIT_ERROR
 
 
 def dump(obj: Any) -> str:
