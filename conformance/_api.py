@@ -13,10 +13,13 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from accel.errors import ConfigError
+from accel.plugin import ENTRY_POINT_GROUP
 
 from ._bundle import write_matrix
 from ._records import load_results
@@ -87,6 +90,10 @@ def run(
     """
     if not backend:
         raise ConfigError("run() needs a backend name")
+    installed = sorted({ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)})
+    if backend not in installed:
+        # Say so once, rather than letting every row of the suite error on the same missing plugin.
+        raise ConfigError(f"no backend {backend!r} is installed (accel.backends entry points: {', '.join(installed)})")
     with tempfile.TemporaryDirectory(prefix="accel-conformance-run-") as tmp:
         out = (Path(report) if report is not None else Path(tmp) / "report").resolve()
         out.mkdir(parents=True, exist_ok=True)

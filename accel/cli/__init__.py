@@ -132,7 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug, not bad input: one line, the traceback on request
         if os.environ.get("ACCEL_DEBUG"):
             raise
-        print(f"accel: internal error: {type(exc).__name__}: {exc} (ACCEL_DEBUG=1 shows the traceback)", file=sys.stderr)
+        hint = "(ACCEL_DEBUG=1 shows the traceback)"
+        print(f"accel: internal error: {type(exc).__name__}: {exc} {hint}", file=sys.stderr)
         return EXIT_ERROR
 
 
