@@ -14,7 +14,6 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
