@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The benchmarks' small, fast profiles (CI runs this after the tests; tox -e bench-smoke too).
+# Every benchmark prints ratios against a baseline measured in the same run.  Outputs go to
+# build/bench so the committed full-run results under benchmarks/*/results stay as they are.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+OUT="${ACCEL_BENCH_OUT:-build/bench}"
+mkdir -p "$OUT"
+echo "== bench: import time";            "$PY" benchmarks/import_time.py --runs 7
+echo "== bench: NVML calls per snapshot"; "$PY" benchmarks/nvml_calls/run.py
+echo "== bench: scheduler speed (quick)"; "$PY" benchmarks/scheduler_speed/bench_speed.py --quick
+echo "== bench: openb (quick)";           "$PY" benchmarks/openb/run_openb.py --quick --out "$OUT/openb"
+echo "== bench: philly (quick)";          "$PY" benchmarks/philly/run_philly.py --quick --out "$OUT/philly"
