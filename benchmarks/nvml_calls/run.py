@@ -5,9 +5,13 @@ scenario it prints the calls of one cold inventory() (first snapshot: identity, 
 MIG profiles and pair topology are read and cached), one warm inventory(), one telemetry() and one
 health(), and the calls a naive reader makes for the same fields: one NVML call per field, no
 field-values batching, no caching, nvmlInit/nvmlShutdown per snapshot (what a script built on the
-per-field wrappers does; gpustat and nvitop are discussed in README.md).
+per-field wrappers does).
 
-    python benchmarks/nvml_calls/run.py [--scenario h100-nvswitch-8 ...] [--json]
+``--compare`` instead runs gpustat and nvitop (when installed; they are not dependencies of accel)
+next to the backend in this process, on fresh fakes of the same scenario, and prints calls for the
+common field set and for everything each tool collects, with ratios (compare.py has the method).
+
+    python benchmarks/nvml_calls/run.py [--scenario h100-nvswitch-8 ...] [--json] [--compare]
 """
 
 from __future__ import annotations
@@ -110,13 +114,75 @@ def measure(scenario: str) -> dict[str, Any]:
     return row
 
 
+COMPARE_COLS = ("scenario", "gpus", "field set", "gpustat", "nvitop cold", "nvitop warm", "accel cold",
+                "accel warm", "gpustat/accel", "nvitop/accel")
+
+
+def _ratio(a: int, b: int) -> str:
+    return f"{a / b:.2f}x" if b else "-"
+
+
+def compare_rows(scenarios: list[str]) -> list[dict[str, Any]] | None:
+    """Rows of the --compare table, or ``None`` (after a one-line note) when no tool is installed."""
+    from compare import available_tools, measure_scenario  # this folder; run as a script
+
+    tools = available_tools()
+    missing = [name for name, version in tools.items() if version is None]
+    if len(missing) == len(tools):
+        print("compare: skipped (neither gpustat nor nvitop is installed; pip install gpustat nvitop)")
+        return None
+    if missing:
+        print(f"compare: {', '.join(missing)} not installed; its columns show '-'")
+    rows = []
+    for sc in scenarios:
+        m = measure_scenario(sc, tools)
+        m["tools"] = tools
+        rows.append(m)
+    return rows
+
+
+def print_compare(rows: list[dict[str, Any]]) -> None:
+    tools = rows[0]["tools"]
+    print("NVML calls per snapshot (fake NVML; " + ", ".join(
+        f"{n} {v}" for n, v in tools.items() if v) + "); ratios are tool / accel, warm")
+    table = [COMPARE_COLS]
+    for r in rows:
+        acc, gs, nt = r["accel"], r.get("gpustat"), r.get("nvitop")
+        for key, label in (("common", "common"), ("all", "all")):
+            g = gs[f"{key}_warm"] if gs else None
+            nw = nt[f"{key}_warm"] if nt else None
+            aw = acc[f"{key}_warm"]
+            table.append((r["scenario"], str(acc["gpus"]), label, "-" if g is None else str(g),
+                          "-" if nt is None else str(nt[f"{key}_cold"]), "-" if nw is None else str(nw),
+                          str(acc[f"{key}_cold"]), str(aw), "-" if g is None else _ratio(g, aw),
+                          "-" if nw is None else _ratio(nw, aw)))
+    widths = [max(len(row[i]) for row in table) for i in range(len(COMPARE_COLS))]
+    for row in table:
+        print("  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)))
+    lacking = sorted({fn for r in rows for t in ("accel", "gpustat", "nvitop") if t in r
+                      for fn in r[t]["fake_lacks"]})
+    if lacking:
+        print("note: the fake answered FunctionNotFound for symbols a real driver has: " + ", ".join(lacking))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", action="append",
                         default=None, help="fake NVML scenario (repeatable); default: a representative set")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--compare", action="store_true",
+                        help="measure gpustat and nvitop (if installed) against the backend in this run")
     args = parser.parse_args()
     scenarios = args.scenario or ["h100-nvswitch-8", "rtx4090-4", "a100-mig", "old-driver-r470"]
+    if args.compare:
+        compared = compare_rows(scenarios)
+        if compared is None:
+            return
+        if args.json:
+            print(json.dumps(compared, indent=2))
+        else:
+            print_compare(compared)
+        return
     rows = [measure(s) for s in scenarios]
     if args.json:
         print(json.dumps(rows, indent=2))

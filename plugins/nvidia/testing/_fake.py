@@ -55,6 +55,8 @@ _MIG_OK = frozenset({
 })
 _FIELD_UINT = 1
 _FIELD_ULL = 3
+#: Pure-Python helpers of the binding (no driver call): :meth:`FakeNVML.install` leaves them alone.
+_PURE_HELPERS = frozenset({"nvmlExceptionClass", "nvmlStructToFriendlyObject", "nvmlFriendlyObjectToStruct"})
 
 
 def _nvml_bus_id(bus_id: str) -> str:
@@ -126,7 +128,7 @@ class FakeNVML:
             return self
         mine = self._functions()
         for name in dir(self.pynvml):
-            if not (name.startswith("nvml") and name[4:5].isupper()):
+            if not (name.startswith("nvml") and name[4:5].isupper()) or name in _PURE_HELPERS:
                 continue
             orig = getattr(self.pynvml, name)
             if not callable(orig) or isinstance(orig, type):
@@ -843,6 +845,57 @@ class FakeNVML:
 
     def nvmlDeviceGetGraphicsRunningProcesses_v3(self, handle: Any) -> list[Any]:
         return self._procs("nvmlDeviceGetGraphicsRunningProcesses_v3", handle, "graphics")
+
+    def nvmlDeviceGetProcessUtilization(self, handle: Any, timeStamp: int) -> list[Any]:
+        """Samples newer than ``timeStamp`` (µs); NOT_FOUND when there are none (no processes)."""
+        gpu = self._gpu("nvmlDeviceGetProcessUtilization", handle)
+        if not gpu.processes:
+            raise self._err(6)  # the driver's answer for "no sample since timeStamp"
+        self._clock_us += 1000
+        share = max(1, len(gpu.processes))
+        out = []
+        for p in gpu.processes:
+            s = self.pynvml.c_nvmlProcessUtilizationSample_t()
+            s.pid, s.timeStamp = p.pid, max(int(timeStamp), self._clock_us)
+            s.smUtil, s.memUtil = gpu.utilization[0] // share, gpu.utilization[1] // share
+            s.encUtil = s.decUtil = 0
+            out.append(s)
+        return out
+
+    # -- video engines, display and modes (read by gpustat and nvitop) --------------------------
+    def nvmlDeviceGetEncoderUtilization(self, handle: Any) -> list[int]:
+        """``[utilization %, sampling period µs]``; the fake's encoders are idle."""
+        self._gpu("nvmlDeviceGetEncoderUtilization", handle)
+        return [0, 167_000]
+
+    def nvmlDeviceGetDecoderUtilization(self, handle: Any) -> list[int]:
+        self._gpu("nvmlDeviceGetDecoderUtilization", handle)
+        return [0, 167_000]
+
+    def nvmlDeviceGetComputeMode(self, handle: Any) -> int:
+        self._gpu("nvmlDeviceGetComputeMode", handle)
+        return 0  # NVML_COMPUTEMODE_DEFAULT
+
+    def nvmlDeviceGetDisplayMode(self, handle: Any) -> int:
+        self._gpu("nvmlDeviceGetDisplayMode", handle)
+        return 0  # headless servers: no display attached
+
+    def nvmlDeviceGetDisplayActive(self, handle: Any) -> int:
+        self._gpu("nvmlDeviceGetDisplayActive", handle)
+        return 0
+
+    def nvmlDeviceGetDriverModel_v2(self, handle: Any, _fn: str = "nvmlDeviceGetDriverModel_v2") -> list[int]:
+        self._gpu(_fn, handle)
+        raise self._err(3)  # WDDM/TCC driver models exist on Windows only; Linux says NOT_SUPPORTED
+
+    def nvmlDeviceGetDriverModel(self, handle: Any) -> list[int]:
+        return self.nvmlDeviceGetDriverModel_v2(handle, _fn="nvmlDeviceGetDriverModel")
+
+    def nvmlDeviceGetCurrentDriverModel(self, handle: Any) -> int:
+        return self.nvmlDeviceGetDriverModel_v2(handle, _fn="nvmlDeviceGetCurrentDriverModel")[0]
+
+    def nvmlDeviceGetPendingDriverModel(self, handle: Any) -> int:
+        return self.nvmlDeviceGetDriverModel_v2(handle, _fn="nvmlDeviceGetPendingDriverModel")[1]
 
     # -- events -------------------------------------------------------------------------------
     def nvmlEventSetCreate(self) -> Any:
