@@ -202,6 +202,8 @@ class NvidiaBackend(Backend):
         self._closed = False
         self._statics: dict[int, _Static] = {}
         self._handles: dict[int, Any] = {}
+        #: NVML symbols this driver lacks (FunctionNotFound): not retried on every snapshot.
+        self._missing: set[str] = set()
         self._lost: dict[int, datetime] = {}
         self._xids: dict[str, dict[tuple[int, str | None], HealthCondition]] = {}
         self._previous: dict[str, Counters] = {}
@@ -292,6 +294,8 @@ class NvidiaBackend(Backend):
              fallback: str | None = None, **kwargs: Any) -> Any:
         """One read: the value, or ``None`` with the reason recorded.  GpuIsLost propagates."""
         names = (fn, fallback) if fallback else (fn,)
+        # A symbol the driver lacks stays missing; skip it rather than pay a failed call each time.
+        names = tuple(n for n in names if n not in self._missing) or names[-1:]
         for name in names:
             try:
                 return self._nv.call(name, *args, **kwargs)
@@ -302,6 +306,8 @@ class NvidiaBackend(Backend):
                 return None
             except AccelError as err:
                 code = nvml_code_of(err)
+                if code == C.ERROR_FUNCTION_NOT_FOUND:
+                    self._missing.add(name)
                 if code == C.ERROR_FUNCTION_NOT_FOUND and name != names[-1]:
                     continue
                 if code in (C.ERROR_NOT_SUPPORTED, C.ERROR_FUNCTION_NOT_FOUND):
