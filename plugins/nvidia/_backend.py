@@ -293,9 +293,9 @@ class NvidiaBackend(Backend):
     def _get(self, read: _Read, field_name: str | None, fn: str, *args: Any,
              fallback: str | None = None, **kwargs: Any) -> Any:
         """One read: the value, or ``None`` with the reason recorded.  GpuIsLost propagates."""
-        names = (fn, fallback) if fallback else (fn,)
+        wanted: tuple[str, ...] = (fn, fallback) if fallback else (fn,)
         # A symbol the driver lacks stays missing; skip it rather than pay a failed call each time.
-        names = tuple(n for n in names if n not in self._missing) or names[-1:]
+        names = tuple(n for n in wanted if n not in self._missing) or wanted[-1:]
         for name in names:
             try:
                 return self._nv.call(name, *args, **kwargs)
