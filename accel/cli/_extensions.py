@@ -32,6 +32,7 @@ def add_parsers(
         sched_cli = importlib.import_module("accel.scheduler.queueing.cli")
     except ImportError:  # the scheduler needs numpy ([scheduler] extra)
         sched.set_defaults(sched_missing=True)
+        sched.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
         return
     sched_cli.add_arguments(sched)
 
@@ -39,7 +40,14 @@ def add_parsers(
 def run(args: argparse.Namespace) -> int:
     if args.command == "conformance":
         # Imported by name: the conformance kit pulls in pytest, which `accel ls` should not pay for.
-        kit = importlib.import_module("accel.conformance")
+        try:
+            kit = importlib.import_module("accel.conformance")
+        except ImportError as exc:
+            from ..errors import ConfigError
+
+            raise ConfigError(
+                f"accel conformance needs pytest ({exc}): pip install 'accel-sdk[conformance]'"
+            ) from exc
         code: int = kit.main(list(args.rest) or ["--help"])
         return code
     if args.command == "sched":
