@@ -72,8 +72,8 @@ class DeclaredEstimator:
 
 
 class HistoryEstimator:
-    """Declares the mean duration of jobs of the same tenant (VC) and size that finished
-    earlier in the replay (see :class:`HistoryModel`).  Share the model with the engine
+    """Declares :meth:`HistoryModel.mean` (the model's statistic, median by default, of the
+    jobs of the same tenant (VC) and size that finished earlier in the replay).  Share the model with the engine
     (``QueueingScheduler(durations=model)``): the engine feeds it every finished job and uses
     it to predict running jobs' residual time."""
 
