@@ -57,6 +57,7 @@ POLICIES: dict[str, Policy] = {
 }
 # the history estimator's configuration (chosen by the sweep recorded in README.md)
 HISTORY: dict[str, Any] = {"statistic": "mean", "window": 0}
+KM = "km-mean"
 QUICK = {"vcs": ["2869ce", "e13805", "6c71a0"], "jobs": 150}
 FULL_JOBS = 2000
 
@@ -76,6 +77,8 @@ def run_one(task: Task) -> tuple[Task, list[JobOutcome], dict[str, float], float
     jobs = load_philly(Path(task.traces) / f"trace_{task.vc}.csv", limit=task.limit)
     model = HistoryModel(**dict(task.history)) if task.estimator == "history" else None  # type: ignore[arg-type]
     eng = QueueingScheduler(uniform_cluster(max(1, task.devices // 8), 8), POLICIES[task.policy], durations=model)
+    if model is not None and KM in (model.statistic, model.plan_statistic):
+        model.attach_engine(eng)  # running jobs' elapsed times as censored observations
     sim = Simulator(eng, jobs, HistoryEstimator(model) if model is not None else None)
     t0 = time.perf_counter()
     res = sim.run()
@@ -124,6 +127,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="HistoryModel statistic of the matching history: mean, median, gmean or pNN")
     ap.add_argument("--history-window", type=int, default=HISTORY["window"],
                     help="finished jobs kept per key (0 = all)")
+    ap.add_argument("--history-km-tail", default="restricted", choices=("restricted", "exp"),
+                    help="km-mean: what lies past the largest observation")
+    ap.add_argument("--history-km-tail-quantile", type=float, default=0.5,
+                    help="km-mean with the exp tail: fit it above this quantile of the survival curve")
+    ap.add_argument("--history-plan-statistic", default=None,
+                    help="statistic the planner books for queued jobs / running residuals (default: the same)")
     args = ap.parse_args(argv)
     from tqdm import tqdm
 
@@ -136,7 +145,12 @@ def main(argv: list[str] | None = None) -> int:
         vcs = sorted(p.stem.removeprefix("trace_") for p in traces.glob("trace_*.csv"))
     limit = args.jobs_per_vc if args.jobs_per_vc is not None else (QUICK["jobs"] if args.quick else FULL_JOBS)
     limit = None if limit == 0 else int(limit)  # type: ignore[call-overload]
-    hist = (("statistic", args.history_statistic), ("window", args.history_window or None))
+    hist: tuple[tuple[str, object], ...] = (("statistic", args.history_statistic),
+                                            ("window", args.history_window or None))
+    if args.history_plan_statistic:
+        hist += (("plan_statistic", args.history_plan_statistic),)
+    if KM in (args.history_statistic, args.history_plan_statistic):
+        hist += (("km_tail", args.history_km_tail), ("km_tail_quantile", args.history_km_tail_quantile))
     tasks = [Task(vc, pol, est, args.devices_per_vc, limit, str(traces), hist)
              for est in args.estimators.split(",") for pol in args.policies.split(",") for vc in vcs]
     # biggest VCs first so the pool stays busy to the end

@@ -8,15 +8,24 @@ backing off to the tenant's and then to every job's history when a key has too f
 For a running job it predicts the *residual* time from its elapsed time, ``E[D - t | D > t]``
 over the matching history: with heavy-tailed run times (Philly's) a job that already ran for a
 day is not about to end.
+
+``statistic="km-mean"`` corrects the survivorship bias of a finished-only history: at any time
+the jobs that have finished are disproportionately the short ones, while the long ones are
+still running.  Attached to an engine (:meth:`HistoryModel.attach_engine`), the model also
+reads the *elapsed* time of every running job (observable; its end is not) and treats it as a
+right-censored observation in a Kaplan-Meier (product-limit) estimate of the duration
+distribution per key; the mean is the area under that survival curve, with a tail past the
+largest observation (``km_tail``).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from collections import deque
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
 
 __all__ = ["DeclaredModel", "DurationModel", "HistoryModel"]
 
@@ -40,8 +49,12 @@ class DeclaredModel:
         return None
 
 
+KM_STATISTIC = "km-mean"
+KM_TAILS = ("restricted", "exp")
+
+
 def _statistic(name: str) -> None:
-    if name in ("mean", "median", "gmean"):
+    if name in ("mean", "median", "gmean", KM_STATISTIC):
         return
     if name.startswith("p"):
         try:
@@ -50,7 +63,79 @@ def _statistic(name: str) -> None:
             q = -1.0
         if 0.0 < q < 100.0:
             return
-    raise ValueError(f"statistic must be mean, median, gmean or pNN (a percentile), not {name!r}")
+    raise ValueError(f"statistic must be mean, median, gmean, km-mean or pNN (a percentile), not {name!r}")
+
+
+class _KaplanMeier:
+    """Product-limit survival curve of finished (event) and running (censored) durations.
+
+    ``xs[k]`` is the k-th breakpoint (``xs[0] = 0``, then the distinct event times) and ``ss[k]``
+    the survival on ``[xs[k], xs[k+1])``; the last step runs to ``t_max`` (the largest
+    observation, event or censored), past which ``tail_mean_s`` is the expected residual
+    (0 for the restricted mean).  ``area[k]`` = integral of S from ``xs[k]`` to infinity.
+    """
+
+    __slots__ = ("area", "n_events", "ss", "t_max", "tail_mean_s", "xs")
+
+    def __init__(self, events: Sequence[float], censored: Sequence[float], tail: str = "restricted",
+                 tail_quantile: float = 0.5) -> None:
+        ev = sorted(events)
+        ce = sorted(c for c in censored if c > 0)
+        self.n_events = len(ev)
+        self.t_max = max(ev[-1] if ev else 0.0, ce[-1] if ce else 0.0)
+        xs, ss = [0.0], [1.0]
+        n_at_risk = len(ev) + len(ce)
+        s_cur, i, j = 1.0, 0, 0
+        while i < len(ev):
+            t = ev[i]
+            # censored strictly before t leave the risk set first (ties: events first, the usual convention)
+            while j < len(ce) and ce[j] < t:
+                n_at_risk -= 1
+                j += 1
+            d = 0
+            while i < len(ev) and ev[i] == t:
+                d += 1
+                i += 1
+            if n_at_risk > 0:
+                s_cur *= 1.0 - d / n_at_risk
+            n_at_risk -= d
+            xs.append(t)
+            ss.append(s_cur)
+        self.xs, self.ss = xs, ss
+        s_last = ss[-1]
+        self.tail_mean_s = 0.0
+        if tail == "exp" and s_last > 0:
+            # censored-exponential MLE above the threshold u: exposure past u / events past u
+            u = next((x for x, s in zip(xs, ss, strict=True) if s <= 1.0 - tail_quantile), 0.0)
+            exposure = sum(x - u for x in ev if x > u) + sum(x - u for x in ce if x > u)
+            n_ev = sum(1 for x in ev if x > u)
+            self.tail_mean_s = exposure / max(n_ev, 1) if exposure > 0 else 0.0
+        # area from each breakpoint to infinity, right to left
+        area = [0.0] * len(xs)
+        acc = s_last * (self.t_max - xs[-1]) + s_last * self.tail_mean_s
+        area[-1] = acc
+        for k in range(len(xs) - 2, -1, -1):
+            acc += ss[k] * (xs[k + 1] - xs[k])
+            area[k] = acc
+        self.area = area
+
+    def survival(self, t: float) -> float:
+        return self.ss[bisect.bisect_right(self.xs, t) - 1]
+
+    def mean(self) -> float:
+        return self.area[0]
+
+    def residual(self, t: float) -> float | None:
+        """E[D - t | D > t]; None when nothing is known past ``t``."""
+        if t >= self.t_max:
+            return self.tail_mean_s if self.tail_mean_s > 0 else None
+        k = bisect.bisect_right(self.xs, t) - 1
+        s_t = self.ss[k]
+        if s_t <= 0:
+            return None
+        nxt = self.xs[k + 1] if k + 1 < len(self.xs) else self.t_max
+        rest = self.area[k + 1] if k + 1 < len(self.xs) else s_t * self.tail_mean_s
+        return (rest + s_t * (nxt - t)) / s_t
 
 
 def _stat(vals: Sequence[float], name: str) -> float:
@@ -76,10 +161,20 @@ class HistoryModel:
     declared at its submission.  A key needs ``min_samples`` finished jobs before it is used;
     below that the next coarser level (tenant, then all jobs) answers; ``shrink`` > 0 blends a
     key's estimate with the coarser one by weight n / (n + shrink) (in log space).
+
+    ``km-mean`` (as ``statistic`` or ``plan_statistic``): the Kaplan-Meier mean of the key, with
+    the elapsed times of the jobs running now (see :meth:`attach_engine`) as right-censored
+    observations, for both the declared estimate and a running job's residual
+    ``E[D - t | D > t]``.  ``km_tail`` says what lies past the largest observation:
+    ``restricted`` (nothing: the restricted mean; a job older than everything seen is
+    expected to run as long again) or ``exp`` (an exponential tail whose mean is the censored
+    MLE over the observations above the curve's ``km_tail_quantile``).  Not attached, it is the
+    plain finished-only mean.
     """
 
     def __init__(self, window: int | None = 64, statistic: str = "median", *, plan_statistic: str | None = None,
-                 min_samples: int = 1, shrink: float = 0.0, replan: bool = False, use_global: bool = False) -> None:
+                 min_samples: int = 1, shrink: float = 0.0, replan: bool = False, use_global: bool = False,
+                 km_tail: str = "restricted", km_tail_quantile: float = 0.5) -> None:
         _statistic(statistic)
         if plan_statistic is not None:
             _statistic(plan_statistic)
@@ -94,7 +189,55 @@ class HistoryModel:
         self.shrink = shrink
         self.replan = replan
         self.use_global = use_global
+        if km_tail not in KM_TAILS:
+            raise ValueError(f"km_tail must be one of {KM_TAILS}, not {km_tail!r}")
+        if not 0.0 <= km_tail_quantile < 1.0:
+            raise ValueError("km_tail_quantile must be in [0, 1)")
+        self.km_tail = km_tail
+        self.km_tail_quantile = km_tail_quantile
         self._hist: dict[tuple[object, ...], deque[float]] = {}
+        self._n_observed = 0
+        self._clock: Callable[[], float] | None = None
+        self._census: Callable[[], Iterable[tuple[tuple[str, int], float]]] | None = None
+        self._km_token: tuple[float, int] | None = None
+        self._km_cache: dict[tuple[object, ...], _KaplanMeier] = {}
+        self._censored: dict[tuple[object, ...], list[float]] = {}
+
+    # -- censored observations (running jobs) --------------------------------------------------------------
+    def attach(self, clock: Callable[[], float],
+               census: Callable[[], Iterable[tuple[tuple[str, int], float]]]) -> None:
+        """Give ``km-mean`` the running jobs: ``census()`` yields (key, elapsed seconds) of every
+        job holding devices now, ``clock()`` the time they are taken at (the cache key).  Only
+        elapsed times are read: a running job's end is not observable and never asked for."""
+        self._clock, self._census = clock, census
+        self._km_token = None
+
+    def attach_engine(self, engine: Any) -> None:
+        """:meth:`attach` to a :class:`QueueingScheduler`: its clock and its running jobs'
+        progress (work done, the observable part of their duration)."""
+        def census() -> Iterable[tuple[tuple[str, int], float]]:
+            now = engine.now
+            return [((j.spec.tenant, j.spec.devices), j.progress(now)) for j in engine.running()]
+        self.attach(lambda: float(engine.now), census)
+
+    def _km(self, level: tuple[object, ...]) -> _KaplanMeier | None:
+        token = (self._clock() if self._clock is not None else 0.0, self._n_observed)
+        if token != self._km_token:
+            self._km_token = token
+            self._km_cache = {}
+            self._censored = {}
+            if self._census is not None:
+                for key, elapsed in self._census():
+                    for k in self.levels(key):
+                        self._censored.setdefault(k, []).append(elapsed)
+        km = self._km_cache.get(level)
+        if km is None:
+            h = self._hist.get(level)
+            if not h:
+                return None
+            km = self._km_cache[level] = _KaplanMeier(h, self._censored.get(level, ()), self.km_tail,
+                                                      self.km_tail_quantile)
+        return km
 
     # -- history ------------------------------------------------------------------------------------------
     @staticmethod
@@ -119,12 +262,22 @@ class HistoryModel:
         shrinking as configured; None when no level has a longer job."""
         chain = self._chain(key)
         est: float | None = None
-        for h in reversed(chain):  # coarse to fine: each finer level refines the coarser answer
-            longer = [d - done_s for d in h if d > done_s] if done_s > 0 else list(h)
-            n = len(longer)
-            if n == 0:
-                continue
-            val = max(1.0, _stat(longer, name))
+        km_levels = ([lv for lv in (self.levels(key) if self.use_global else self.levels(key)[:2])
+                      if self._hist.get(lv)] if name == KM_STATISTIC else [])
+        for i, h in enumerate(reversed(chain)):  # coarse to fine: each finer level refines the coarser answer
+            if name == KM_STATISTIC:
+                km = self._km(km_levels[len(chain) - 1 - i])
+                r = km.residual(done_s) if km is not None else None
+                if r is None:
+                    continue
+                n = len(h)
+                val = max(1.0, r)
+            else:
+                longer = [d - done_s for d in h if d > done_s] if done_s > 0 else list(h)
+                n = len(longer)
+                if n == 0:
+                    continue
+                val = max(1.0, _stat(longer, name))
             if est is None:
                 est = val
             elif self.shrink > 0:
@@ -157,5 +310,6 @@ class HistoryModel:
         return est
 
     def observe(self, key: tuple[str, int], duration_s: float) -> None:
+        self._n_observed += 1
         for k in self.levels(key):
             self._hist.setdefault(k, deque(maxlen=self.window)).append(duration_s)

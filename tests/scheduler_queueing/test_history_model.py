@@ -145,3 +145,77 @@ def test_replay_never_sees_a_duration_before_that_job_ended() -> None:
     for job, n_seen in est.calls:
         assert all(t <= job.submit_s + 1e-6 for t, _ in model.seen[:n_seen])
         assert sum(1 for e in ends if e <= job.submit_s) >= n_seen
+
+
+def test_km_mean_recovers_a_known_mean_from_censored_data() -> None:
+    """Exponential durations (mean 1000 s) with an observation cut-off: the finished-only mean
+    is biased short (survivorship), the Kaplan-Meier mean with running jobs censored is not."""
+    import random
+
+    rng = random.Random(7)
+    now = 1500.0
+    finished: list[float] = []
+    running: list[float] = []
+    for _ in range(4000):
+        start = rng.uniform(0.0, now)
+        d = rng.expovariate(1 / 1000.0)
+        (finished if start + d <= now else running).append(d if start + d <= now else now - start)
+    plain = HistoryModel(window=None, statistic="mean")
+    for m in (plain,):
+        for d in finished:
+            m.observe(("vc", 1), d)
+    assert plain.mean(("vc", 1), 1.0) < 700.0  # survivorship bias: the long ones are still running
+    for tail, tol in (("exp", 0.08), ("restricted", 0.25)):
+        km = HistoryModel(window=None, statistic="km-mean", km_tail=tail)
+        km.attach(lambda: now, lambda: [(("vc", 1), e) for e in running])
+        for d in finished:
+            km.observe(("vc", 1), d)
+        assert km.mean(("vc", 1), 1.0) == pytest.approx(1000.0, rel=tol)
+        if tail == "exp":
+            # memoryless: the expected residual of a job that already ran 500 s is still ~1000 s
+            assert km.remaining(("vc", 1), 1.0, 500.0, 60.0) == pytest.approx(1000.0, rel=0.15)
+    # not attached: no censored observations, the plain finished-only mean
+    lone = HistoryModel(window=None, statistic="km-mean")
+    for d in finished:
+        lone.observe(("vc", 1), d)
+    assert lone.mean(("vc", 1), 1.0) == pytest.approx(plain.mean(("vc", 1), 1.0))
+    with pytest.raises(ValueError):
+        HistoryModel(statistic="km-mean", km_tail="pareto")
+
+
+def test_km_replay_reads_only_observable_data() -> None:
+    jobs = load_philly(FIX, tenant="2869ce")
+    truth = {j.id: j.duration_s for j in jobs}
+    clock = [0.0]
+    model = _SpyModel(clock, statistic="km-mean", window=None, km_tail="exp")
+    policy = Policy(classes=(PriorityClass("default", 0, InClassOrder.SHORTEST, band_ratio=4.0),),
+                    backfill=BackfillMode.CONSERVATIVE)
+    eng = QueueingScheduler(uniform_cluster(4, 8), policy, durations=model)
+    censuses: list[tuple[float, list[tuple[str, float]]]] = []
+
+    def census() -> list[tuple[tuple[str, int], float]]:
+        out = [(j.id, j.progress(eng.now)) for j in eng.running()]
+        censuses.append((eng.now, out))
+        return [((eng.jobs[i].spec.tenant, eng.jobs[i].spec.devices), e) for i, e in out]
+
+    model.attach(lambda: eng.now, census)
+    est = _SpyEstimator(model)
+    sim = Simulator(eng, jobs, est)
+    while True:
+        clock[0] = sim._heap[0][0] if sim._heap else clock[0]
+        if not sim.step():
+            break
+    res = sim.result()
+    starts = {o.id: o.start_s for o in res.outcomes}
+    ends = sorted(o.end_s for o in res.outcomes if o.end_s is not None)
+    assert censuses, "km-mean never consulted the running jobs"
+    for now, rows in censuses:
+        for jid, elapsed in rows:
+            st = starts[jid]
+            assert st is not None and st <= now + 1e-6
+            # an elapsed time is what the clock shows: never more than the job's true duration
+            assert elapsed == pytest.approx(now - st) and elapsed <= truth[jid] + 1e-6
+    for k, (t, _) in enumerate(model.seen):
+        assert ends[k] <= t + 1e-6
+    for job, n_seen in est.calls:
+        assert all(t <= job.submit_s + 1e-6 for t, _ in model.seen[:n_seen])
