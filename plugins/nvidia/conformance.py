@@ -28,11 +28,33 @@ _SCENARIOS = {
 }
 
 
+def _oracle(name: str) -> Any:
+    """Bus ids and memory totals read from the fake's scenario data, not through the backend."""
+    from accel.conformance import Oracle
+    from accel.model import Device
+
+    class FakeDataOracle(Oracle):
+        def _gpus(self) -> list[Any]:
+            from .testing import SCENARIOS  # loads pynvml: only when the kit asks
+
+            return list(SCENARIOS[name]().gpus)
+
+        def pci_bus_ids(self) -> frozenset[str] | None:
+            return frozenset(g.bus_id.lower() for g in self._gpus()) or None
+
+        def memory_total_bytes(self, device: Device) -> int | None:
+            bus = device.pci.bus_id if device.pci else None
+            return next((int(g.memory_total) for g in self._gpus() if g.bus_id.lower() == bus), None)
+
+    return FakeDataOracle()
+
+
 def _scenarios() -> dict[str, Any]:
     from accel.conformance import Scenario
 
     return {
-        name: Scenario(name=name, options={"scenario": name}, snapshot_budget=NVML_COLD_BUDGET, description=text)
+        name: Scenario(name=name, options={"scenario": name}, snapshot_budget=NVML_COLD_BUDGET, description=text,
+                       oracle=_oracle(name))
         for name, text in _SCENARIOS.items()
     }
 
