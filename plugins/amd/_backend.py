@@ -12,6 +12,11 @@ Layers, in priority order per part (``sources`` in the inventory says which gave
 Handles that share a PCI bus id are partitions of one physical device (CPX: 8 per MI300X).
 No pyrsmi or amdsmi exception leaves this module: the boundary modules map them, and one
 unreadable device is skipped (and logged) without hiding the others.
+
+A GPU that falls off the bus (amdsmi answers ``AMDSMI_STATUS_NOT_FOUND`` on its handle, or it
+vanishes from every layer after having been seen) stays in the inventory with its last known
+identity and ``Health(operational=LOST)`` plus a ``DeviceLost`` condition; ``telemetry()``
+omits it and ``telemetry([lost])`` raises :class:`~accel.errors.DeviceLostError`.
 """
 
 from __future__ import annotations
@@ -29,18 +34,25 @@ from accel.errors import (
     BackendUnavailableError,
     ConfigError,
     DeviceError,
+    DeviceLostError,
     DriverError,
     LibraryNotFoundError,
+    NotSupportedError,
 )
 from accel.model import (
+    Action,
     Device,
     Health,
+    HealthCondition,
     Host,
     HostInventory,
+    Operational,
     Partition,
     PartitionProfile,
     ProcessUsage,
+    Severity,
     SourceInfo,
+    Subsystem,
     Telemetry,
 )
 from accel.plugin import Backend, BackendConfig
@@ -81,6 +93,11 @@ _AMDSMI_ONLY = (
 _TELEMETRY_AMDSMI_ONLY = ("clocks_hertz", "throttle_reasons", "fan_ratio", "energy_joules")
 
 #: Parts that describe a whole physical device, safe to copy from sysfs into every partition.
+#: The vendor code of a GPU amdsmi no longer finds behind its handle (amdsmi status 31).
+_LOST_AMDSMI = "amd.smi:AMDSMI_STATUS_NOT_FOUND"
+#: A GPU that was seen and now answers no layer at all (pyrsmi gives -1, its DRM card is gone).
+_LOST_VANISHED = "amd.sysfs:drm-card-removed"
+
 _DEVICE_LEVEL_SKIP = ("memory_total_bytes", "memory_used_bytes", "utilization_ratio",
                       "memory_utilization_ratio", "compute_units", "render_node", "card_node")
 
@@ -94,6 +111,8 @@ class _Snapshot:
     processes: list[ProcessUsage]
     pairs: list[tuple[str, str]]
     layer_parts: dict[str, set[str]]
+    #: Ids of the devices in ``devices`` that are lost (their ``groups`` entry is empty).
+    lost: frozenset[str] = frozenset()
 
 
 class AmdBackend(Backend):
@@ -108,6 +127,12 @@ class AmdBackend(Backend):
         self._notes: list[str] = []
         self._closed = False
         self._closed_calls = 0
+        # Memory for lost-device reporting: the last good Device per bus id (enriched when an
+        # inventory() made it), its first-seen order, the bus id behind each amdsmi handle index,
+        # and when each lost device was first seen lost.
+        self._known: dict[str, Device] = {}
+        self._lost_since: dict[str, datetime] = {}
+        self._handle_bus: dict[int, str] = {}
         name = config.option("scenario")
         if name:
             from .testing import SCENARIOS, Installation
@@ -168,6 +193,33 @@ class AmdBackend(Backend):
         """Cumulative pyrsmi and amdsmi calls (the conformance kit's ``ReportsCost``)."""
         return sum(r.calls for r in (self._amdsmi, self._pyrsmi) if r is not None) + self._closed_calls
 
+    def inject_fault(self, fault: object, device_id: str) -> None:
+        """Conformance hook, only over a fake scenario: ``device_lost`` or ``health_not_supported``.
+
+        ``device_lost`` makes the GPU fall off the bus in every fake layer (amdsmi answers
+        ``NOT_FOUND``, pyrsmi -1, its DRM card leaves sysfs); ``health_not_supported`` makes its
+        RAS / ECC / bad-page / xGMI / throttle queries answer ``NOT_SUPPORTED``.  Raises
+        NotSupportedError when the backend reads real libraries or the fault is unknown.
+        """
+        self._check_open()
+        kind = str(getattr(fault, "value", fault))
+        if self._install is None:
+            raise NotSupportedError("fault injection needs a fake amd scenario (option 'scenario')",
+                                    device_id=device_id)
+        dev = next((d for d in self._known.values() if d.id == device_id), None)
+        if dev is None:
+            self._snapshot()
+            dev = next((d for d in self._known.values() if d.id == device_id), None)
+        if dev is None or dev.pci is None:
+            raise DeviceError(f"no amd device {device_id!r}", device_id=device_id)
+        index = self._install.gpu_index(dev.pci.bus_id)
+        if kind == "device_lost":
+            self._install.lose_gpu(index)
+        elif kind == "health_not_supported":
+            self._install.make_health_unsupported(index)
+        else:
+            raise NotSupportedError(f"unknown fault {kind!r}", device_id=device_id)
+
     def close(self) -> None:
         if self._closed:
             return
@@ -193,6 +245,7 @@ class AmdBackend(Backend):
         self._check_open()
         amd: dict[str, list[GpuReading]] = {}
         handles: dict[str, Any] = {}
+        lost_codes: dict[str, str] = {}
         if self._amdsmi is not None:
             try:
                 hs = self._amdsmi.handles()
@@ -202,10 +255,17 @@ class AmdBackend(Backend):
             for i, h in enumerate(hs):
                 try:
                     r = self._amdsmi.read(h, i)
+                except DeviceLostError as exc:
+                    bus = self._handle_bus.get(i)
+                    _LOG.debug("amdsmi handle %d (%s) lost: %s", i, bus, exc)
+                    if bus is not None:
+                        lost_codes[bus] = _LOST_AMDSMI
+                    continue
                 except AccelError as exc:
                     _LOG.debug("amdsmi handle %d unreadable: %s", i, exc)
                     continue
                 if r.bus_id:
+                    self._handle_bus[i] = r.bus_id
                     amd.setdefault(r.bus_id, []).append(r)
                     handles.setdefault(r.bus_id, h)
         py: dict[str, list[GpuReading]] = {}
@@ -214,6 +274,16 @@ class AmdBackend(Backend):
                 if r.bus_id:
                     py.setdefault(r.bus_id, []).append(r)
         sysfs = {r.bus_id: r for r in read_cards(self._root, (AMD.pci_vendor_id,)) if r.bus_id}
+        # A device amdsmi reports lost is lost even where another layer still shows a trace of
+        # it; one seen before that no layer shows any more has fallen off the bus as well.
+        for bus in self._known:
+            if bus not in lost_codes and bus not in amd and bus not in py and bus not in sysfs:
+                lost_codes[bus] = _LOST_VANISHED
+        for bus in lost_codes:
+            amd.pop(bus, None)
+            py.pop(bus, None)
+            sysfs.pop(bus, None)
+            handles.pop(bus, None)
 
         def first_index(bus: str) -> tuple[int, str]:
             indices = [r.index for r in amd.get(bus, []) + py.get(bus, []) if r.index is not None]
@@ -245,6 +315,25 @@ class AmdBackend(Backend):
             groups.append(group)
         never = _AMDSMI_ONLY if self._amdsmi is None else ()
         devices, partitions, profiles = build_devices(groups, AMD, unsupported=never)
+        for dev in devices:
+            if dev.pci is not None and dev.pci.bus_id:
+                self._lost_since.pop(dev.pci.bus_id, None)
+                if dev.pci.bus_id not in self._known or self._known[dev.pci.bus_id].id != dev.id:
+                    self._known[dev.pci.bus_id] = dev
+        lost_ids = set()
+        for bus, code in lost_codes.items():
+            known = self._known.get(bus)
+            if known is None:
+                continue  # never seen: nothing to keep an identity of
+            devices.append(self._lost_device(known, code))
+            groups.append([])
+            lost_ids.add(known.id)
+        # First-seen order, so a lost device keeps its place (and the survivors theirs).
+        seen = {bus: k for k, bus in enumerate(self._known)}
+        ranked = sorted(zip(devices, groups, strict=True),
+                        key=lambda dg: seen.get(dg[0].pci.bus_id if dg[0].pci else "", len(seen)))
+        devices = [d for d, _ in ranked]
+        groups = [g for _, g in ranked]
         pairs = self._pairs(handles, devices)
         procs: list[ProcessUsage] = []
         by_parent: dict[str, list[Partition]] = {}
@@ -255,7 +344,26 @@ class AmdBackend(Backend):
             for k, r in enumerate(group):
                 pid = parts[k].id if k < len(parts) else None
                 procs.extend(processes_for(dev.id, r, pid))
-        return _Snapshot(devices, groups, partitions, profiles, procs, pairs, layer_parts)
+        return _Snapshot(devices, groups, partitions, profiles, procs, pairs, layer_parts, frozenset(lost_ids))
+
+    def _lost_device(self, known: Device, code: str) -> Device:
+        """``known`` (its last good reading) with lost health: Operational.LOST and DeviceLost."""
+        bus = known.pci.bus_id if known.pci else known.id
+        since = self._lost_since.setdefault(bus, datetime.now(UTC))
+        why = ("amdsmi no longer finds it behind its handle (AMDSMI_STATUS_NOT_FOUND)" if code == _LOST_AMDSMI
+               else "it no longer answers pyrsmi or amdsmi and its DRM card left sysfs")
+        condition = HealthCondition(
+            subsystem=Subsystem.PCIE,
+            reason="DeviceLost",
+            severity=Severity.FATAL,
+            action=Action.REBOOT_NODE,
+            vendor_code=code,
+            message=f"GPU {bus} fell off the bus: {why}",
+            first_seen=since,
+            last_seen=datetime.now(UTC),
+        )
+        health = Health(operational=Operational.LOST, monitored=True, conditions=(condition,))
+        return Device.model_validate({**dict(known), "health": health})
 
     def _pairs(self, handles: dict[str, Any], devices: Sequence[Device]) -> list[tuple[str, str]]:
         """xGMI-linked bus-id pairs: amdsmi link type 2 at one hop, else the KFD io-links."""
@@ -309,7 +417,13 @@ class AmdBackend(Backend):
             collected_at=datetime.now(UTC),
             sources=self._sources(snap, pairs_from),
         )
-        return enrich_inventory(inv, self._root)
+        out = enrich_inventory(inv, self._root)
+        for dev in out.devices:
+            # The enriched reading (PCIe root, NUMA, CPU affinity) is the identity a lost device
+            # keeps: its sysfs nodes may be gone by the time it is lost.
+            if dev.id not in snap.lost and dev.pci is not None and dev.pci.bus_id in self._known:
+                self._known[dev.pci.bus_id] = dev
+        return out
 
     def _select(self, devices: Sequence[Device], ids: Sequence[str] | None) -> list[int]:
         if ids is None:
@@ -326,9 +440,16 @@ class AmdBackend(Backend):
         snap = self._snapshot()
         now = datetime.now(UTC)
         never = _TELEMETRY_AMDSMI_ONLY if self._amdsmi is None else ()
+        chosen = self._select(snap.devices, ids)
+        if ids is not None:
+            for i in chosen:
+                if snap.devices[i].id in snap.lost:
+                    raise DeviceLostError(f"amd device {snap.devices[i].id} is lost (fell off the bus)",
+                                          device_id=snap.devices[i].id)
         return tuple(
             telemetry_for(snap.devices[i], snap.groups[i], now, unsupported=never)
-            for i in self._select(snap.devices, ids)
+            for i in chosen
+            if snap.devices[i].id not in snap.lost
         )
 
     def health(self, ids: Sequence[str] | None = None) -> dict[str, Health]:

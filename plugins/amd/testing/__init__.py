@@ -30,12 +30,13 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any, Self
 
-from ._fake_amdsmi import STATUS, BrokenAmdSmiFinder, make_fake_amdsmi
+from ._fake_amdsmi import HEALTH_FUNCTIONS, STATUS, BrokenAmdSmiFinder, make_fake_amdsmi
 from ._fake_lib import FakeAmdSmiLib
-from ._fake_sysfs import build_amdgpu_sysfs
+from ._fake_sysfs import build_amdgpu_sysfs, remove_gpu, remove_gpu_ras
 from ._profiles import MI300X_BUS_IDS, SCENARIOS, FakeGpu, FakeHost, FakeProcess, mi300x_unique_id, scenario
 
 __all__ = [
+    "HEALTH_FUNCTIONS",
     "MI300X_BUS_IDS",
     "SCENARIOS",
     "STATUS",
@@ -154,6 +155,44 @@ class Installation:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+
+    # -- faults (the conformance kit's FaultInjector goes through these) --------------------
+    def gpu_index(self, bus_id: str) -> int:
+        """The ``host.gpus`` index of the GPU at ``bus_id`` (IndexError if there is none)."""
+        bus = bus_id.lower()
+        for i, gpu in enumerate(self.host.gpus):
+            if gpu.bus_id.lower() == bus:
+                return i
+        raise IndexError(f"no fake GPU at {bus_id}")
+
+    def lose_gpu(self, index: int) -> None:
+        """GPU ``index`` falls off the bus, in every fake at once.
+
+        amdsmi calls on its handles raise ``AmdSmiLibraryException(AMDSMI_STATUS_NOT_FOUND)``,
+        the fake ``libamd_smi`` answers ``NOT_FOUND`` to pyrsmi's ctypes calls (pyrsmi turns
+        that into -1), and its DRM card, render node and KFD node leave the sysfs tree.
+        """
+        if not 0 <= index < len(self.host.gpus):
+            raise IndexError(f"no fake GPU {index} (the host has {len(self.host.gpus)})")
+        if self.amdsmi is not None:
+            self.amdsmi._fake_state.lose_gpu(index)
+        if self.lib is not None:
+            self.lib.lose_gpu(index)
+        if self.sysfs_root is not None:
+            remove_gpu(self.host, self.sysfs_root, index)
+
+    def make_health_unsupported(self, index: int) -> None:
+        """GPU ``index`` cannot report health: RAS/ECC/bad-page/xGMI/throttle calls answer NOT_SUPPORTED.
+
+        amdsmi raises ``AMDSMI_STATUS_NOT_SUPPORTED`` for :data:`HEALTH_FUNCTIONS` and the
+        device's ``ras/`` directory leaves the sysfs tree (the driver creates none without RAS).
+        """
+        if not 0 <= index < len(self.host.gpus):
+            raise IndexError(f"no fake GPU {index} (the host has {len(self.host.gpus)})")
+        if self.amdsmi is not None:
+            self.amdsmi._fake_state.make_health_unsupported(index)
+        if self.sysfs_root is not None:
+            remove_gpu_ras(self.host, self.sysfs_root, index)
 
     def __enter__(self) -> Self:
         return self.apply()

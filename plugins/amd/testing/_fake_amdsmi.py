@@ -29,7 +29,7 @@ from typing import Any
 
 from ._profiles import FakeGpu, FakeHost
 
-__all__ = ["STATUS", "make_fake_amdsmi"]
+__all__ = ["HEALTH_FUNCTIONS", "STATUS", "make_fake_amdsmi"]
 
 #: amdsmi status codes (amdsmi.h).
 STATUS = {
@@ -58,6 +58,24 @@ STATUS = {
     "UNKNOWN_ERROR": 0xFFFFFFFF,
 }
 _INFO = {v: f"AMDSMI_STATUS_{k}" for k, v in STATUS.items()}
+
+#: The amdsmi calls a health check reads (RAS / ECC per block, bad pages, xGMI errors, throttle
+#: violations): what :meth:`_State.make_health_unsupported` turns into ``NOT_SUPPORTED``, as on
+#: a board or firmware without RAS support.
+HEALTH_FUNCTIONS = frozenset(
+    {
+        "amdsmi_get_gpu_total_ecc_count",
+        "amdsmi_get_gpu_ecc_count",
+        "amdsmi_get_gpu_ecc_status",
+        "amdsmi_get_gpu_ecc_enabled",
+        "amdsmi_get_gpu_ras_feature_info",
+        "amdsmi_get_gpu_bad_page_info",
+        "amdsmi_get_gpu_memory_reserved_pages",
+        "amdsmi_get_gpu_bad_page_threshold",
+        "amdsmi_gpu_xgmi_error_status",
+        "amdsmi_get_violation_status",
+    }
+)
 
 
 # -- exceptions (amdsmi_exception.py) -----------------------------------------------------------
@@ -296,6 +314,28 @@ class _State:
                 self.flat.append((gpu, i, k))
         self.events: list[dict[str, Any]] = []
         self.calls: list[str] = []
+        #: GPU indices (``host.gpus`` order) that fell off the bus / answer NOT_SUPPORTED to health.
+        self.lost: set[int] = set()
+        self.health_unsupported: set[int] = set()
+
+    def lose_gpu(self, index: int) -> None:
+        """GPU ``index`` falls off the bus: every call on its handles (all partitions) fails.
+
+        The handles stay in ``amdsmi_get_processor_handles`` (amdsmi enumerates them at init)
+        but each call on one answers ``AMDSMI_STATUS_NOT_FOUND`` (31): the library no longer
+        finds the device behind the handle, its sysfs and KFD nodes being gone.
+        """
+        self._check(index)
+        self.lost.add(index)
+
+    def make_health_unsupported(self, index: int) -> None:
+        """GPU ``index`` answers ``AMDSMI_STATUS_NOT_SUPPORTED`` to every :data:`HEALTH_FUNCTIONS` call."""
+        self._check(index)
+        self.health_unsupported.add(index)
+
+    def _check(self, index: int) -> None:
+        if not 0 <= index < len(self.host.gpus):
+            raise IndexError(f"no fake GPU {index} (the host has {len(self.host.gpus)})")
 
 
 def make_fake_amdsmi(host: FakeHost, name: str = "amdsmi") -> types.ModuleType:
@@ -351,7 +391,9 @@ def make_fake_amdsmi(host: FakeHost, name: str = "amdsmi") -> types.ModuleType:
         if not 0 <= idx < len(st.flat):
             raise _fail("INVAL")
         gpu, gi, k = st.flat[idx]
-        if fn in gpu.not_supported:
+        if gi in st.lost:
+            raise _fail("NOT_FOUND")
+        if fn in gpu.not_supported or (gi in st.health_unsupported and fn in HEALTH_FUNCTIONS):
             raise _fail("NOT_SUPPORTED")
         return gpu, gi, k
 

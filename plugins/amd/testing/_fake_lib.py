@@ -33,6 +33,8 @@ class FakeAmdSmiLib:
         self.host = host
         self.calls: list[str] = []
         self.inits = 0
+        #: GPU indices that fell off the bus: every per-handle call answers NOT_FOUND.
+        self.lost: set[int] = set()
         gpus = list(host.gpus)
         ok = STATUS["SUCCESS"]
         calls = self.calls
@@ -148,11 +150,24 @@ class FakeAmdSmiLib:
             info.pcie_metric.pcie_speed = 32000
             return ok
 
+        lost = self.lost
+
+        def per_handle(fn: Any) -> Any:
+            # A lost GPU keeps its handle (enumerated at init); the library no longer finds it.
+            def call(handle: Any, *args: Any) -> int:
+                idx = (handle if isinstance(handle, int) else getattr(handle, "value", None) or 0) - _HANDLE_BASE
+                if idx in lost:
+                    calls.append(fn.__name__)
+                    return STATUS["NOT_FOUND"]
+                return int(fn(handle, *args))
+
+            call.__name__ = fn.__name__
+            return call
+
+        for lib_fn in (amdsmi_init, amdsmi_shut_down, amdsmi_status_code_to_string,
+                       amdsmi_get_processor_handles_by_type):
+            setattr(self, lib_fn.__name__, lib_fn)
         for fn in (
-            amdsmi_init,
-            amdsmi_shut_down,
-            amdsmi_status_code_to_string,
-            amdsmi_get_processor_handles_by_type,
             amdsmi_get_gpu_asic_info,
             amdsmi_get_gpu_device_bdf,
             amdsmi_get_gpu_device_uuid,
@@ -162,4 +177,10 @@ class FakeAmdSmiLib:
             amdsmi_get_power_info,
             amdsmi_get_pcie_info,
         ):
-            setattr(self, fn.__name__, fn)
+            setattr(self, fn.__name__, per_handle(fn))
+
+    def lose_gpu(self, index: int) -> None:
+        """GPU ``index`` falls off the bus: its handle's calls answer ``AMDSMI_STATUS_NOT_FOUND``."""
+        if not 0 <= index < len(self.host.gpus):
+            raise IndexError(f"no fake GPU {index}")
+        self.lost.add(index)

@@ -9,13 +9,14 @@ Lays out, per GPU, the PCI function with its bridges and NUMA node, the amdgpu f
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from accel.testing import FakeSysfs
 
 from ._profiles import FakeGpu, FakeHost
 
-__all__ = ["build_amdgpu_sysfs"]
+__all__ = ["build_amdgpu_sysfs", "remove_gpu", "remove_gpu_ras"]
 
 _KFD_XGMI = 11
 _KFD_PCIE = 2
@@ -162,3 +163,27 @@ def _kfd(host: FakeHost, root: Path) -> None:
                 f"type {kind}\nversion_major 0\nversion_minor 0\nnode_from {node}\nnode_to {to}\n"
                 f"weight {weight}\nmin_latency 0\nmax_latency 0\nmin_bandwidth 0\nmax_bandwidth 0\n"
             )
+
+
+def _device_dir(root: Path, bus_id: str) -> Path:
+    return (root / "bus" / "pci" / "devices" / bus_id).resolve()
+
+
+def remove_gpu(host: FakeHost, root: Path, index: int) -> None:
+    """GPU ``index`` fell off the bus: its DRM card and render node and its KFD node disappear.
+
+    The PCI function directory stays (what an unresponsive device on a live link looks like
+    before a rescan), so an oracle reading ``/sys/bus/pci`` still counts it.
+    """
+    real = _device_dir(root, host.gpus[index].bus_id)
+    link = root / "class" / "drm" / f"card{index}"
+    if link.is_symlink():
+        link.unlink()
+    shutil.rmtree(real / "drm", ignore_errors=True)
+    kfd = root / "class" / "kfd" / "kfd" / "topology" / "nodes" / str(len(host.numa_cpus) + index)
+    shutil.rmtree(kfd, ignore_errors=True)
+
+
+def remove_gpu_ras(host: FakeHost, root: Path, index: int) -> None:
+    """GPU ``index`` has no RAS support: the driver creates no ``ras/`` directory for it."""
+    shutil.rmtree(_device_dir(root, host.gpus[index].bus_id) / "ras", ignore_errors=True)
