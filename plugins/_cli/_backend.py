@@ -1,9 +1,19 @@
 """The backend machinery of CLI plugins: a Snapshot answered from one collection of tool runs,
-the optional surfaces, and the plugin info and conformance helpers."""
+the optional surfaces, and the plugin info and conformance helpers.
+
+A device that falls off the bus simply stops being listed by the vendor tool.  :class:`CliBackend`
+remembers every device it has reported, so such a device is still reported, with its last known
+identity, ``Health(operational=LOST)`` and one ``DeviceLost`` condition
+(``<vendor>.tool:device-missing``); it has no telemetry (``telemetry([lost])`` raises
+:class:`~accel.errors.DeviceLostError`) nor processes, and the links touching it read ``down``.
+When the tool lists it again it is online again.  Over a replay, :meth:`CliBackend.inject_fault`
+simulates that (and unreadable health) for the conformance kit.
+"""
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import shlex
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
@@ -11,24 +21,39 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
-from accel.errors import AccelError, BackendUnavailableError, DeviceError, ParseError, ToolError, ToolTimeoutError
+from accel.errors import (
+    AccelError,
+    BackendUnavailableError,
+    DeviceError,
+    DeviceLostError,
+    NotSupportedError,
+    ParseError,
+    ToolError,
+    ToolTimeoutError,
+)
 from accel.model import (
+    Action,
     Device,
     DeviceKind,
     Domain,
     Health,
+    HealthCondition,
     Host,
     HostInventory,
     Link,
+    LinkState,
+    Operational,
     Partition,
     PartitionProfile,
     ProcessUsage,
+    Severity,
     SourceInfo,
+    Subsystem,
     Telemetry,
     validate,
 )
 from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo
-from accel.tools import Runner
+from accel.tools import ReplayRunner, Runner
 
 from ._listing import ProcessRow, parse_listing
 from ._plugin import CliBackendPlugin
@@ -84,6 +109,20 @@ class Snapshot:
         )
 
 
+#: The faults :meth:`CliBackend.inject_fault` simulates (the values of ``accel.conformance.Fault``).
+_DEVICE_LOST = "device_lost"
+_HEALTH_NOT_SUPPORTED = "health_not_supported"
+
+
+def _link_key(link: Link) -> tuple[str, str, str]:
+    return (link.a, link.b, str(link.type))
+
+
+def _with_health(dev: Device, health: Health) -> Device:
+    # Through the constructor, so the new health is validated (model_copy would not).
+    return Device.model_validate({**dict(dev), "health": health})
+
+
 class CliBackend(Backend):
     """A backend answered from :class:`Snapshot` objects that ``collect`` builds.
 
@@ -91,30 +130,176 @@ class CliBackend(Backend):
     that is not an :class:`AccelError` is a plugin bug and is wrapped, so no foreign exception
     leaves a public method.  After :meth:`close`, reads raise
     :class:`~accel.errors.BackendUnavailableError`.
+
+    Lost devices: the backend remembers the last :class:`Device` of every id it has reported
+    (and the links touching it).  A device a later snapshot no longer lists is still reported,
+    in its first-seen place, with that identity and ``Health(operational=LOST)`` plus one fatal
+    ``DeviceLost`` condition (vendor code ``<vendor>.tool:device-missing``); its telemetry and
+    processes are omitted, ``telemetry([lost])`` raises :class:`~accel.errors.DeviceLostError`,
+    and its links are reported ``down``.  Listed again, it is online again.
+
+    ``config`` and ``runner`` only decide whether :meth:`inject_fault` is allowed (a replay).
     """
 
-    def __init__(self, name: str, collect: Callable[[], Snapshot]) -> None:
+    def __init__(
+        self,
+        name: str,
+        collect: Callable[[], Snapshot],
+        *,
+        config: BackendConfig | None = None,
+        runner: Runner | None = None,
+    ) -> None:
         self._name = name
         self._collect = collect
         self._closed = False
+        # A replay (``--replay DIR`` or a shipped scenario) is a test facility: only there may
+        # faults be simulated, never over the real tool.
+        self._replay = isinstance(runner, ReplayRunner) or isinstance(
+            getattr(config, "runner", None), ReplayRunner
+        ) or bool(config is not None and config.option("scenario"))
+        # First-seen order matters: a lost device keeps its place among the survivors.
+        self._seen: dict[str, Device] = {}
+        self._seen_links: dict[tuple[str, str, str], Link] = {}
+        self._lost_since: dict[str, datetime] = {}
+        self._faults: dict[str, str] = {}
 
     @property
     def name(self) -> str:
         return self._name
 
     def snapshot(self) -> Snapshot:
-        """Run the tools once and return everything they showed."""
+        """Run the tools once and return everything they showed (plus the devices lost since)."""
         if self._closed:
             raise BackendUnavailableError(f"backend {self._name!r} is closed", plugin=self._name)
         try:
-            return self._collect()
+            raw = self._collect()
         except AccelError:
             raise
         except Exception as exc:
             raise BackendUnavailableError(
                 f"backend {self._name!r} failed: {type(exc).__name__}: {exc}", plugin=self._name
             ) from exc
+        return self._with_lost(self._simulate_faults(raw))
 
+    # -- lost devices -------------------------------------------------------------------------
+    def lost_ids(self) -> frozenset[str]:
+        """Ids of the devices reported before that the last snapshot no longer listed."""
+        return frozenset(self._lost_since)
+
+    def _with_lost(self, snap: Snapshot) -> Snapshot:
+        """Remember what ``snap`` lists; add back, as lost, what was seen before and is missing."""
+        present = {d.id for d in snap.devices}
+        for dev in snap.devices:
+            self._seen[dev.id] = dev
+            self._lost_since.pop(dev.id, None)
+        for link in snap.links:
+            self._seen_links[_link_key(link)] = link
+        missing = [i for i in self._seen if i not in present]
+        if not missing:
+            return snap
+        now = datetime.now(UTC)
+        lost = {i: self._lost_device(self._seen[i], now) for i in missing}
+        listed = {d.id: d for d in snap.devices}
+        # First-seen order (every listed id is in ``_seen`` by now).
+        devices = tuple(listed[i] if i in listed else lost[i] for i in self._seen)
+        links = [self._down(link) if link.a in lost or link.b in lost else link for link in snap.links]
+        have = {_link_key(link) for link in links}
+        # The tool stops printing a vanished device's links: its last known ones are reported down.
+        links.extend(
+            self._down(link)
+            for key, link in self._seen_links.items()
+            if key not in have and (link.a in lost or link.b in lost) and {link.a, link.b} <= set(self._seen)
+        )
+        return dataclasses.replace(
+            snap,
+            devices=devices,
+            telemetry=tuple(t for t in snap.telemetry if t.device_id not in lost),
+            links=tuple(links),
+            processes=tuple(p for p in snap.processes if p.device_id not in lost),
+        )
+
+    def _lost_device(self, known: Device, now: datetime) -> Device:
+        """``known`` (its last listed reading) with lost health: Operational.LOST and DeviceLost."""
+        since = self._lost_since.setdefault(known.id, now)
+        where = known.pci.bus_id if known.pci is not None else known.id
+        condition = HealthCondition(
+            subsystem=Subsystem.PCIE,
+            reason="DeviceLost",
+            severity=Severity.FATAL,
+            action=Action.REBOOT_NODE,
+            # The device's vendor prefix, as every other code of this device (huawei for ascend).
+            vendor_code=f"{known.vendor}.tool:device-missing",
+            message=f"{known.model or 'device'} {where} is no longer listed by the {self._name} tool "
+            "(fell off the bus?)",
+            first_seen=since,
+            last_seen=now,
+        )
+        return _with_health(known, Health(operational=Operational.LOST, monitored=True, conditions=(condition,)))
+
+    @staticmethod
+    def _down(link: Link) -> Link:
+        return Link.model_validate({**dict(link), "state": LinkState.DOWN})
+
+    # -- fault simulation (replays only) ------------------------------------------------------
+    def inject_fault(self, fault: object, device_id: str) -> None:
+        """Conformance hook (``accel.conformance.FaultInjector``), only over a replay.
+
+        ``device_lost``: later snapshots drop ``device_id`` from what the tool printed (its
+        telemetry, partitions, processes, links and domain membership), as a tool does that no
+        longer lists a device, so the lost-device detection runs as it would on a real host.
+        ``health_not_supported``: later snapshots report its health as ``Health(monitored=False)``.
+        Raises :class:`~accel.errors.NotSupportedError` over a real tool or for another fault,
+        and :class:`~accel.errors.DeviceError` for an id the backend has never listed.
+        """
+        kind = str(getattr(fault, "value", fault))
+        if not self._replay:
+            raise NotSupportedError(
+                f"{self._name}: fault injection needs a replay (--replay DIR or option 'scenario')",
+                device_id=device_id,
+            )
+        if kind not in (_DEVICE_LOST, _HEALTH_NOT_SUPPORTED):
+            raise NotSupportedError(f"{self._name}: unknown fault {kind!r}", device_id=device_id)
+        if device_id not in self._seen:
+            self.snapshot()
+        if device_id not in self._seen:
+            raise DeviceError(f"{self._name}: no device {device_id!r}", device_id=device_id)
+        self._faults[device_id] = kind
+
+    def _simulate_faults(self, snap: Snapshot) -> Snapshot:
+        if not self._faults:
+            return snap
+        dropped = {i for i, k in self._faults.items() if k == _DEVICE_LOST}
+        unread = {i for i, k in self._faults.items() if k == _HEALTH_NOT_SUPPORTED}
+        parts = {p.id for p in snap.partitions if p.parent_id in dropped}
+        gone = dropped | parts
+        unknown = Health(monitored=False)
+        domains = []
+        for dom in snap.domains:
+            members = tuple(m for m in dom.members if m not in gone)
+            if members == dom.members:
+                domains.append(dom)
+            elif members:
+                domains.append(Domain.model_validate({**dict(dom), "members": members}))
+        return dataclasses.replace(
+            snap,
+            devices=tuple(
+                _with_health(d, unknown) if d.id in unread else d for d in snap.devices if d.id not in dropped
+            ),
+            telemetry=tuple(t for t in snap.telemetry if t.device_id not in gone),
+            partitions=tuple(
+                Partition.model_validate({**dict(p), "health": unknown}) if p.parent_id in unread else p
+                for p in snap.partitions
+                if p.id not in parts
+            ),
+            profiles=tuple(p for p in snap.profiles if p.parent_id not in dropped),
+            links=tuple(link for link in snap.links if link.a not in gone and link.b not in gone),
+            domains=tuple(domains),
+            processes=tuple(
+                p for p in snap.processes if p.device_id not in gone and p.partition_id not in gone
+            ),
+        )
+
+    # -- Backend API --------------------------------------------------------------------------
     def inventory(self) -> HostInventory:
         return self.snapshot().inventory()
 
@@ -127,6 +312,9 @@ class CliBackend(Backend):
         unknown = [i for i in ids if i not in known]
         if unknown:
             raise DeviceError(f"{self._name}: no device {unknown[0]!r}", device_id=unknown[0])
+        lost = [i for i in ids if i in self._lost_since]
+        if lost:
+            raise DeviceLostError(f"{self._name}: device {lost[0]} is lost (no longer listed)", device_id=lost[0])
         return tuple(by_id[i] for i in ids if i in by_id)
 
     def health(self, ids: Sequence[str] | None = None) -> dict[str, Health]:
@@ -185,7 +373,7 @@ class ToolBackend(CliBackend):
     def __init__(self, config: BackendConfig, runner: Runner) -> None:
         self.config = config
         self.runner = runner
-        super().__init__(self.backend_name, self._snapshot)
+        super().__init__(self.backend_name, self._snapshot, config=config, runner=runner)
 
     def tool_name(self) -> str:
         """The binary to run (Kunlunxin picks ``xpu_smi`` or ``xpu-smi``)."""

@@ -460,4 +460,4 @@ class AscendBackend(ProcessesSurface):
 
     def __init__(self, config: BackendConfig, runner: Runner) -> None:
         self.session = ToolSession(runner, "npu-smi", search_path=NPU_SMI_PATHS, timeout_s=config.tool_timeout_s)
-        super().__init__("ascend", lambda: collect(self.session, config))
+        super().__init__("ascend", lambda: collect(self.session, config), config=config, runner=runner)

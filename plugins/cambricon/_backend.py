@@ -250,4 +250,4 @@ class CambriconBackend(ProcessesSurface):
 
     def __init__(self, config: BackendConfig, runner: Runner) -> None:
         self.session = ToolSession(runner, "cnmon", search_path=CNMON_PATHS, timeout_s=config.tool_timeout_s)
-        super().__init__("cambricon", lambda: collect(self.session, config))
+        super().__init__("cambricon", lambda: collect(self.session, config), config=config, runner=runner)
