@@ -89,6 +89,9 @@ class Snapshot:
     processes: tuple[ProcessUsage, ...] = ()
     source: SourceInfo | None = None
     collected_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    #: How many records of the tool's output could not be parsed this time.  When that number
+    #: grows, a device missing from this snapshot may be one of them, so it is not declared lost.
+    problems: int = 0
 
     def inventory(self) -> HostInventory:
         """The snapshot as a validated :class:`HostInventory`."""
@@ -161,6 +164,7 @@ class CliBackend(Backend):
         self._seen: dict[str, Device] = {}
         self._seen_links: dict[tuple[str, str, str], Link] = {}
         self._lost_since: dict[str, datetime] = {}
+        self._problems_before = 0
         self._faults: dict[str, str] = {}
 
     @property
@@ -189,6 +193,10 @@ class CliBackend(Backend):
     def _with_lost(self, snap: Snapshot) -> Snapshot:
         """Remember what ``snap`` lists; add back, as lost, what was seen before and is missing."""
         present = {d.id for d in snap.devices}
+        # More unparseable records than last time can explain a missing device; the same number
+        # (an output that is always partly unreadable) cannot.
+        unexplained = snap.problems <= self._problems_before
+        self._problems_before = snap.problems
         for dev in snap.devices:
             self._seen[dev.id] = dev
             self._lost_since.pop(dev.id, None)
@@ -198,17 +206,22 @@ class CliBackend(Backend):
         if not missing:
             return snap
         now = datetime.now(UTC)
-        lost = {i: self._lost_device(self._seen[i], now) for i in missing}
+        if not unexplained:
+            # A row that failed to parse is not a device that fell off the bus: unknown, not lost.
+            lost = {i: self._unread_device(self._seen[i], now) for i in missing}
+        else:
+            lost = {i: self._lost_device(self._seen[i], now) for i in missing}
         listed = {d.id: d for d in snap.devices}
         # First-seen order (every listed id is in ``_seen`` by now).
         devices = tuple(listed[i] if i in listed else lost[i] for i in self._seen)
-        links = [self._down(link) if link.a in lost or link.b in lost else link for link in snap.links]
+        gone = set(lost) if unexplained else set()
+        links = [self._down(link) if link.a in gone or link.b in gone else link for link in snap.links]
         have = {_link_key(link) for link in links}
         # The tool stops printing a vanished device's links: its last known ones are reported down.
         links.extend(
             self._down(link)
             for key, link in self._seen_links.items()
-            if key not in have and (link.a in lost or link.b in lost) and {link.a, link.b} <= set(self._seen)
+            if key not in have and (link.a in gone or link.b in gone) and {link.a, link.b} <= set(self._seen)
         )
         return dataclasses.replace(
             snap,
@@ -235,6 +248,19 @@ class CliBackend(Backend):
             last_seen=now,
         )
         return _with_health(known, Health(operational=Operational.LOST, monitored=True, conditions=(condition,)))
+
+    def _unread_device(self, known: Device, now: datetime) -> Device:
+        """``known`` when its row could not be read this time: health unknown, not lost."""
+        condition = HealthCondition(
+            subsystem=Subsystem.MONITORING,
+            reason="DeviceNotRead",
+            severity=Severity.WARNING,
+            action=Action.INVESTIGATE,
+            message=f"the {self._name} tool's output for {known.id} could not be parsed this time",
+            first_seen=now,
+            last_seen=now,
+        )
+        return _with_health(known, Health(monitored=False, conditions=(condition,)))
 
     @staticmethod
     def _down(link: Link) -> Link:
@@ -383,7 +409,9 @@ class ToolBackend(CliBackend):
         session = ToolSession(
             self.runner, self.tool_name(), search_path=self.search_path, timeout_s=self.config.tool_timeout_s
         )
-        return self.collect(Collection(self.backend_name, self.version, session))
+        col = Collection(self.backend_name, self.version, session)
+        snap = self.collect(col)
+        return dataclasses.replace(snap, problems=max(snap.problems, len(col.problems)))
 
     @abc.abstractmethod
     def collect(self, col: Collection) -> Snapshot:

@@ -239,3 +239,29 @@ def test_a_device_the_tool_stops_listing_is_lost_then_back_online() -> None:
     assert [t.device_id for t in backend.telemetry([ids[1]])] == [ids[1]]
     assert backend.lost_ids() == frozenset()
 
+
+
+def test_a_row_that_fails_to_parse_is_unknown_not_lost() -> None:
+    """A device missing from a snapshot whose output had unparseable records is not declared lost."""
+    import dataclasses
+
+    from accel.model import HealthState, Operational
+    from accel.plugin import BackendConfig
+    from accel.plugins.metax import PLUGIN
+
+    backend = PLUGIN.open(BackendConfig(options={"scenario": "c550-8"}, enrich_from_sysfs=False))
+    first = backend.inventory()
+    victim = first.devices[3].id
+    original = backend._collect  # type: ignore[attr-defined]
+
+    def partial() -> object:
+        snap = original()
+        kept = tuple(d for d in snap.devices if d.id != victim)
+        return dataclasses.replace(snap, devices=kept, problems=snap.problems + 1)
+
+    backend._collect = partial  # type: ignore[attr-defined]
+    inv = backend.inventory()
+    dev = next(d for d in inv.devices if d.id == victim)
+    assert dev.health.operational is Operational.ONLINE and dev.health.state is HealthState.UNKNOWN
+    assert [c.reason for c in dev.health.conditions] == ["DeviceNotRead"]
+    assert victim not in backend.lost_ids()
