@@ -223,6 +223,10 @@ def _build_device(
 
 
 def _telemetry(dev: Device, chip: NpuChip, now: datetime) -> Telemetry:
+    # npu-smi prints a placeholder ('-', 'NA') for power where the chip cannot report it (the
+    # second die of an A3 NPU, whose power is the NPU's on the first; 310P3 cards): never, not
+    # "not this time".  Garbage in the cell is a ParseError, so None here means the placeholder.
+    no_power = {"power_watts"} if chip.power_watts is None else set()
     hbm = chip.hbm_total_bytes not in (None, 0)
     used = chip.hbm_used_bytes if hbm else chip.ddr_used_bytes
     total = chip.hbm_total_bytes if hbm else chip.ddr_total_bytes
@@ -253,6 +257,7 @@ def _telemetry(dev: Device, chip: NpuChip, now: datetime) -> Telemetry:
                     "links",
                     "memory_utilization_ratio",
                 }
+                | no_power
             ),
         },
         what=f"ascend telemetry of {dev.id}",

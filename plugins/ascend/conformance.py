@@ -13,14 +13,8 @@ _ALL: dict[str, Any] = conformance_scenarios(
     {
         "910b-8": ("Atlas 800T A2: 8x Ascend 910B3, HCCS full mesh (npu-smi 24.1.rc1).", {}),
         "910a-8": ("8x Ascend 910A in two HCCS groups of four (npu-smi 24.1.RC2).", {}),
-        "910c-16": (
-            "Atlas A3: 8 NPUs x 2 dies paired by SIO (npu-smi 25.3.rc1).",
-            {"telemetry.unsupported-listed": "npu-smi prints power '-' for the second die of each A3 NPU"},
-        ),
-        "310p3-2": (
-            "2x Atlas 300I Duo (310P3, two chips per card), npu-smi 25.5.1.",
-            {"telemetry.unsupported-listed": "npu-smi 25.5.1 prints Power 'NA' on 310P3 cards"},
-        ),
+        "910c-16": ("Atlas A3: 8 NPUs x 2 dies paired by SIO (npu-smi 25.3.rc1).", {}),
+        "310p3-2": ("2x Atlas 300I Duo (310P3, two chips per card), npu-smi 25.5.1.", {}),
     },
 )
 #: Certified scenarios; the other shipped replays are partial views (one NPU, a container slice).
