@@ -16,6 +16,11 @@ the sources and never hides the devices.  A hung tool raises
 :class:`~accel.errors.ToolTimeoutError`.  PCI bus ids come from sysfs (vendor ``1d94``), paired
 by unique id when the amdgpu-style files expose it, else in enumeration order when the counts
 agree.
+
+The backend is a :class:`~accel.plugins._cli.CliBackend`, so a DCU that falls off the bus (the
+tool stops listing it) is still reported with its last identity, ``Health(operational=LOST)``
+and a ``DeviceLost`` condition (``hygon.tool:device-missing``), without telemetry; over a replay
+:meth:`~accel.plugins._cli.CliBackend.inject_fault` simulates that for the conformance kit.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from accel.errors import AccelError, BackendUnavailableError, DeviceError, ParseError, ToolError, ToolTimeoutError
+from accel.errors import AccelError, BackendUnavailableError, ParseError, ToolError, ToolTimeoutError
 from accel.model import (
     Device,
     DeviceKind,
@@ -37,10 +42,9 @@ from accel.model import (
     Link,
     LinkType,
     SourceInfo,
-    Telemetry,
 )
-from accel.plugin import Backend, BackendConfig
-from accel.plugins._cli import ToolSession, is_masked
+from accel.plugin import BackendConfig
+from accel.plugins._cli import CliBackend, Snapshot, ToolSession, is_masked
 from accel.plugins.amd.layers import Flavor, GpuReading, build_devices, merge, read_cards, telemetry_for
 from accel.sysfs import enrich_inventory, scan_pci
 from accel.tools import Runner, ToolResult
@@ -99,12 +103,19 @@ class _Snapshot:
     notes: list[str]
     invocations: int
     tool: str
+    #: Records (and whole outputs) that failed to parse: see ``Snapshot.problems``.
+    problems: int = 0
 
 
-class HygonBackend(Backend):
-    """An open Hygon backend over a :class:`~accel.tools.Runner` (real, or replay in tests)."""
+class HygonBackend(CliBackend):
+    """An open Hygon backend over a :class:`~accel.tools.Runner` (real, or replay in tests).
+
+    Reads, lost-device detection and fault injection are :class:`~accel.plugins._cli.CliBackend`'s;
+    this class runs the tools and builds each :class:`~accel.plugins._cli.Snapshot`.
+    """
 
     def __init__(self, config: BackendConfig, runner: Runner) -> None:
+        super().__init__("hygon", self._snapshot, config=config, runner=runner)
         self._config = config
         timeout = config.tool_timeout_s
         if runner.which("hy-smi", HYSMI_PATHS):
@@ -122,23 +133,33 @@ class HygonBackend(Backend):
             if runner.which("rocminfo", DTK_PATHS)
             else None
         )
-        self._closed = False
-
-    @property
-    def name(self) -> str:
-        return "hygon"
-
-    def close(self) -> None:
-        self._closed = True
+        self._notes: SourceInfo | None = None  # the notes of the last snapshot (see inventory)
 
     # -- collection ---------------------------------------------------------------------------
-    def _collect(self) -> _Snapshot:
-        if self._closed:
-            raise BackendUnavailableError("the hygon backend is closed", plugin="hygon")
+    def _snapshot(self) -> Snapshot:
+        snap = self._run_tools()
+        main, *notes = self._sources(snap)
+        self._notes = notes[0] if notes else None
+        now = datetime.now(UTC)
+        return Snapshot(
+            devices=tuple(snap.devices),
+            telemetry=tuple(
+                telemetry_for(d, g, now, unsupported=("clocks_hertz", "throttle_reasons"))
+                for d, g in zip(snap.devices, snap.groups, strict=True)
+            ),
+            links=tuple(snap.links),
+            domains=tuple(snap.domains),
+            source=main,
+            collected_at=now,
+            problems=snap.problems,
+        )
+
+    def _run_tools(self) -> _Snapshot:
         smi = self._smi
         start = smi.invocations + (self._rocminfo.invocations if self._rocminfo else 0)
         notes: list[str] = []
         failures: list[AccelError] = []
+        problems = 0
         json_readings: dict[int, GpuReading] = {}
         json_ok = False
         res = self._optional(smi, JSON_ARGS, notes, failures)
@@ -147,11 +168,13 @@ class HygonBackend(Backend):
                 readings, errors, unit = parse_json(res.stdout, smi.context(*JSON_ARGS))
                 json_readings = {r.index or 0: r for r in readings}
                 json_ok = True
+                problems += len(errors)
                 notes += [str(e) for e in errors]
                 if unit:
                     notes.append(f"memory unit in the JSON keys: {unit}")
             except ParseError as exc:
                 failures.append(exc)
+                problems += 1
                 notes.append(str(exc))
         concise: dict[int, ConciseRow] = {}
         res = self._optional(smi, (), notes, failures)
@@ -159,9 +182,11 @@ class HygonBackend(Backend):
             try:
                 rows, errors = parse_concise(res.stdout, smi.context())
                 concise = {r.index: r for r in rows}
+                problems += len(errors)
                 notes += [str(e) for e in errors]
             except ParseError as exc:
                 failures.append(exc)
+                problems += 1
                 notes.append(str(exc))
         if not json_readings and not concise:
             raise failures[0] if failures else ParseError(f"{smi.tool} reported no DCU", tool=smi.tool)
@@ -192,7 +217,7 @@ class HygonBackend(Backend):
         devices, _, _ = build_devices(groups, HYGON, unsupported=never)
         links, domains = _topology(devices, groups, topo)
         invocations = smi.invocations + (self._rocminfo.invocations if self._rocminfo else 0) - start
-        return _Snapshot(devices, groups, links, domains, notes, invocations, smi.tool)
+        return _Snapshot(devices, groups, links, domains, notes, invocations, smi.tool, problems)
 
     @staticmethod
     def _optional(
@@ -291,45 +316,25 @@ class HygonBackend(Backend):
                                   detail="; ".join(snap.notes)[:900]))
         return tuple(out)
 
-    # -- Backend API --------------------------------------------------------------------------
+    # -- Backend API (the rest is CliBackend's) ------------------------------------------------
     def inventory(self) -> HostInventory:
-        snap = self._collect()
+        snap = self.snapshot()
         inv = HostInventory(
             host=Host(hostname=socket.gethostname() or "localhost"),
-            devices=tuple(snap.devices),
-            links=tuple(snap.links),
-            domains=tuple(snap.domains),
-            collected_at=datetime.now(UTC),
-            sources=self._sources(snap),
+            devices=snap.devices,
+            links=snap.links,
+            domains=snap.domains,
+            collected_at=snap.collected_at,
+            sources=tuple(s for s in (snap.source, self._notes) if s is not None),
         )
         return enrich_inventory(inv, self._config.sysfs_root)
 
-    def _select(self, devices: Sequence[Device], ids: Sequence[str] | None) -> list[int]:
-        if ids is None:
-            return list(range(len(devices)))
-        index = {d.id: i for i, d in enumerate(devices)}
-        missing = [i for i in ids if i not in index]
-        if missing:
-            raise DeviceError(f"no hygon device {missing[0]!r}", device_id=missing[0])
-        return [index[i] for i in ids]
-
-    def telemetry(self, ids: Sequence[str] | None = None) -> tuple[Telemetry, ...]:
-        snap = self._collect()
-        now = datetime.now(UTC)
-        return tuple(
-            telemetry_for(snap.devices[i], snap.groups[i], now, unsupported=("clocks_hertz", "throttle_reasons"))
-            for i in self._select(snap.devices, ids)
-        )
-
     def health(self, ids: Sequence[str] | None = None) -> dict[str, Health]:
-        snap = self._collect()
         now = datetime.now(UTC)
-        out = {}
-        for i in self._select(snap.devices, ids):
-            h = snap.devices[i].health
-            out[snap.devices[i].id] = Health(operational=h.operational, monitored=h.monitored,
-                                             conditions=h.conditions, checked_at=now)
-        return out
+        return {
+            i: Health(operational=h.operational, monitored=h.monitored, conditions=h.conditions, checked_at=now)
+            for i, h in super().health(ids).items()
+        }
 
 
 def _dedupe_ids(groups: list[list[GpuReading]]) -> list[list[GpuReading]]:
