@@ -313,9 +313,11 @@ class _Harness:
         all_ids = _device_ids(inv)
         # Only devices that are clean before the injection (online and monitored) take part: one
         # that a faulty scenario already lost or left unreadable would confound the fault under test.
-        clean = [
-            d.id for d in inv.devices if d.health.operational is Operational.ONLINE and d.health.monitored
-        ] or all_ids
+        clean = [d.id for d in inv.devices if d.health.operational is Operational.ONLINE and d.health.monitored]
+        if not clean:
+            # Every device is already lost or unreadable (a tool view without health columns):
+            # the fault under test could not be told apart from what is already there.
+            pytest.skip("no device is online with readable health before the injection; nothing to compare")
         target = clean[0]
         ids = [target, *[i for i in clean if i != target]]
         position = all_ids.index(target) if target in all_ids else 0
