@@ -289,11 +289,15 @@ def source_info(
     calls: int | None = None,
     notes: Sequence[str] = (),
     problems: Sequence[AccelError] = (),
+    api_version: str | None = None,
 ) -> SourceInfo:
     """The :class:`SourceInfo` of a CLI snapshot; ``detail`` says what was skipped and why."""
     parts = [*notes, *(f"left out: {p}" for p in problems)]
     detail = "; ".join(parts)[:2000] if parts else None
-    return SourceInfo(backend=backend, plugin_version=version, api=api, detail=detail, tool_invocations=calls)
+    return SourceInfo(
+        backend=backend, plugin_version=version, api=api, api_version=api_version, detail=detail,
+        tool_invocations=calls,
+    )
 
 
 def merge_readings(primary: Sequence[UnitReading], secondary: Iterable[UnitReading]) -> list[UnitReading]:

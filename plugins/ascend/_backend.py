@@ -38,7 +38,6 @@ from accel.model import (
     ProcessUsage,
     Severity,
     SharingMode,
-    SourceInfo,
     Subsystem,
     Telemetry,
     device_id_for,
@@ -47,7 +46,7 @@ from accel.model import (
 from accel.plugin import BackendConfig
 from accel.tools import Runner
 
-from .._cli import ProcessesSurface, Snapshot, ToolSession, is_masked
+from .._cli import ProcessesSurface, Snapshot, ToolSession, is_masked, source_info
 from ._parse import (
     ChipMapping,
     NpuChip,
@@ -441,13 +440,9 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
         for p in info.processes
         if (p.npu_id, p.chip_id) in devices
     ]
-    source = SourceInfo(
-        backend="ascend",
-        plugin_version=PLUGIN_VERSION,
-        api="npu-smi",
-        api_version=info.tool_version,
-        detail="; ".join(notes)[:2000] or None,
-        tool_invocations=session.invocations - start,
+    source = source_info(
+        "ascend", version=PLUGIN_VERSION, api="npu-smi", api_version=info.tool_version, notes=notes,
+        calls=session.invocations - start,
     )
     return Snapshot(
         devices=tuple(devices.values()),

@@ -30,7 +30,6 @@ from accel.model import (
     PartitionScheme,
     ProcessUsage,
     Severity,
-    SourceInfo,
     Subsystem,
     Telemetry,
     device_id_for,
@@ -39,7 +38,7 @@ from accel.model import (
 from accel.plugin import BackendConfig
 from accel.tools import Runner
 
-from .._cli import ProcessesSurface, Snapshot, ToolSession
+from .._cli import ProcessesSurface, Snapshot, ToolSession, source_info
 from ._parse import CnmonInfo, MluChip, MluTopo, parse_cnmon, parse_topo
 
 __all__ = ["CNMON_PATHS", "CambriconBackend", "collect"]
@@ -226,13 +225,9 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
         for p in info.processes
         if p.card in by_card
     ]
-    source = SourceInfo(
-        backend="cambricon",
-        plugin_version=PLUGIN_VERSION,
-        api="cnmon",
-        api_version=info.version,
-        detail="; ".join(notes)[:2000] or None,
-        tool_invocations=session.invocations - start,
+    source = source_info(
+        "cambricon", version=PLUGIN_VERSION, api="cnmon", api_version=info.version, notes=notes,
+        calls=session.invocations - start,
     )
     return Snapshot(
         devices=tuple(devices),
