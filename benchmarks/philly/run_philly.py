@@ -39,6 +39,7 @@ from accel.scheduler.queueing import (
     InClassOrder,
     JobOutcome,
     Policy,
+    PreemptMode,
     PriorityClass,
     QueueingScheduler,
     Simulator,
@@ -52,11 +53,23 @@ POLICIES: dict[str, Policy] = {
     "fifo": Policy(backfill=BackfillMode.NONE),
     "fifo-backfill": Policy(backfill=BackfillMode.EASY),
     "shortest": Policy(classes=(PriorityClass("default", 0, InClassOrder.SHORTEST),), backfill=BackfillMode.EASY),
-    "default": Policy(classes=(PriorityClass("default", 0, InClassOrder.SHORTEST, band_ratio=4.0),),
-                      backfill=BackfillMode.CONSERVATIVE),
+    "shortest-banded": Policy(classes=(PriorityClass("default", 0, InClassOrder.SHORTEST, band_ratio=4.0),),
+                              backfill=BackfillMode.CONSERVATIVE),
 }
+# the tiered policy: attained-service tiers (device-seconds), suspend/resume preemption that
+# costs each victim PREEMPT_OVERHEAD_S of run time, FIFO inside a tier, conservative backfill
+TIERS: tuple[float, ...] = (3600.0,)
+PREEMPT_OVERHEAD_S = 60.0
+
+
+def tiered_policy(tiers: tuple[float, ...] = TIERS, overhead_s: float = PREEMPT_OVERHEAD_S) -> Policy:
+    return Policy(classes=(PriorityClass("default", 0, InClassOrder.FIFO),), backfill=BackfillMode.CONSERVATIVE,
+                  preempt_mode=PreemptMode.SUSPEND, demote_after_device_s=tiers, preempt_overhead_s=overhead_s)
+
+
+POLICIES["default"] = tiered_policy()
 # the history estimator's configuration (chosen by the sweep recorded in README.md)
-HISTORY: dict[str, Any] = {"statistic": "mean", "window": 0}
+HISTORY: dict[str, Any] = {"statistic": "mean", "window": 64}
 KM = "km-mean"
 QUICK = {"vcs": ["2869ce", "e13805", "6c71a0"], "jobs": 150}
 FULL_JOBS = 2000
@@ -71,12 +84,16 @@ class Task:
     limit: int | None
     traces: str
     history: tuple[tuple[str, object], ...] = ()
+    tiers: tuple[float, ...] = TIERS
+    overhead_s: float = PREEMPT_OVERHEAD_S
+    skip: int = 0
 
 
 def run_one(task: Task) -> tuple[Task, list[JobOutcome], dict[str, float], float]:
-    jobs = load_philly(Path(task.traces) / f"trace_{task.vc}.csv", limit=task.limit)
+    jobs = load_philly(Path(task.traces) / f"trace_{task.vc}.csv", limit=task.limit, skip=task.skip)
     model = HistoryModel(**dict(task.history)) if task.estimator == "history" else None  # type: ignore[arg-type]
-    eng = QueueingScheduler(uniform_cluster(max(1, task.devices // 8), 8), POLICIES[task.policy], durations=model)
+    policy = tiered_policy(task.tiers, task.overhead_s) if task.policy == "default" else POLICIES[task.policy]
+    eng = QueueingScheduler(uniform_cluster(max(1, task.devices // 8), 8), policy, durations=model)
     if model is not None and KM in (model.statistic, model.plan_statistic):
         model.attach_engine(eng)  # running jobs' elapsed times as censored observations
     sim = Simulator(eng, jobs, HistoryEstimator(model) if model is not None else None)
@@ -116,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="CI smoke profile (3 VCs x 150 jobs)")
     ap.add_argument("--devices-per-vc", type=int, default=64)
     ap.add_argument("--jobs-per-vc", type=int, default=None, help=f"first N jobs per VC (full: {FULL_JOBS}; 0 = all)")
+    ap.add_argument("--skip-jobs", type=int, default=0,
+                    help="start each VC after its first N jobs (a held-out slice: --skip-jobs 2000)")
     ap.add_argument("--vcs", default=None, help="comma-separated VC ids (default: every trace file)")
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--estimators", default="true,history")
@@ -133,7 +152,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="km-mean with the exp tail: fit it above this quantile of the survival curve")
     ap.add_argument("--history-plan-statistic", default=None,
                     help="statistic the planner books for queued jobs / running residuals (default: the same)")
+    ap.add_argument("--tiers", default=",".join(f"{t:g}" for t in TIERS),
+                    help="tiered policy: attained-service thresholds in device-seconds, comma-separated")
+    ap.add_argument("--preempt-overhead", type=float, default=PREEMPT_OVERHEAD_S,
+                    help="tiered policy: run seconds a preempted job loses each time")
     args = ap.parse_args(argv)
+    tiers = tuple(float(x) for x in args.tiers.split(",") if x)
     from tqdm import tqdm
 
     traces = Path(args.traces)
@@ -151,10 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         hist += (("plan_statistic", args.history_plan_statistic),)
     if KM in (args.history_statistic, args.history_plan_statistic):
         hist += (("km_tail", args.history_km_tail), ("km_tail_quantile", args.history_km_tail_quantile))
-    tasks = [Task(vc, pol, est, args.devices_per_vc, limit, str(traces), hist)
+    tasks = [Task(vc, pol, est, args.devices_per_vc, limit, str(traces), hist, tiers, args.preempt_overhead,
+                  args.skip_jobs)
              for est in args.estimators.split(",") for pol in args.policies.split(",") for vc in vcs]
     # biggest VCs first so the pool stays busy to the end
-    sizes = {vc: len(load_philly(traces / f"trace_{vc}.csv", limit=limit)) for vc in vcs}
+    sizes = {vc: len(load_philly(traces / f"trace_{vc}.csv", limit=limit, skip=args.skip_jobs)) for vc in vcs}
     tasks.sort(key=lambda t: -sizes[t.vc])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

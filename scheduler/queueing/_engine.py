@@ -15,6 +15,7 @@ as possible and placed all-or-nothing.
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from collections import deque
@@ -40,7 +41,7 @@ from accel.scheduler import (
     host_spec_from_inventory,
 )
 
-from ._estimators import DeclaredModel, DurationModel
+from ._estimators import DeclaredModel, DurationModel, capped_remaining
 from ._journal import Event, Journal
 from ._meter import Bill, Meter, PriceTable, Segment
 from ._profile import Profile
@@ -427,6 +428,8 @@ class QueueingScheduler:
             inner = self.book.fair_usage(job.spec.tenant, now)
         else:
             inner = 0.0
+        if self.policy.demote_after_device_s:
+            return (-float(k.level), float(self.tier(job, now)), inner, float(job.seq))
         return (-float(k.level), inner, float(job.seq))
 
     def queue(self, now: float | None = None) -> list[Job]:
@@ -632,6 +635,7 @@ class QueueingScheduler:
             keep = job.progress(now)
         else:
             keep = job.checkpoint_at(now)
+        keep = max(0.0, keep - self.policy.preempt_overhead_s)  # saving and restoring its state costs run time
         self._emit(now, job.id, "preempted", job.reason or "preempted", {"mode": mode.value, "keep": keep})
 
     def _walk(self, now: float, res: CycleResult, *, commit: bool, target: str | None = None,
@@ -640,6 +644,8 @@ class QueueingScheduler:
 
         Returns the profiles after the walk and, in planning mode, the target's estimates.
         """
+        if self.policy.demote_after_device_s:
+            return self._walk_tiered(now, res, commit=commit, target=target, depth=depth)
         pol = self.policy
         profiles = self._profiles(now)
         self._pctx = None
@@ -746,21 +752,22 @@ class QueueingScheduler:
         return self.book.admit(job.spec.tenant, pool, self._need(job, pool).plus(extra))
 
     def _estimate_in(self, job: Job, pool: str, prof: Profile, now: float, work_ahead: float,
-                     adm: Admission, blocked: Mapping[str, float]) -> WaitEstimate:
-        n, d = job.spec.devices, self.duration(job)
+                     adm: Admission, blocked: Mapping[str, float], *, hold: float | None = None,
+                     alone_prof: Profile | None = None, fit: _TierFit | None = None) -> WaitEstimate:
+        n, d = job.spec.devices, (self.duration(job) if hold is None else hold)
         price = self.meter.prices.device_hour(pool) * job.spec.compute_milli / 1000.0
         if n > self.pool_capacity(pool):
             return WaitEstimate(pool, math.inf, math.inf, WaitReason.CAPACITY, price)
         after = prof.area_time(work_ahead, now) if work_ahead > 0 else now
         after = max(after, blocked.get(pool, now))
-        t = prof.earliest(n, d, after=after)
+        t = prof.earliest(n, d, after=after) if fit is None else fit.earliest(n, after=after)
         reason = WaitReason.NONE
         if not adm.ok:
             reason = WaitReason.QUOTA
             t = max(t, self._quota_frees_at(job, pool, now))
         elif t > now + 1e-9:
             # alone on the running jobs it would start at ``alone``: later means jobs ahead of it
-            alone = self._profiles(now)[pool].earliest(n, d)
+            alone = (alone_prof if alone_prof is not None else self._profiles(now)[pool]).earliest(n, d)
             if alone >= t - 1e-9:
                 reason = WaitReason.CAPACITY
             elif prof.free_now >= n:
@@ -878,11 +885,267 @@ class QueueingScheduler:
 
     def _lost_if(self, v: Job, now: float) -> float:
         mode = self.policy.preempt_mode
-        if mode == PreemptMode.SUSPEND:
-            return 0.0
+        done = v.progress(now)
         if mode == PreemptMode.REQUEUE:
-            return v.progress(now)
-        return v.progress(now) - v.checkpoint_at(now)
+            return done
+        keep = done if mode == PreemptMode.SUSPEND else v.checkpoint_at(now)
+        return done - max(0.0, keep - self.policy.preempt_overhead_s)
+
+    # -- attained-service tiers (Policy.demote_after_device_s) -----------------------------------------
+    def attained(self, job: Job, now: float | None = None) -> float:
+        """Attained service of a job: the run time it received, kept or lost (so it never goes
+        down, and a preempted job cannot climb back into an earlier tier), x devices held."""
+        t = self.now if now is None else now
+        return (job.progress(t) + job.lost_s) * job.spec.compute_milli / 1000.0
+
+    def tier(self, job: Job, now: float | None = None) -> int:
+        """The job's attained-service tier: how many ``demote_after_device_s`` thresholds it passed."""
+        th = self.policy.demote_after_device_s
+        if not th:
+            return 0
+        # the tolerance makes a job demoted at the instant the wake-up for its threshold fires
+        return bisect.bisect_right(th, self.attained(job, now) + 1e-6)
+
+    def _tier_budget(self, job: Job, now: float, q: int) -> float:
+        """Run seconds before ``job`` leaves tiers <= ``q`` (infinite from the last tier)."""
+        th = self.policy.demote_after_device_s
+        if q >= len(th):
+            return math.inf
+        return max(0.0, (th[q] - self.attained(job, now)) / (job.spec.compute_milli / 1000.0))
+
+    def _tier_hold(self, job: Job, done: float, budget: float) -> float:
+        """Expected run time of a job that has ``done`` seconds of work, counted up to ``budget`` more."""
+        return capped_remaining(self.durations, (job.spec.tenant, job.spec.devices), job.spec.estimate_s, done,
+                                done + budget, self.policy.overrun_margin_s)
+
+    def _tier_releasable(self, v: Job, level: int, q: int, now: float) -> bool:
+        """A running job a tier-``q`` job of class ``level`` may preempt: same class, later tier."""
+        return (v.state == JobState.RUNNING and v.klass.level == level and v.spec.preemptible
+                and v.klass.preemptible and self.tier(v, now) > q)
+
+    def _tier_profiles(self, now: float, level: int, q: int) -> dict[str, Profile]:
+        """Free devices as a tier-``q`` job of class ``level`` sees them: running jobs of its class
+        in a later tier are preemptible (free after the grace period), the others of its class
+        hold their devices only until they would leave tiers <= ``q``."""
+        rel: dict[str, list[tuple[float, int]]] = {p: [] for p in self.pools}
+        grace = self.policy.grace_s
+        for v in self._active.values():
+            if v.pool is None:
+                continue
+            if v.state == JobState.PREEMPTING and v.stop_at is not None:
+                end = v.stop_at
+            elif self._tier_releasable(v, level, q, now):
+                end = now + grace
+            elif v.klass.level == level:
+                done = v.progress(now)
+                end = now + self._tier_hold(v, done, self._tier_budget(v, now, q))
+            else:
+                end = self.expected_end(v, now)
+            rel[v.pool].append((end, v.spec.devices))
+        return {p: Profile(now, self.pool_free(p), rel[p]) for p in self.pools}
+
+    def next_wakeup(self, now: float | None = None) -> float | None:
+        """When the next cycle should run even if nothing else happens: the earliest time a
+        running job leaves its tier while a job of an earlier tier of its class waits (it may then
+        be preempted).  ``None`` without tiers or when no such change is ahead."""
+        t = self.now if now is None else now
+        if not self.policy.demote_after_device_s or not self._waiting:
+            return None
+        lowest: dict[int, int] = {}
+        for j in self._waiting.values():
+            q = self.tier(j, t)
+            lowest[j.klass.level] = min(q, lowest.get(j.klass.level, q))
+        best = math.inf
+        for v in self._active.values():
+            if v.state != JobState.RUNNING or v.klass.level not in lowest:
+                continue
+            q = self.tier(v, t)
+            if q >= lowest[v.klass.level]:
+                best = min(best, t + self._tier_budget(v, t, q))
+        return best if math.isfinite(best) and best > t else None
+
+    def _preempt_tier(self, job: Job, pool: str, q: int, now: float, adm: Admission, res: CycleResult) -> float | None:
+        """Free devices for tier-``q`` ``job`` by preempting later-tier jobs of its class in ``pool``.
+
+        Victims: highest tier first, then least work lost, then most devices (fewest victims),
+        pruned to a minimal set.  Returns when the job starts (now, or after the grace period as a
+        reservation), or ``None`` when preemption cannot make room.
+        """
+        level, n = job.klass.level, job.spec.devices
+        pidx = self._pool_index[pool]
+        cands = [v for v in self._active.values() if v.pool == pool and self._tier_releasable(v, level, q, now)
+                 and (v.spec.tenant == job.spec.tenant or self.book.above_guarantee(v.spec.tenant, pool,
+                                                                                   self._usage(v)))]
+        order = sorted(cands, key=lambda v: (-self.tier(v, now), self._lost_if(v, now), -v.spec.devices, -v.seq))
+        single = job.spec.same_host or job.spec.share is not None
+        best: list[Job] | None = None
+        scopes: list[int | None] = (list(range(self.state.n_hosts)) if single else [None])
+        for h in scopes:
+            def on(v: Job, h: int | None = h) -> int:
+                return sum(len(a.devices) for a in v.allocs if h is None or a.host == h)
+            free = int(self.host_free[h, pidx]) if h is not None else self.pool_free(pool)
+            need = n - free
+            if need <= 0:
+                continue
+            chosen: list[Job] = []
+            got = 0
+            for v in order:
+                k = on(v)
+                if k and got < need:
+                    chosen.append(v)
+                    got += k
+            if got < need:
+                continue
+            for v in sorted(chosen, key=lambda x: on(x)):  # prune: drop victims not needed after all
+                if got - on(v) >= need:
+                    chosen.remove(v)
+                    got -= on(v)
+            if best is None or len(chosen) < len(best):
+                best = chosen
+        if not best:
+            return None
+        self._pctx = None
+        grace = self.policy.grace_s
+        for v in sorted(best, key=lambda x: x.seq):
+            why = (f"preempted for {job.id}: tier {q} goes before tier {self.tier(v, now)} "
+                   f"({self.attained(v, now):.0f} device-s attained)")
+            self._emit(now, v.id, "preempting", why, {"stop_at": now + grace, "for": job.id})
+            res.preempted.append(v.id)
+            if grace <= 0:
+                self._finish_preemption(v, now)
+        if grace <= 0 and self._start(job, pool, now, adm, "started by preemption"):
+            res.started.append(job.id)
+            return now
+        self.reservations[job.id] = (pool, now + grace, n)
+        res.reservations[job.id] = now + grace
+        return now + grace
+
+    def _walk_tiered(self, now: float, res: CycleResult, *, commit: bool, target: str | None = None,
+                     depth: int | None = None) -> tuple[dict[str, Profile], dict[str, WaitEstimate]]:
+        """:meth:`_walk` for a tiered policy: each job is planned on the view of its own class and
+        tier (:meth:`_tier_profiles`), and starts by preempting later-tier jobs when only they
+        hold the devices it needs."""
+        pol = self.policy
+        views = _TierViews(self, now)
+        self._pctx = None
+        blocked_pools: dict[str, float] = {}
+        easy_reserved: set[str] = set()
+        reservations = 0
+        tests = 0
+        out: dict[str, WaitEstimate] = {}
+        planned_work: dict[str, float] = {p: 0.0 for p in self.pools}
+        plan_usage: dict[tuple[str, str], Usage] = {}
+        plan_taken: dict[str, int] = {p: 0 for p in self.pools}  # planning: devices its starts took
+        grace = pol.grace_s
+        if commit:
+            self.reservations.clear()
+        exact = pol.plan_depth if depth is None else depth
+        for job in self.queue(now):
+            if commit and pol.max_tests is not None and tests >= pol.max_tests:
+                break
+            tests += 1
+            spec, n = job.spec, job.spec.devices
+            level, q = job.klass.level, self.tier(job, now)
+            view = views.get(level, q)
+            hold = views.hold(job, level, q)
+            pools = self._pools_for(spec)
+            if not commit and job.id != target and reservations >= exact:
+                p = pools[0] if len(pools) == 1 else max(pools, key=lambda x: view[x].free_now)
+                planned_work[p] += hold * n
+                continue
+            adm_by_pool = {p: self._admit_planned(job, p, plan_usage) for p in pools}
+            if job.id == target:
+                base = views.base(level, q)
+                for p in self.pools:
+                    out[p] = self._estimate_in(job, p, view[p], now, planned_work[p],
+                                               adm_by_pool.get(p) or self._admit_planned(job, p, plan_usage),
+                                               blocked_pools, hold=hold, alone_prof=base[p],
+                                               fit=views.pair(job, p))
+                return view, out
+            admissible = [p for p in pools if adm_by_pool[p].ok]
+            if not admissible:
+                job.wait = WaitReason.QUOTA
+                if commit and job.klass.preempts and self._may_preempt(job):
+                    self._try_preempt_booked(job, pools, now, res, views)
+                continue
+            at: float | None = None
+            for p in admissible:
+                if p in blocked_pools or not views.pair(job, p).fits(now, n):
+                    continue
+                if self.pool_free(p) - plan_taken[p] >= n:
+                    if not commit:
+                        at = now
+                        plan_taken[p] += n
+                    elif self._start(job, p, now, adm_by_pool[p], "fits now"):
+                        res.started.append(job.id)
+                        at = now
+                elif commit:
+                    at = self._preempt_tier(job, p, q, now, adm_by_pool[p], res)
+                else:
+                    at = now + grace  # it would preempt later-tier jobs
+                if at is not None:
+                    views.book(p, at, job)
+                    if not commit:
+                        key = (spec.tenant, p)
+                        plan_usage[key] = plan_usage.get(key, Usage()).plus(self._need(job, p))
+                    break
+            if at is not None:
+                continue
+            if commit and self._may_preempt(job) and self._try_preempt_booked(job, admissible, now, res, views):
+                continue
+            if commit and pol.backfill == BackfillMode.EASY and all(p in easy_reserved for p in admissible):
+                free = max(view[p].free_now for p in admissible)
+                job.wait = WaitReason.RESERVATION if free >= n else WaitReason.CAPACITY
+                continue
+            if commit and pol.backfill == BackfillMode.CONSERVATIVE and reservations >= pol.plan_depth:
+                job.wait = WaitReason.PRIORITY
+                continue
+            best_p, best_t = admissible[0], math.inf
+            for p in admissible:
+                t = views.pair(job, p).earliest(n, after=blocked_pools.get(p))
+                if t < best_t:
+                    best_p, best_t = p, t
+            job.wait = WaitReason.RESERVATION if view[best_p].free_now >= n else WaitReason.CAPACITY
+            if pol.backfill == BackfillMode.NONE:
+                for p in admissible:
+                    blocked_pools[p] = max(blocked_pools.get(p, now), best_t if p == best_p else now)
+                if not commit and math.isfinite(best_t):
+                    views.book(best_p, best_t, job)
+                reservations += 1
+                continue
+            reserve = (not commit or (pol.backfill == BackfillMode.CONSERVATIVE and reservations < pol.plan_depth)
+                       or (pol.backfill == BackfillMode.EASY and best_p not in easy_reserved))
+            if reserve and math.isfinite(best_t):
+                views.book(best_p, best_t, job)
+                reservations += 1
+                easy_reserved.add(best_p)
+                if commit:
+                    self.reservations[job.id] = (best_p, best_t, n)
+                    res.reservations[job.id] = best_t
+        return views.get(self.policy.classes[-1].level, 0), out
+
+    def _try_preempt_booked(self, job: Job, pools: Sequence[str], now: float, res: CycleResult,
+                            views: _TierViews) -> bool:
+        """Preemption across classes (:meth:`_try_preempt`) inside a tiered walk, booked on its views."""
+        if not self._try_preempt(job, pools, self._profiles(now), now, res):
+            return False
+        if job.active and job.pool is not None:
+            views.book(job.pool, now, job)
+        elif job.id in self.reservations:
+            p, at, _n = self.reservations[job.id]
+            views.book(p, at, job)
+        return True
+
+    def _verify_tiered(self, now: float) -> None:
+        views = _TierViews(self, now)
+        for job in self.queue(now):
+            r = self.reservations.get(job.id)
+            if r is None:
+                continue
+            pool, at, n = r
+            if not views.pair(job, pool).fits(at, n):
+                raise SchedulerStateError(f"reservation of {job.id} at {at} in {pool} is delayed")
+            views.book(pool, at, job)
 
     # -- estimates --------------------------------------------------------------------------------------
     def estimate(self, job_id: str, now: float | None = None, *, depth: int | None = None) -> list[WaitEstimate]:
@@ -969,6 +1232,9 @@ class QueueingScheduler:
         jobs (with their expected ends), each job fits at its reserved time.  Called right after
         a cycle, this is the backfill guarantee: no job started in the cycle delays a reservation."""
         t = self.now if now is None else now
+        if self.policy.demote_after_device_s:
+            self._verify_tiered(t)
+            return
         profiles = self._profiles(t)
         for job in self.queue(t):
             r = self.reservations.get(job.id)
@@ -1007,6 +1273,105 @@ class QueueingScheduler:
         finally:
             eng._replaying = False
         return eng
+
+
+class _TierViews:
+    """The free-device profiles of one tiered walk, one per (class level, tier), built from the
+    state when first asked for; every start or reservation of the walk is booked on each view
+    for as long as that job would hold its devices against jobs of that class and tier."""
+
+    __slots__ = ("_base", "_bookings", "_hi", "_views", "eng", "now")
+
+    def __init__(self, eng: QueueingScheduler, now: float) -> None:
+        self.eng, self.now = eng, now
+        self._base: dict[tuple[int, int], dict[str, Profile]] = {}
+        self._views: dict[tuple[int, int], dict[str, Profile]] = {}
+        # per view: the same running jobs with only higher classes' bookings, against which a job
+        # holds its devices for its whole duration (its tier cap only counts inside its class)
+        self._hi: dict[tuple[int, int], dict[str, Profile]] = {}
+        self._bookings: list[tuple[str, float, Job]] = []
+
+    def pair(self, job: Job, pool: str) -> _TierFit:
+        """What ``job`` must fit: its own view for its tier hold, the higher classes for its duration."""
+        level, q = job.klass.level, self.eng.tier(job, self.now)
+        return _TierFit(self.get(level, q)[pool], self.hi(level, q)[pool], self.hold(job, level, q),
+                        self.eng.duration(job))
+
+    def hi(self, level: int, q: int) -> dict[str, Profile]:
+        key = (level, q)
+        view = self._hi.get(key)
+        if view is None:
+            view = self._hi[key] = {p: prof.copy() for p, prof in self.base(level, q).items()}
+            for pool, at, job in self._bookings:
+                if job.klass.level > level:
+                    view[pool].add(at, at + self.eng.duration(job), job.spec.devices)
+        return view
+
+    def base(self, level: int, q: int) -> dict[str, Profile]:
+        """The view without this walk's bookings."""
+        key = (level, q)
+        if key not in self._base:
+            self._base[key] = self.eng._tier_profiles(self.now, level, q)
+        return self._base[key]
+
+    def get(self, level: int, q: int) -> dict[str, Profile]:
+        key = (level, q)
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = {p: prof.copy() for p, prof in self.base(level, q).items()}
+            for pool, at, job in self._bookings:
+                if self._applies(job, level, q):
+                    view[pool].add(at, at + self.hold(job, level, q), job.spec.devices)
+        return view
+
+    def _applies(self, job: Job, level: int, q: int) -> bool:
+        # a booked job holds devices against lower classes, and against its own class from its tier on
+        return job.klass.level > level or (job.klass.level == level and self.eng.tier(job, self.now) <= q)
+
+    def hold(self, job: Job, level: int, q: int) -> float:
+        """How long a queued ``job`` holds its devices against a tier-``q`` job of class ``level``."""
+        eng = self.eng
+        if job.klass.level != level:
+            return eng.duration(job)
+        return max(1.0, eng._tier_hold(job, job.work_s, eng._tier_budget(job, self.now, q)))
+
+    def book(self, pool: str, at: float, job: Job) -> None:
+        self._bookings.append((pool, at, job))
+        for (level, q), view in self._views.items():
+            if self._applies(job, level, q):
+                view[pool].add(at, at + self.hold(job, level, q), job.spec.devices)
+        for (level, _q), view in self._hi.items():
+            if job.klass.level > level:
+                view[pool].add(at, at + self.eng.duration(job), job.spec.devices)
+
+
+class _TierFit:
+    """A job's fit in a tiered walk: ``own`` (its class and tier) for ``hold`` seconds and
+    ``hi`` (higher classes' bookings) for its whole duration ``full``, both at once."""
+
+    __slots__ = ("full", "hi", "hold", "own")
+
+    def __init__(self, own: Profile, hi: Profile, hold: float, full: float) -> None:
+        self.own, self.hi, self.hold, self.full = own, hi, hold, max(hold, full)
+
+    @property
+    def free_now(self) -> int:
+        return min(self.own.free_now, self.hi.free_now)
+
+    def fits(self, start: float, n: int) -> bool:
+        return self.own.fits(start, self.hold, n) and self.hi.fits(start, self.full, n)
+
+    def earliest(self, n: int, after: float | None = None) -> float:
+        t = self.own.now if after is None else after
+        for _ in range(10_000):  # each round moves t to a later breakpoint of one of the two
+            t = self.own.earliest(n, self.hold, after=t)
+            if not math.isfinite(t):
+                return t
+            t2 = self.hi.earliest(n, self.full, after=t)
+            if t2 <= t:
+                return t
+            t = t2
+        return math.inf
 
 
 def _spec_dict(spec: JobSpec) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-__all__ = ["DeclaredModel", "DurationModel", "HistoryModel"]
+__all__ = ["DeclaredModel", "DurationModel", "HistoryModel", "capped_remaining"]
 
 
 class DurationModel(Protocol):
@@ -36,6 +36,25 @@ class DurationModel(Protocol):
     def remaining(self, key: tuple[str, int], declared_s: float, done_s: float, overrun_margin_s: float) -> float: ...
 
     def observe(self, key: tuple[str, int], duration_s: float) -> None: ...
+
+
+def capped_remaining(model: DurationModel, key: tuple[str, int], declared_s: float, done_s: float,
+                     cap_s: float, overrun_margin_s: float) -> float:
+    """Expected run time left counting only up to ``cap_s`` of total work, ``E[min(D, cap) - t | D > t]``.
+
+    The tiered planner asks this: a job holds its devices against jobs of an earlier tier only
+    until it leaves that tier.  A model with a ``remaining_capped`` method answers it from its
+    distribution; for any other model it is ``min(remaining, cap - done)``.
+    """
+    budget = cap_s - done_s
+    if budget <= 0:
+        return 0.0
+    if not math.isfinite(cap_s):
+        return model.remaining(key, declared_s, done_s, overrun_margin_s)
+    f = getattr(model, "remaining_capped", None)
+    if f is not None:
+        return float(min(budget, max(0.0, f(key, declared_s, done_s, cap_s, overrun_margin_s))))
+    return min(budget, model.remaining(key, declared_s, done_s, overrun_margin_s))
 
 
 class DeclaredModel:
@@ -202,6 +221,9 @@ class HistoryModel:
         self._km_token: tuple[float, int] | None = None
         self._km_cache: dict[tuple[object, ...], _KaplanMeier] = {}
         self._censored: dict[tuple[object, ...], list[float]] = {}
+        # per key: (observations when built, sorted durations, prefix sums) for O(log n) means
+        self._sorted: dict[tuple[object, ...], tuple[int, list[float], list[float]]] = {}
+        self._version: dict[tuple[object, ...], int] = {}
 
     # -- censored observations (running jobs) --------------------------------------------------------------
     def attach(self, clock: Callable[[], float],
@@ -249,6 +271,30 @@ class HistoryModel:
         lv = self.levels(key) if self.use_global else self.levels(key)[:2]
         return [h for h in (self._hist.get(k) for k in lv) if h]
 
+    def _chain_levels(self, key: tuple[str, int]) -> list[tuple[object, ...]]:
+        lv = self.levels(key) if self.use_global else self.levels(key)[:2]
+        return [k for k in lv if self._hist.get(k)]
+
+    def _capped_mean(self, level: tuple[object, ...], done_s: float, cap_s: float) -> tuple[int, float]:
+        """(n, mean of min(D, cap) - done over the n durations D > done) of one level, from a
+        sorted copy with prefix sums (rebuilt only after that level changed)."""
+        ver = self._version.get(level, 0)
+        got = self._sorted.get(level)
+        if got is None or got[0] != ver:
+            xs = sorted(self._hist[level])
+            pre = [0.0]
+            for x in xs:
+                pre.append(pre[-1] + x)
+            got = self._sorted[level] = (ver, xs, pre)
+        _, xs, pre = got
+        lo = bisect.bisect_right(xs, done_s) if done_s > 0 else 0
+        n = len(xs) - lo
+        if n == 0:
+            return 0, 0.0
+        hi = bisect.bisect_right(xs, cap_s, lo=lo) if math.isfinite(cap_s) else len(xs)
+        total = pre[hi] - pre[lo] + cap_s * (len(xs) - hi) if hi < len(xs) else pre[hi] - pre[lo]
+        return n, total / n - (done_s if done_s > 0 else 0.0)
+
     def history(self, key: tuple[str, int]) -> deque[float] | None:
         """Finest history with at least ``min_samples`` jobs (else the coarsest non-empty one)."""
         chain = self._chain(key)
@@ -257,15 +303,22 @@ class HistoryModel:
                 return h
         return chain[-1] if chain else None
 
-    def _predict(self, key: tuple[str, int], name: str, done_s: float = 0.0) -> float | None:
-        """Statistic of (D - done) over the matching history with D > done, backing off and
-        shrinking as configured; None when no level has a longer job."""
+    def _predict(self, key: tuple[str, int], name: str, done_s: float = 0.0,
+                 cap_s: float = math.inf) -> float | None:
+        """Statistic of (min(D, cap) - done) over the matching history with D > done, backing off
+        and shrinking as configured; None when no level has a longer job."""
         chain = self._chain(key)
         est: float | None = None
         km_levels = ([lv for lv in (self.levels(key) if self.use_global else self.levels(key)[:2])
                       if self._hist.get(lv)] if name == KM_STATISTIC else [])
+        fast = self._chain_levels(key) if name == "mean" else []
         for i, h in enumerate(reversed(chain)):  # coarse to fine: each finer level refines the coarser answer
-            if name == KM_STATISTIC:
+            if fast:
+                n, m = self._capped_mean(fast[len(chain) - 1 - i], done_s, cap_s)
+                if n == 0:
+                    continue
+                val = max(1.0, m)
+            elif name == KM_STATISTIC:
                 km = self._km(km_levels[len(chain) - 1 - i])
                 r = km.residual(done_s) if km is not None else None
                 if r is None:
@@ -273,7 +326,8 @@ class HistoryModel:
                 n = len(h)
                 val = max(1.0, r)
             else:
-                longer = [d - done_s for d in h if d > done_s] if done_s > 0 else list(h)
+                longer = ([min(d, cap_s) - done_s for d in h if d > done_s] if done_s > 0
+                          else [min(d, cap_s) for d in h])
                 n = len(longer)
                 if n == 0:
                     continue
@@ -309,7 +363,22 @@ class HistoryModel:
             return max(overrun_margin_s, done_s)
         return est
 
+    def remaining_capped(self, key: tuple[str, int], declared_s: float, done_s: float, cap_s: float,
+                         overrun_margin_s: float) -> float:
+        """``E[min(D, cap) - t | D > t]`` over the matching finished history (``plan_statistic``),
+        also for a job that has not started: the capped mean of what finished is a better
+        booking than the uncapped declaration.  ``km-mean`` and an empty history fall back to
+        ``min(remaining, cap - done)``."""
+        budget = cap_s - done_s
+        if self.plan_statistic == KM_STATISTIC or not self._chain(key):
+            return min(budget, self.remaining(key, declared_s, done_s, overrun_margin_s))
+        est = self._predict(key, self.plan_statistic, done_s, cap_s)
+        if est is None:
+            return min(budget, max(overrun_margin_s, done_s))  # older than everything seen
+        return min(budget, est)
+
     def observe(self, key: tuple[str, int], duration_s: float) -> None:
         self._n_observed += 1
         for k in self.levels(key):
+            self._version[k] = self._version.get(k, 0) + 1
             self._hist.setdefault(k, deque(maxlen=self.window)).append(duration_s)

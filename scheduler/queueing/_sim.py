@@ -160,13 +160,17 @@ def uniform_cluster(hosts: int, devices_per_host: int = 8, *, model: str = "P100
     return ClusterState.from_specs(specs)
 
 
-def load_philly(path: str | Path, *, limit: int | None = None, tenant: str | None = None) -> list[TraceJob]:
-    """Jobs of one Philly VC file (``trace_<vc>.csv``): duration = service / GPUs."""
+def load_philly(path: str | Path, *, limit: int | None = None, tenant: str | None = None,
+                skip: int = 0) -> list[TraceJob]:
+    """Jobs of one Philly VC file (``trace_<vc>.csv``): duration = service / GPUs; the ``limit``
+    jobs after the first ``skip``."""
     p = Path(path)
     vc = tenant or p.stem.removeprefix("trace_")
     out: list[TraceJob] = []
     with p.open(newline="") as fh:
-        for row in csv.DictReader(fh):
+        for k, row in enumerate(csv.DictReader(fh)):
+            if k < skip:
+                continue
             n = int(row["num_jobs"])
             out.append(TraceJob(f"{vc}-{int(row['app_id'])}", float(row["submit_time"]), n,
                                 max(1.0, float(row["service"]) / n), tenant=vc))
@@ -191,6 +195,7 @@ class Simulator:
         self._n = 0
         self._health = sorted(health_events, key=lambda x: x[0])
         self.cycles = 0
+        self._wakeups: set[float] = set()
         for j in self.jobs:
             self._push(j.submit_s, "arrive", j.id, 0)
         for i, (t, _) in enumerate(self._health):
@@ -240,7 +245,15 @@ class Simulator:
         for jid, at in res.reservations.items():
             if at > t and any(eng.jobs[v].state == JobState.PREEMPTING for v in res.preempted):
                 self._push(at, "tick", jid, 0)
+        self._wake(t)
         return True
+
+    def _wake(self, now: float) -> None:
+        """A cycle when a running job leaves its tier (a tiered policy may then preempt it)."""
+        at = self.engine.next_wakeup(now)
+        if at is not None and at not in self._wakeups:
+            self._wakeups.add(at)
+            self._push(at, "tick", "", 0)
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         done_before = 0
@@ -270,6 +283,7 @@ class Simulator:
                 sim._push(j.submit_s, "arrive", j.id, 0)
         sim.estimator = estimator or DeclaredEstimator()
         sim._schedule_finishes([r.id for r in engine.jobs.values()], now)
+        sim._wake(now)
         return sim
 
     def result(self) -> SimResult:

@@ -122,6 +122,18 @@ class Policy:
     end this much later (re-evaluated every cycle).  ``calibrate_window`` > 0 scales each new
     start estimate's wait by the median ratio actual/estimated wait of the last that many jobs
     that started (online calibration from the scheduler's own past errors; 0 = off).
+
+    ``demote_after_device_s`` (ascending, device-seconds): attained-service *tiers* inside every
+    class, a multi-level feedback queue like Tiresias' discretised 2D-LAS.  A job whose attained
+    service (work it has kept x devices, compute share for a fractional job) passed ``k`` of the
+    thresholds is in tier ``k``; lower tiers go first (then the class's own order), and a job may
+    preempt running jobs of its class in a later tier, so a new job never waits behind a job that
+    has already had its share.  The order needs no duration estimate.  Reservations and wait
+    estimates book each job only until it would leave the tier of the job being planned
+    (``E[min(D, budget)]``), so a new job's start depends on capped durations, which are far
+    easier to predict than heavy-tailed full ones.  Empty = no tiers.
+    ``preempt_overhead_s``: run time a preempted job loses each time it is stopped (saving and
+    restoring its state), accounted as lost work.
     """
 
     classes: tuple[PriorityClass, ...] = (DEFAULT_CLASS,)
@@ -134,8 +146,16 @@ class Policy:
     overrun_margin_s: float = 600.0
     default_class: str = ""
     calibrate_window: int = 0
+    demote_after_device_s: tuple[float, ...] = ()
+    preempt_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
+        th = self.demote_after_device_s
+        if any(not (t > 0 and math.isfinite(t)) for t in th) or any(th[i + 1] <= th[i] for i in range(len(th) - 1)):
+            raise InvalidRequestError("demote_after_device_s must be positive, finite and strictly ascending",
+                                      field="demote_after_device_s")
+        if not (self.preempt_overhead_s >= 0 and math.isfinite(self.preempt_overhead_s)):
+            raise InvalidRequestError("preempt_overhead_s must be >= 0", field="preempt_overhead_s")
         names = [c.name for c in self.classes]
         if not names or len(set(names)) != len(names):
             raise InvalidRequestError("policy needs uniquely named classes", field="classes")

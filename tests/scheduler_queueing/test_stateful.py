@@ -1,5 +1,5 @@
 """Stateful property test: random submissions, completions, failures, device faults and
-preemptions; after every step no device is over-allocated, no tenant is above its limit,
+preemptions, with and without attained-service tiers; after every step no device is over-allocated, no tenant is above its limit,
 gangs hold all or nothing, no reservation is delayed by a backfilled job, and metering
 balances with the journal's run segments."""
 
@@ -37,11 +37,13 @@ TENANTS = (Tenant("a", guaranteed={"A100": Quota(devices=6)}, limit={"A100": Quo
 
 class QueueMachine(RuleBasedStateMachine):
     @initialize(mode=st.sampled_from(list(BackfillMode)), preempt=st.sampled_from(list(PreemptMode)),
-                grace=st.sampled_from([0.0, 30.0]), two_pools=st.booleans())
-    def setup(self, mode: BackfillMode, preempt: PreemptMode, grace: float, two_pools: bool) -> None:
+                grace=st.sampled_from([0.0, 30.0]), two_pools=st.booleans(),
+                tiers=st.sampled_from([(), (300.0,), (200.0, 2000.0)]), overhead=st.sampled_from([0.0, 20.0]))
+    def setup(self, mode: BackfillMode, preempt: PreemptMode, grace: float, two_pools: bool,
+              tiers: tuple[float, ...], overhead: float) -> None:
         c = cluster(pools={"A100": 2, "H100": 1}, per_host=4) if two_pools else cluster(hosts=3, per_host=4)
         pol = Policy(classes=CLASSES, backfill=mode, preempt_mode=preempt, grace_s=grace, default_class="batch",
-                     plan_depth=8)
+                     plan_depth=8, demote_after_device_s=tiers, preempt_overhead_s=overhead)
         self.eng = QueueingScheduler(c, pol, tenants=TENANTS)
         self.now = 0.0
         self.n = 0
