@@ -1,7 +1,7 @@
 """Stateful property test: random submissions, completions, failures, device faults and
-preemptions, with and without attained-service tiers; after every step no device is over-allocated, no tenant is above its limit,
-gangs hold all or nothing, no reservation is delayed by a backfilled job, and metering
-balances with the journal's run segments."""
+preemptions, with and without attained-service tiers; after every step no device is
+over-allocated, no tenant is above its limit, gangs hold all or nothing, no reservation is
+delayed by a backfilled job, and metering balances with the journal's run segments."""
 
 from __future__ import annotations
 
