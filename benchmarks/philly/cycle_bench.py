@@ -6,8 +6,13 @@ estimates; then ``--queued`` jobs are submitted (sizes 1..16 devices, Philly-lik
 estimates 1 min..1 day, three tenants with quotas, two priority classes) and one cycle is timed.
 A second cycle (nothing fits any more: every job is examined and skipped or reserved) is timed
 too.  The journal is a WAL SQLite file, as in production, unless ``--memory-journal``.
+``--tiers 3600`` uses attained-service tiers (the Philly benchmark's default policy); with
+``--age 4000`` the running jobs have run that long before the queue arrives, so they are all past
+their tier-0 share and the cycle preempts them for the new jobs (the worst case: thousands of
+preemptions in one cycle).
 
     python benchmarks/philly/cycle_bench.py
+    python benchmarks/philly/cycle_bench.py --tiers 3600 --age 4000 --mode conservative
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from accel.scheduler.queueing import (
     InClassOrder,
     JobSpec,
     Policy,
+    PreemptMode,
     PriorityClass,
     QueueingScheduler,
     Quota,
@@ -42,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", choices=[m.value for m in BackfillMode], default="easy")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--memory-journal", action="store_true")
+    ap.add_argument("--tiers", default="", help="attained-service thresholds, device-seconds (comma-separated)")
+    ap.add_argument("--age", type=float, default=0.0, help="seconds the running jobs ran before the queue arrives")
     args = ap.parse_args(argv)
+    tiers = tuple(float(x) for x in args.tiers.split(",") if x)
+    t_q = 1.0 + args.age
     classes = (PriorityClass("prod", 10, InClassOrder.FIFO, preempts=False),
                PriorityClass("batch", 0, InClassOrder.SHORTEST, band_ratio=4.0))
     cap = args.hosts * 8
@@ -57,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
             journal = None if args.memory_journal else Path(tmp) / "sched.db"
             t0 = time.perf_counter()
             eng = QueueingScheduler(uniform_cluster(args.hosts, 8), Policy(
-                classes=classes, backfill=BackfillMode(args.mode), default_class="batch"),
+                classes=classes, backfill=BackfillMode(args.mode), default_class="batch",
+                demote_after_device_s=tiers, preempt_mode=PreemptMode.SUSPEND),
                 tenants=tenants, journal=journal)
             build = time.perf_counter() - t0
             with eng.batch():
@@ -73,20 +84,22 @@ def main(argv: list[str] | None = None) -> int:
                 for k in range(args.queued):
                     eng.submit(JobSpec(id=f"q{k}", tenant=rng.choice("abc"), devices=rng.choice(SIZES),
                                        estimate_s=rng.uniform(60, 86400),
-                                       priority_class="prod" if k % 10 == 0 else "batch"), 1.0)
+                                       priority_class="prod" if k % 10 == 0 else "batch"), t_q)
             queued = len(eng.queue())
             t0 = time.perf_counter()
-            res = eng.cycle(2.0)
+            res = eng.cycle(t_q + 1.0)
             times.append(time.perf_counter() - t0)
             started.append(len(res.started))
             reserved.append(len(res.reservations))
             t0 = time.perf_counter()
-            eng.cycle(3.0)
+            eng.cycle(t_q + 2.0)
             second.append(time.perf_counter() - t0)
             print(f"rep {rep}: build {build:.2f} s, running {len(eng.running())}, queued before {queued}, "
-                  f"cycle {times[-1] * 1000:.0f} ms (started {started[-1]}, reservations {reserved[-1]}), "
+                  f"cycle {times[-1] * 1000:.0f} ms (started {started[-1]}, preempted {len(res.preempted)}, "
+                  f"reservations {reserved[-1]}), "
                   f"next cycle {second[-1] * 1000:.0f} ms, free devices {eng.pool_free('P100')}")
-    print(f"full cycle, {args.queued} queued on {args.hosts} hosts ({args.mode}, "
+    print(f"full cycle, {args.queued} queued on {args.hosts} hosts ({args.mode}"
+          f"{', tiers ' + args.tiers + f', age {args.age:g} s' if tiers else ''}, "
           f"{'memory' if args.memory_journal else 'WAL file'} journal): "
           f"median {statistics.median(times) * 1000:.0f} ms,"
           f" max {max(times) * 1000:.0f} ms; follow-up cycle median {statistics.median(second) * 1000:.0f} ms")

@@ -180,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
              for est in args.estimators.split(",") for pol in args.policies.split(",") for vc in vcs]
     # biggest VCs first so the pool stays busy to the end
     sizes = {vc: len(load_philly(traces / f"trace_{vc}.csv", limit=limit, skip=args.skip_jobs)) for vc in vcs}
+    tasks = [t for t in tasks if sizes[t.vc] > 0]  # a held-out slice past a small VC's end is empty
+    vcs = [vc for vc in vcs if sizes[vc] > 0]
     tasks.sort(key=lambda t: -sizes[t.vc])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

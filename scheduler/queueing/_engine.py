@@ -964,44 +964,62 @@ class QueueingScheduler:
                 best = min(best, t + self._tier_budget(v, t, q))
         return best if math.isfinite(best) and best > t else None
 
-    def _preempt_tier(self, job: Job, pool: str, q: int, now: float, adm: Admission, res: CycleResult) -> float | None:
+    def _tier_victims(self, level: int, pool: str, q: int, now: float) -> list[Job]:
+        """Running jobs a tier-``q`` job of class ``level`` may preempt in ``pool``, in victim order:
+        highest tier first, then least work lost, then most devices (fewer victims)."""
+        cands = [v for v in self._active.values() if v.pool == pool and self._tier_releasable(v, level, q, now)]
+        return sorted(cands, key=lambda v: (-self.tier(v, now), self._lost_if(v, now), -v.spec.devices, -v.seq))
+
+    def _preempt_tier(self, job: Job, pool: str, q: int, now: float, adm: Admission, res: CycleResult,
+                      order: list[Job] | None = None) -> float | None:
         """Free devices for tier-``q`` ``job`` by preempting later-tier jobs of its class in ``pool``.
 
-        Victims: highest tier first, then least work lost, then most devices (fewest victims),
-        pruned to a minimal set.  Returns when the job starts (now, or after the grace period as a
+        ``order``: the candidates from :meth:`_tier_victims` (a walk computes them once; victims
+        that stopped running since are skipped).  The victims are the first in that order that
+        free enough devices, pruned to a minimal set; another tenant's job only while that tenant
+        is above its guarantee.  Returns when the job starts (now, or after the grace period as a
         reservation), or ``None`` when preemption cannot make room.
         """
         level, n = job.klass.level, job.spec.devices
         pidx = self._pool_index[pool]
-        cands = [v for v in self._active.values() if v.pool == pool and self._tier_releasable(v, level, q, now)
-                 and (v.spec.tenant == job.spec.tenant or self.book.above_guarantee(v.spec.tenant, pool,
-                                                                                   self._usage(v)))]
-        order = sorted(cands, key=lambda v: (-self.tier(v, now), self._lost_if(v, now), -v.spec.devices, -v.seq))
+        if order is None:
+            order = self._tier_victims(level, pool, q, now)
+        tenant = job.spec.tenant
+
+        def allowed(v: Job) -> bool:
+            return v.state == JobState.RUNNING and (
+                v.spec.tenant == tenant or self.book.above_guarantee(v.spec.tenant, pool, self._usage(v)))
+
         single = job.spec.same_host or job.spec.share is not None
         best: list[Job] | None = None
-        scopes: list[int | None] = (list(range(self.state.n_hosts)) if single else [None])
-        for h in scopes:
-            def on(v: Job, h: int | None = h) -> int:
-                return sum(len(a.devices) for a in v.allocs if h is None or a.host == h)
-            free = int(self.host_free[h, pidx]) if h is not None else self.pool_free(pool)
+        if single:  # all on one host: only hosts where some candidate runs
+            per_host: dict[int, list[tuple[Job, int]]] = {}
+            for v in order:
+                for a in v.allocs:
+                    per_host.setdefault(a.host, []).append((v, len(a.devices)))
+            scopes = [(h, int(self.host_free[h, pidx]), lst) for h, lst in sorted(per_host.items())]
+        else:
+            scopes = [(-1, self.pool_free(pool), [(v, v.spec.devices) for v in order])]
+        for _h, free, lst in scopes:
             need = n - free
             if need <= 0:
                 continue
-            chosen: list[Job] = []
+            chosen: list[tuple[Job, int]] = []
             got = 0
-            for v in order:
-                k = on(v)
-                if k and got < need:
-                    chosen.append(v)
+            for v, k in lst:
+                if got >= need:
+                    break
+                if k and allowed(v):
+                    chosen.append((v, k))
                     got += k
             if got < need:
                 continue
-            for v in sorted(chosen, key=lambda x: on(x)):  # prune: drop victims not needed after all
-                if got - on(v) >= need:
-                    chosen.remove(v)
-                    got -= on(v)
+            for v, k in sorted(chosen, key=lambda x: x[1]):  # prune: drop victims not needed after all
+                if got - k >= need:
+                    chosen.remove((v, k))
+                    got -= k
             if best is None or len(chosen) < len(best):
-                best = chosen
+                best = [v for v, _k in chosen]
         if not best:
             return None
         self._pctx = None
@@ -1036,6 +1054,8 @@ class QueueingScheduler:
         planned_work: dict[str, float] = {p: 0.0 for p in self.pools}
         plan_usage: dict[tuple[str, str], Usage] = {}
         plan_taken: dict[str, int] = {p: 0 for p in self.pools}  # planning: devices its starts took
+        # victim candidates per (class, pool, tier): only shrink during a walk (later tiers start after)
+        victims: dict[tuple[int, str, int], list[Job]] = {}
         grace = pol.grace_s
         if commit:
             self.reservations.clear()
@@ -1080,7 +1100,10 @@ class QueueingScheduler:
                         res.started.append(job.id)
                         at = now
                 elif commit:
-                    at = self._preempt_tier(job, p, q, now, adm_by_pool[p], res)
+                    vkey = (level, p, q)
+                    if vkey not in victims:
+                        victims[vkey] = self._tier_victims(level, p, q, now)
+                    at = self._preempt_tier(job, p, q, now, adm_by_pool[p], res, victims[vkey])
                 else:
                     at = now + grace  # it would preempt later-tier jobs
                 if at is not None:
@@ -1277,35 +1300,18 @@ class QueueingScheduler:
 
 class _TierViews:
     """The free-device profiles of one tiered walk, one per (class level, tier), built from the
-    state when first asked for; every start or reservation of the walk is booked on each view
-    for as long as that job would hold its devices against jobs of that class and tier."""
+    state when first asked for.  Every start or reservation of the walk is booked on each view it
+    affects, for as long as that job holds its devices against jobs of that view: inside its own
+    class until it leaves the view's tier, against any other class for its whole duration.  It
+    is not booked on its own class's earlier-tier views: those jobs may preempt it."""
 
-    __slots__ = ("_base", "_bookings", "_hi", "_views", "eng", "now")
+    __slots__ = ("_base", "_bookings", "_views", "eng", "now")
 
     def __init__(self, eng: QueueingScheduler, now: float) -> None:
         self.eng, self.now = eng, now
         self._base: dict[tuple[int, int], dict[str, Profile]] = {}
         self._views: dict[tuple[int, int], dict[str, Profile]] = {}
-        # per view: the same running jobs with only higher classes' bookings, against which a job
-        # holds its devices for its whole duration (its tier cap only counts inside its class)
-        self._hi: dict[tuple[int, int], dict[str, Profile]] = {}
         self._bookings: list[tuple[str, float, Job]] = []
-
-    def pair(self, job: Job, pool: str) -> _TierFit:
-        """What ``job`` must fit: its own view for its tier hold, the higher classes for its duration."""
-        level, q = job.klass.level, self.eng.tier(job, self.now)
-        return _TierFit(self.get(level, q)[pool], self.hi(level, q)[pool], self.hold(job, level, q),
-                        self.eng.duration(job))
-
-    def hi(self, level: int, q: int) -> dict[str, Profile]:
-        key = (level, q)
-        view = self._hi.get(key)
-        if view is None:
-            view = self._hi[key] = {p: prof.copy() for p, prof in self.base(level, q).items()}
-            for pool, at, job in self._bookings:
-                if job.klass.level > level:
-                    view[pool].add(at, at + self.eng.duration(job), job.spec.devices)
-        return view
 
     def base(self, level: int, q: int) -> dict[str, Profile]:
         """The view without this walk's bookings."""
@@ -1325,8 +1331,7 @@ class _TierViews:
         return view
 
     def _applies(self, job: Job, level: int, q: int) -> bool:
-        # a booked job holds devices against lower classes, and against its own class from its tier on
-        return job.klass.level > level or (job.klass.level == level and self.eng.tier(job, self.now) <= q)
+        return job.klass.level != level or self.eng.tier(job, self.now) <= q
 
     def hold(self, job: Job, level: int, q: int) -> float:
         """How long a queued ``job`` holds its devices against a tier-``q`` job of class ``level``."""
@@ -1335,42 +1340,47 @@ class _TierViews:
             return eng.duration(job)
         return max(1.0, eng._tier_hold(job, job.work_s, eng._tier_budget(job, self.now, q)))
 
+    def pair(self, job: Job, pool: str) -> _TierFit:
+        """What ``job`` must fit: its own view for its tier hold, and every higher class's view
+        already planned (their reservations) for its whole duration."""
+        level, q = job.klass.level, self.eng.tier(job, self.now)
+        own = self.get(level, q)[pool]
+        higher = [v[pool] for (lv, _q), v in self._views.items() if lv > level]
+        return _TierFit(own, higher, self.hold(job, level, q), self.eng.duration(job))
+
     def book(self, pool: str, at: float, job: Job) -> None:
         self._bookings.append((pool, at, job))
         for (level, q), view in self._views.items():
             if self._applies(job, level, q):
                 view[pool].add(at, at + self.hold(job, level, q), job.spec.devices)
-        for (level, _q), view in self._hi.items():
-            if job.klass.level > level:
-                view[pool].add(at, at + self.eng.duration(job), job.spec.devices)
 
 
 class _TierFit:
-    """A job's fit in a tiered walk: ``own`` (its class and tier) for ``hold`` seconds and
-    ``hi`` (higher classes' bookings) for its whole duration ``full``, both at once."""
+    """A job's fit in a tiered walk: ``own`` (its class and tier) for ``hold`` seconds and every
+    profile of ``higher`` (higher classes' views) for its whole duration ``full``, all at once."""
 
-    __slots__ = ("full", "hi", "hold", "own")
+    __slots__ = ("full", "higher", "hold", "own")
 
-    def __init__(self, own: Profile, hi: Profile, hold: float, full: float) -> None:
-        self.own, self.hi, self.hold, self.full = own, hi, hold, max(hold, full)
+    def __init__(self, own: Profile, higher: list[Profile], hold: float, full: float) -> None:
+        self.own, self.higher, self.hold, self.full = own, higher, hold, max(hold, full)
 
     @property
     def free_now(self) -> int:
-        return min(self.own.free_now, self.hi.free_now)
+        return min([self.own.free_now, *(h.free_now for h in self.higher)])
 
     def fits(self, start: float, n: int) -> bool:
-        return self.own.fits(start, self.hold, n) and self.hi.fits(start, self.full, n)
+        return self.own.fits(start, self.hold, n) and all(h.fits(start, self.full, n) for h in self.higher)
 
     def earliest(self, n: int, after: float | None = None) -> float:
         t = self.own.now if after is None else after
-        for _ in range(10_000):  # each round moves t to a later breakpoint of one of the two
+        for _ in range(10_000):  # each round moves t to a later breakpoint of one of the profiles
+            t0 = t
             t = self.own.earliest(n, self.hold, after=t)
-            if not math.isfinite(t):
+            for h in self.higher:
+                if math.isfinite(t):
+                    t = h.earliest(n, self.full, after=t)
+            if not math.isfinite(t) or t <= t0:
                 return t
-            t2 = self.hi.earliest(n, self.full, after=t)
-            if t2 <= t:
-                return t
-            t = t2
         return math.inf
 
 

@@ -171,3 +171,40 @@ def test_tiered_run_rebuilds_from_its_journal(tmp_path: object) -> None:
     again = QueueingScheduler.recover(cluster(hosts=1, per_host=4), path, tiered(threshold=1500.0, overhead=30.0))
     assert again.snapshot() == eng.snapshot()
     assert sum(j.attempts for j in eng.jobs.values()) > len(jobs)  # preemptions did happen
+
+
+def _two_class_engine(tiers: tuple[float, ...]) -> QueueingScheduler:
+    classes = (PriorityClass("prod", 10, InClassOrder.FIFO), PriorityClass("batch", 0, InClassOrder.FIFO))
+    pol = Policy(classes=classes, backfill=BackfillMode.EASY, preempt_mode=PreemptMode.REQUEUE,
+                 demote_after_device_s=tiers, default_class="batch")
+    return QueueingScheduler(cluster(hosts=1, per_host=4), pol)
+
+
+def test_a_lower_class_job_holds_its_whole_duration_against_a_higher_class_reservation() -> None:
+    """Its tier cap counts only inside its own class: a 2-device, 1,000 s batch job leaves batch's
+    tier 0 after 200 s, but it must not start on devices a prod reservation needs at 300 s."""
+    eng = _two_class_engine((400.0,))
+    eng.submit(job("p1", devices=1, est=300.0, priority_class="prod"), 0.0)
+    eng.cycle(0.0)
+    eng.submit(job("p2", devices=4, est=30.0, priority_class="prod"), 10.0)
+    eng.submit(job("b1", devices=2, est=1000.0, priority_class="batch"), 10.0)
+    res = eng.cycle(10.0)
+    assert res.reservations == {"p2": pytest.approx(300.0)}
+    assert eng.jobs["b1"].state == JobState.QUEUED  # 10..1010 would overlap p2's 300..330
+    eng.verify_reservations(10.0)
+
+
+def test_a_lower_class_job_cannot_count_on_preempting_its_own_class_for_a_higher_reservation() -> None:
+    """batch job b0 leaves tier 0 at 60 s, so another batch job could then preempt it; a prod
+    reservation cannot, so a batch newcomer must not take the free device p2 is promised at 100 s."""
+    eng = _two_class_engine((120.0,))
+    eng.submit(job("b0", devices=2, est=5000.0, priority_class="batch"), 0.0)
+    eng.submit(job("p1", devices=1, est=100.0, priority_class="prod"), 0.0)
+    eng.cycle(0.0)
+    eng.submit(job("p2", devices=2, est=30.0, priority_class="prod"), 10.0)
+    eng.submit(job("b1", devices=1, est=300.0, priority_class="batch"), 10.0)
+    res = eng.cycle(10.0)
+    assert res.reservations == {"p2": pytest.approx(100.0)}
+    assert eng.jobs["b1"].state == JobState.QUEUED
+    eng.verify_reservations(10.0)
+    eng.check_invariants()
