@@ -11,6 +11,12 @@ Capacity model: each device model is a *pool*; backfill and estimates count whol
 devices per pool (a fractional share takes a whole free device there, which is conservative).
 A job that is not ``same_host`` is split into per-host chunks, consolidated on as few hosts
 as possible and placed all-or-nothing.
+
+Attained-service tiers (``Policy.demote_after_device_s``): the queue is ordered by class, then
+tier, and :meth:`QueueingScheduler._walk_tiered` plans each job on the free-device view of its
+own class and tier, where its class's later-tier jobs are preemptible and the others hold their
+devices only until they would leave that tier; a cycle is due whenever a running job leaves
+its tier (:meth:`QueueingScheduler.next_wakeup`).
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ class _KaplanMeier:
     (0 for the restricted mean).  ``area[k]`` = integral of S from ``xs[k]`` to infinity.
     """
 
-    __slots__ = ("area", "n_events", "ss", "t_max", "tail_mean_s", "xs")
+    __slots__ = ("area", "cum", "n_events", "ss", "t_max", "tail_mean_s", "xs")
 
     def __init__(self, events: Sequence[float], censored: Sequence[float], tail: str = "restricted",
                  tail_quantile: float = 0.5) -> None:
@@ -137,6 +137,24 @@ class _KaplanMeier:
             acc += ss[k] * (xs[k + 1] - xs[k])
             area[k] = acc
         self.area = area
+        cum = [0.0] * len(xs)  # integral of S from 0 to xs[k]
+        for k in range(1, len(xs)):
+            cum[k] = cum[k - 1] + ss[k - 1] * (xs[k] - xs[k - 1])
+        self.cum = cum
+
+    def integral_to(self, x: float) -> float:
+        """Integral of S from 0 to ``x`` (S held at its last value past the last event)."""
+        k = bisect.bisect_right(self.xs, x) - 1
+        return self.cum[k] + self.ss[k] * (x - self.xs[k])
+
+    def capped_residual(self, t: float, cap: float) -> float | None:
+        """E[min(D, cap) - t | D > t] = integral of S from t to cap / S(t) (the restricted mean
+        residual: well defined without any tail model while cap is inside the data); None when
+        no observation outlived ``t``."""
+        s_t = self.survival(t)
+        if s_t <= 0 or cap <= t:
+            return None if s_t <= 0 else 0.0
+        return (self.integral_to(cap) - self.integral_to(t)) / s_t
 
     def survival(self, t: float) -> float:
         return self.ss[bisect.bisect_right(self.xs, t) - 1]
@@ -370,8 +388,22 @@ class HistoryModel:
         booking than the uncapped declaration.  ``km-mean`` and an empty history fall back to
         ``min(remaining, cap - done)``."""
         budget = cap_s - done_s
-        if self.plan_statistic == KM_STATISTIC or not self._chain(key):
+        if not self._chain(key):
             return min(budget, self.remaining(key, declared_s, done_s, overrun_margin_s))
+        if self.plan_statistic == KM_STATISTIC:
+            # restricted Kaplan-Meier mean: running jobs that already passed the cap are complete
+            # observations of min(D, cap), the others censored; finest level with min_samples events
+            levels = self._chain_levels(key)
+            r: float | None = None
+            for lv in levels:
+                km = self._km(lv)
+                if km is not None:
+                    r = km.capped_residual(done_s, cap_s)
+                    if r is not None and km.n_events >= self.min_samples:
+                        break
+            if r is None:
+                return min(budget, max(overrun_margin_s, done_s))
+            return min(budget, max(1.0, r))
         est = self._predict(key, self.plan_statistic, done_s, cap_s)
         if est is None:
             return min(budget, max(overrun_margin_s, done_s))  # older than everything seen

@@ -208,3 +208,28 @@ def test_a_lower_class_job_cannot_count_on_preempting_its_own_class_for_a_higher
     assert eng.jobs["b1"].state == JobState.QUEUED
     eng.verify_reservations(10.0)
     eng.check_invariants()
+
+
+def test_restricted_kaplan_meier_recovers_the_capped_mean_under_censoring() -> None:
+    """E[min(D, cap)] from finished jobs and running ones (censored at their elapsed time): the
+    restricted KM mean is right where the finished-only capped mean is biased short."""
+    rng = random.Random(0)
+    durations = [rng.expovariate(1 / 1000) for _ in range(4000)]
+    cap = 800.0
+    truth = statistics.fmean(min(d, cap) for d in durations)
+    finished: list[float] = []
+    running: list[float] = []
+    for d in durations:
+        seen = rng.uniform(0, 3000)  # when we look at this job
+        (finished if d <= seen else running).append(d if d <= seen else seen)
+    model = HistoryModel(window=None, statistic="mean", plan_statistic="km-mean")
+    for d in finished:
+        model.observe(("vc", 1), d)
+    model.attach(lambda: 0.0, lambda: [(("vc", 1), e) for e in running])
+    got = model.remaining_capped(("vc", 1), 3600.0, 0.0, cap, 600.0)
+    biased = statistics.fmean(min(d, cap) for d in finished)
+    assert abs(got - truth) / truth < 0.02
+    assert biased < 0.9 * truth  # the finished-only answer it corrects
+    # conditional on having run 300 s already
+    want = statistics.fmean(min(d, cap) - 300 for d in durations if d > 300)
+    assert model.remaining_capped(("vc", 1), 3600.0, 300.0, cap, 600.0) == pytest.approx(want, rel=0.03)
