@@ -233,3 +233,17 @@ def test_restricted_kaplan_meier_recovers_the_capped_mean_under_censoring() -> N
     # conditional on having run 300 s already
     want = statistics.fmean(min(d, cap) - 300 for d in durations if d > 300)
     assert model.remaining_capped(("vc", 1), 3600.0, 300.0, cap, 600.0) == pytest.approx(want, rel=0.03)
+
+
+def test_tiered_estimates_cover_every_pool_with_a_reason() -> None:
+    eng = QueueingScheduler(cluster(pools={"A100": 1, "H100": 1}, per_host=2), tiered(threshold=1000.0))
+    eng.submit(job("a", devices=2, est=5000.0, pool="A100"), 0.0)
+    eng.submit(job("h", devices=2, est=200.0, pool="H100"), 0.0)
+    eng.cycle(0.0)
+    eng.submit(job("x", devices=2, est=100.0), 10.0)  # any pool
+    eng.cycle(10.0)
+    ests = eng.estimate("x")
+    assert [e.pool for e in ests] == ["H100", "A100"]  # H100 frees at 200, A100 when "a" leaves tier 0 at 500
+    assert ests[0].start_at == pytest.approx(200.0) and ests[1].start_at == pytest.approx(500.0)
+    assert all(e.reason == WaitReason.CAPACITY for e in ests)
+    assert "H100 pool: about 3 minutes (capacity)" in ests[0].describe()
