@@ -25,7 +25,7 @@ import bisect
 import math
 import statistics
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -822,9 +822,20 @@ class QueueingScheduler:
                 and self.book.above_guarantee(v.spec.tenant, pool, use))
 
     def _try_preempt(self, job: Job, pools: Sequence[str], profiles: dict[str, Profile], now: float,
-                     res: CycleResult) -> bool:
+                     res: CycleResult, *, end_fn: Callable[[Job], float] | None = None, hold: float | None = None,
+                     also: Sequence[tuple[dict[str, Profile], Callable[[Job], float], float]] = (),
+                     on_victim: Callable[[Job], None] | None = None) -> bool:
+        """Preempt lower-class (or borrowing) jobs for ``job`` at least cost.
+
+        ``profiles`` is what it must fit in for ``hold`` seconds (default: its duration) once the
+        victims are gone, each victim released at ``end_fn(v)`` (default: its expected end);
+        ``also`` adds more (profiles, end function, duration) it must fit in at the same time (a
+        tiered walk: higher classes' views); ``on_victim`` is told of each victim before it stops.
+        """
         best: tuple[tuple[float, ...], str, list[Job]] | None = None
         d, n, grace = self.duration(job), job.spec.devices, self.policy.grace_s
+        d_own = d if hold is None else hold
+        end_of = end_fn or (lambda v: self.expected_end(v, now))
         for p in pools:
             cands = [v for v in self.running() if self._victim_ok(job, v, p)]
             if not cands:
@@ -842,8 +853,16 @@ class QueueingScheduler:
                     return False
                 trial = prof.copy()
                 for v in victims:
-                    trial.add(now + grace, self.expected_end(v, now), -v.spec.devices)
-                return trial.fits(now + grace, d, n)
+                    trial.add(now + grace, end_of(v), -v.spec.devices)
+                if not trial.fits(now + grace, d_own, n):
+                    return False
+                for views, fn, dur in also:
+                    other = views[p].copy()
+                    for v in victims:
+                        other.add(now + grace, fn(v), -v.spec.devices)
+                    if not other.fits(now + grace, dur, n):
+                        return False
+                return True
 
             if not fits(cands):
                 continue
@@ -870,8 +889,10 @@ class QueueingScheduler:
         _, p, victims = best
         self._pctx = None  # running set changes: recompute the pre-check
         prof = profiles[p]
-        ends = {v.id: self.expected_end(v, now) for v in victims}
+        ends = {v.id: end_of(v) for v in victims}
         for v in sorted(victims, key=lambda x: x.seq):
+            if on_victim is not None:
+                on_victim(v)
             why = f"preempted for {job.id} ({job.klass.name})"
             self._emit(now, v.id, "preempting", why, {"stop_at": now + grace, "for": job.id})
             res.preempted.append(v.id)
@@ -934,21 +955,20 @@ class QueueingScheduler:
         in a later tier are preemptible (free after the grace period), the others of its class
         hold their devices only until they would leave tiers <= ``q``."""
         rel: dict[str, list[tuple[float, int]]] = {p: [] for p in self.pools}
-        grace = self.policy.grace_s
         for v in self._active.values():
-            if v.pool is None:
-                continue
-            if v.state == JobState.PREEMPTING and v.stop_at is not None:
-                end = v.stop_at
-            elif self._tier_releasable(v, level, q, now):
-                end = now + grace
-            elif v.klass.level == level:
-                done = v.progress(now)
-                end = now + self._tier_hold(v, done, self._tier_budget(v, now, q))
-            else:
-                end = self.expected_end(v, now)
-            rel[v.pool].append((end, v.spec.devices))
+            if v.pool is not None:
+                rel[v.pool].append((self._view_end(v, now, level, q), v.spec.devices))
         return {p: Profile(now, self.pool_free(p), rel[p]) for p in self.pools}
+
+    def _view_end(self, v: Job, now: float, level: int, q: int) -> float:
+        """When active job ``v`` gives its devices back as a tier-``q`` job of class ``level`` sees it."""
+        if v.state == JobState.PREEMPTING and v.stop_at is not None:
+            return v.stop_at
+        if self._tier_releasable(v, level, q, now):
+            return now + self.policy.grace_s
+        if v.klass.level == level:
+            return now + self._tier_hold(v, v.progress(now), self._tier_budget(v, now, q))
+        return self.expected_end(v, now)
 
     def next_wakeup(self, now: float | None = None) -> float | None:
         """When the next cycle should run even if nothing else happens: the earliest time a
@@ -977,7 +997,8 @@ class QueueingScheduler:
         return sorted(cands, key=lambda v: (-self.tier(v, now), self._lost_if(v, now), -v.spec.devices, -v.seq))
 
     def _preempt_tier(self, job: Job, pool: str, q: int, now: float, adm: Admission, res: CycleResult,
-                      order: list[Job] | None = None) -> float | None:
+                      order: list[Job] | None = None,
+                      on_victim: Callable[[Job], None] | None = None) -> float | None:
         """Free devices for tier-``q`` ``job`` by preempting later-tier jobs of its class in ``pool``.
 
         ``order``: the candidates from :meth:`_tier_victims` (a walk computes them once; victims
@@ -1031,6 +1052,8 @@ class QueueingScheduler:
         self._pctx = None
         grace = self.policy.grace_s
         for v in sorted(best, key=lambda x: x.seq):
+            if on_victim is not None:
+                on_victim(v)
             why = (f"preempted for {job.id}: tier {q} goes before tier {self.tier(v, now)} "
                    f"({self.attained(v, now):.0f} device-s attained)")
             self._emit(now, v.id, "preempting", why, {"stop_at": now + grace, "for": job.id})
@@ -1050,7 +1073,8 @@ class QueueingScheduler:
         tier (:meth:`_tier_profiles`), and starts by preempting later-tier jobs when only they
         hold the devices it needs."""
         pol = self.policy
-        views = _TierViews(self, now)
+        # every view the walk will use, built now from the state before anything changes
+        views = _TierViews(self, now, {(j.klass.level, self.tier(j, now)) for j in self._waiting.values()})
         self._pctx = None
         blocked_pools: dict[str, float] = {}
         easy_reserved: set[str] = set()
@@ -1109,7 +1133,7 @@ class QueueingScheduler:
                     vkey = (level, p, q)
                     if vkey not in victims:
                         victims[vkey] = self._tier_victims(level, p, q, now)
-                    at = self._preempt_tier(job, p, q, now, adm_by_pool[p], res, victims[vkey])
+                    at = self._preempt_tier(job, p, q, now, adm_by_pool[p], res, victims[vkey], views.release)
                 else:
                     at = now + grace  # it would preempt later-tier jobs
                 if at is not None:
@@ -1155,8 +1179,16 @@ class QueueingScheduler:
 
     def _try_preempt_booked(self, job: Job, pools: Sequence[str], now: float, res: CycleResult,
                             views: _TierViews) -> bool:
-        """Preemption across classes (:meth:`_try_preempt`) inside a tiered walk, booked on its views."""
-        if not self._try_preempt(job, pools, self._profiles(now), now, res):
+        """Preemption across classes (:meth:`_try_preempt`) inside a tiered walk: it must fit its own
+        view (for its tier hold) and every higher class's view (for its duration) once the victims
+        are gone; victims are released on every view and the job booked on them."""
+        level, q = job.klass.level, self.tier(job, now)
+        own = {p: prof.copy() for p, prof in views.get(level, q).items()}
+        also = [({p: prof.copy() for p, prof in view.items()},
+                 (lambda v, lv=lv, qq=qq: self._view_end(v, now, lv, qq)), self.duration(job))
+                for (lv, qq), view in views.items() if lv > level]
+        if not self._try_preempt(job, pools, own, now, res, end_fn=lambda v: self._view_end(v, now, level, q),
+                                 hold=views.hold(job, level, q), also=also, on_victim=views.release):
             return False
         if job.active and job.pool is not None:
             views.book(job.pool, now, job)
@@ -1313,11 +1345,28 @@ class _TierViews:
 
     __slots__ = ("_base", "_bookings", "_views", "eng", "now")
 
-    def __init__(self, eng: QueueingScheduler, now: float) -> None:
+    def __init__(self, eng: QueueingScheduler, now: float, keys: Iterable[tuple[int, int]] = ()) -> None:
         self.eng, self.now = eng, now
         self._base: dict[tuple[int, int], dict[str, Profile]] = {}
         self._views: dict[tuple[int, int], dict[str, Profile]] = {}
         self._bookings: list[tuple[str, float, Job]] = []
+        # a walk builds its views up front: one built later from the live state would count
+        # the walk's own starts twice (running, and booked)
+        for level, q in sorted(keys):
+            self.get(level, q)
+
+    def items(self) -> list[tuple[tuple[int, int], dict[str, Profile]]]:
+        return list(self._views.items())
+
+    def release(self, v: Job) -> None:
+        """``v`` is about to be preempted: its devices are free on every view after the grace period."""
+        if v.pool is None:
+            return
+        t = self.now + self.eng.policy.grace_s
+        for (level, q), view in self._views.items():
+            end = self.eng._view_end(v, self.now, level, q)
+            if end > t:
+                view[v.pool].add(t, end, -v.spec.devices)
 
     def base(self, level: int, q: int) -> dict[str, Profile]:
         """The view without this walk's bookings."""

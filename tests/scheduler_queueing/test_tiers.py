@@ -247,3 +247,46 @@ def test_tiered_estimates_cover_every_pool_with_a_reason() -> None:
     assert ests[0].start_at == pytest.approx(200.0) and ests[1].start_at == pytest.approx(500.0)
     assert all(e.reason == WaitReason.CAPACITY for e in ests)
     assert "H100 pool: about 3 minutes (capacity)" in ests[0].describe()
+
+
+def test_cross_class_preemption_inside_a_tiered_walk_keeps_its_reservations() -> None:
+    """Found by the stateful test: prod j8 preempting batch jobs must not take devices that prod
+    j7's reservation (made earlier in the same cycle) counts on."""
+    from accel.scheduler import Share
+
+    from .conftest import GIB
+    from .test_stateful import CLASSES, TENANTS
+
+    pol = Policy(classes=CLASSES, backfill=BackfillMode.EASY, preempt_mode=PreemptMode.REQUEUE,
+                 default_class="batch", plan_depth=8, demote_after_device_s=(300.0,))
+    eng = QueueingScheduler(cluster(hosts=3, per_host=4), pol, tenants=TENANTS)
+    n = 0
+
+    def sub(devices: int, klass: str, tenant: str = "a", est: float = 30.0, share: bool = False) -> None:
+        nonlocal n
+        n += 1
+        eng.submit(job(f"j{n}", devices=devices, est=est, priority_class=klass, tenant=tenant,
+                       share=Share(400, 8 * GIB) if share else None), eng.now)
+
+    eng.cycle(0.0)
+    sub(1, "prod")
+    sub(1, "prod")
+    eng.cycle(0.0)
+    eng.update_health(0.0, {"a100-0/gpu2": False})
+    sub(4, "batch")
+    eng.cycle(0.0)
+    eng.finish("j1", 0.0, ok=False)
+    sub(1, "prod")
+    eng.update_health(0.0, {"a100-0/gpu0": False})
+    sub(1, "prod", share=True)
+    eng.cycle(0.0)
+    eng.cycle(40.0)
+    sub(3, "batch")
+    eng.cycle(40.0)
+    sub(5, "prod", tenant="b")
+    sub(1, "prod", est=300.0)
+    res = eng.cycle(40.0)
+    assert "j8" in res.started and res.preempted  # j8 started by preempting a batch job
+    assert res.reservations == {"j7": pytest.approx(300.0)}
+    eng.verify_reservations(40.0)
+    eng.check_invariants()
