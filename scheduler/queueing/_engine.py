@@ -1175,7 +1175,7 @@ class QueueingScheduler:
                 if commit:
                     self.reservations[job.id] = (best_p, best_t, n)
                     res.reservations[job.id] = best_t
-        return views.get(self.policy.classes[-1].level, 0), out
+        return {}, out  # (no single profile describes a tiered plan; callers use only the estimates)
 
     def _try_preempt_booked(self, job: Job, pools: Sequence[str], now: float, res: CycleResult,
                             views: _TierViews) -> bool:
