@@ -81,6 +81,7 @@ class Job:
     reason: str = ""
     wait: WaitReason = WaitReason.NONE
     estimate_at_submit: float | None = None
+    tier_seen: int = 0  # the attained-service tier last journaled (``demoted`` events)
 
     @property
     def id(self) -> str:
@@ -252,6 +253,10 @@ class QueueingScheduler:
 
     def _on_admitted(self, ev: Event) -> None:
         pass  # informational: the quota check passed (placement follows in the same call)
+
+    def _on_demoted(self, ev: Event) -> None:
+        # informational: the tier is derived from run time; this records when the scheduler saw it
+        self.jobs[str(ev.job)].tier_seen = int(ev.data["tier"])
 
     def _on_placed(self, ev: Event) -> None:
         job = self.jobs[str(ev.job)]
@@ -630,8 +635,22 @@ class QueueingScheduler:
             for job in sorted(self.running(), key=lambda j: j.seq):
                 if job.state == JobState.PREEMPTING and job.stop_at is not None and job.stop_at <= now + 1e-9:
                     self._finish_preemption(job, now)
+            if self.policy.demote_after_device_s:
+                self._journal_demotions(now)
             self._walk(now, res, commit=True)
         return res
+
+    def _journal_demotions(self, now: float) -> None:
+        """A ``demoted`` event for every running job that passed a tier threshold since the last
+        cycle (so ``accel sched history`` shows when a job went behind newer ones, and why)."""
+        th = self.policy.demote_after_device_s
+        for job in sorted(self._active.values(), key=lambda j: j.seq):
+            q = self.tier(job, now)
+            if q > job.tier_seen:
+                att = self.attained(job, now)
+                self._emit(now, job.id, "demoted",
+                           f"tier {job.tier_seen} -> {q}: {att:.0f} device-s of service passed {th[q - 1]:g}",
+                           {"tier": q, "attained_device_s": att})
 
     def _finish_preemption(self, job: Job, now: float) -> None:
         mode = self.policy.preempt_mode

@@ -4,7 +4,8 @@ Every state change of every job (and every device health change) is a row: time,
 reason and a JSON payload with what a rebuild needs (the spec at submission, the hosts and
 device slots at placement).  Kinds: ``submitted``, ``admitted`` (quota passed, first start),
 ``placed``, ``resumed`` (placed again after preemption, suspension or failure), ``preempting``
-(signalled, in its grace period), ``preempted``, ``failed`` (with ``requeue`` when a device
+(signalled, in its grace period), ``preempted``, ``demoted`` (passed an attained-service tier
+threshold; informational, the tier follows from run time), ``failed`` (with ``requeue`` when a device
 failed under it), ``finished``, ``cancelled``, and ``health`` (no job: a device turned
 (un)usable).  Rows are never updated or deleted.  The engine groups the rows
 of one call (one cycle, one submission...) in one transaction, so a crash loses a whole call

@@ -82,6 +82,8 @@ def _details(kind: str, data: dict[str, Any]) -> str:
                 f"estimate_s={spec.get('estimate_s')}{extra}")
     if kind in ("preempted", "failed"):
         return " ".join(f"{k}={v}" for k, v in sorted(data.items()))
+    if kind == "demoted":
+        return f"tier={data.get('tier')} attained_device_s={data.get('attained_device_s', 0):.0f}"
     if kind == "preempting":
         return f"stop_at={data.get('stop_at')} for={data.get('for')}"
     return ""

@@ -65,7 +65,11 @@ def test_a_job_past_its_share_is_preempted_for_a_new_one_and_resumes_with_its_wo
     assert long.state == JobState.SUSPENDED
     assert long.work_s == pytest.approx(440.0) and long.lost_s == pytest.approx(60.0)  # 500 s run, 60 s overhead
     assert eng.tier(long) == 1  # the lost minute still counts as service received: no way back to tier 0
-    assert "tier 0 goes before tier 1" in eng.history("long")[-1].reason
+    hist = eng.history("long")
+    assert "tier 0 goes before tier 1" in hist[-1].reason
+    demoted = [e for e in hist if e.kind == "demoted"]
+    assert len(demoted) == 1 and demoted[0].data["tier"] == 1 and demoted[0].t == 500.0
+    assert "1000 device-s of service passed 1000" in demoted[0].reason
     eng.finish("new", 600.0)
     eng.cycle(600.0)
     assert long.state == JobState.RUNNING and long.attempts == 2
