@@ -59,7 +59,7 @@ POLICIES: dict[str, Policy] = {
 }
 # the tiered policy: attained-service tiers (device-seconds), suspend/resume preemption that
 # costs each victim PREEMPT_OVERHEAD_S of run time, FIFO inside a tier, conservative backfill
-TIERS: tuple[float, ...] = (3600.0,)
+TIERS: tuple[float, ...] = (900.0,)
 PREEMPT_OVERHEAD_S = 60.0
 
 
