@@ -22,6 +22,7 @@ its tier (:meth:`QueueingScheduler.next_wakeup`).
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import statistics
 from collections import deque
@@ -1009,27 +1010,31 @@ class QueueingScheduler:
                 best = min(best, t + self._tier_budget(v, t, q))
         return best if math.isfinite(best) and best > t else None
 
-    def _tier_victims(self, level: int, pool: str, q: int, now: float) -> list[Job]:
+    def _tier_victims(self, level: int, pool: str, q: int, now: float) -> deque[Job]:
         """Running jobs a tier-``q`` job of class ``level`` may preempt in ``pool``, in victim order:
         highest tier first, then least work lost, then most devices (fewer victims)."""
         cands = [v for v in self._active.values() if v.pool == pool and self._tier_releasable(v, level, q, now)]
-        return sorted(cands, key=lambda v: (-self.tier(v, now), self._lost_if(v, now), -v.spec.devices, -v.seq))
+        return deque(sorted(cands, key=lambda v: (-self.tier(v, now), self._lost_if(v, now), -v.spec.devices,
+                                                  -v.seq)))
 
     def _preempt_tier(self, job: Job, pool: str, q: int, now: float, adm: Admission, res: CycleResult,
-                      order: list[Job] | None = None,
-                      on_victim: Callable[[Job], None] | None = None) -> float | None:
+                      order: deque[Job] | None = None, on_victim: Callable[[Job], None] | None = None,
+                      check: Callable[[list[Job]], bool] | None = None) -> float | None:
         """Free devices for tier-``q`` ``job`` by preempting later-tier jobs of its class in ``pool``.
 
         ``order``: the candidates from :meth:`_tier_victims` (a walk computes them once; victims
         that stopped running since are skipped).  The victims are the first in that order that
         free enough devices, pruned to a minimal set; another tenant's job only while that tenant
         is above its guarantee.  Returns when the job starts (now, or after the grace period as a
-        reservation), or ``None`` when preemption cannot make room.
+        reservation), or ``None`` when preemption cannot make room or ``check(victims)`` refuses
+        the choice (a tiered walk: the job must then still fit the higher classes' views).
         """
         level, n = job.klass.level, job.spec.devices
         pidx = self._pool_index[pool]
         if order is None:
             order = self._tier_victims(level, pool, q, now)
+        while order and order[0].state != JobState.RUNNING:
+            order.popleft()  # preempted earlier in this walk: never a candidate again
         tenant = job.spec.tenant
 
         def allowed(v: Job) -> bool:
@@ -1038,14 +1043,15 @@ class QueueingScheduler:
 
         single = job.spec.same_host or job.spec.share is not None
         best: list[Job] | None = None
+        scopes: list[tuple[int, int, Iterable[tuple[Job, int]]]]
         if single:  # all on one host: only hosts where some candidate runs
             per_host: dict[int, list[tuple[Job, int]]] = {}
             for v in order:
                 for a in v.allocs:
                     per_host.setdefault(a.host, []).append((v, len(a.devices)))
             scopes = [(h, int(self.host_free[h, pidx]), lst) for h, lst in sorted(per_host.items())]
-        else:
-            scopes = [(-1, self.pool_free(pool), [(v, v.spec.devices) for v in order])]
+        else:  # lazily: the walk stops as soon as enough devices are found
+            scopes = [(-1, self.pool_free(pool), ((v, v.spec.devices) for v in order))]
         for _h, free, lst in scopes:
             need = n - free
             if need <= 0:
@@ -1066,10 +1072,12 @@ class QueueingScheduler:
                     got -= k
             if best is None or len(chosen) < len(best):
                 best = [v for v, _k in chosen]
-        if not best:
+        if not best or (check is not None and not check(best)):
             return None
         self._pctx = None
         grace = self.policy.grace_s
+        for v in best:
+            order.remove(v)  # never a candidate again in this walk
         for v in sorted(best, key=lambda x: x.seq):
             if on_victim is not None:
                 on_victim(v)
@@ -1104,7 +1112,7 @@ class QueueingScheduler:
         plan_usage: dict[tuple[str, str], Usage] = {}
         plan_taken: dict[str, int] = {p: 0 for p in self.pools}  # planning: devices its starts took
         # victim candidates per (class, pool, tier): only shrink during a walk (later tiers start after)
-        victims: dict[tuple[int, str, int], list[Job]] = {}
+        victims: dict[tuple[int, str, int], deque[Job]] = {}
         grace = pol.grace_s
         if commit:
             self.reservations.clear()
@@ -1139,22 +1147,28 @@ class QueueingScheduler:
                 continue
             at: float | None = None
             for p in admissible:
-                if p in blocked_pools or not views.pair(job, p).fits(now, n):
+                if p in blocked_pools:
                     continue
+                fit = views.pair(job, p)
                 if self.pool_free(p) - plan_taken[p] >= n:
+                    if not fit.fits(now, n):
+                        continue
                     if not commit:
                         at = now
                         plan_taken[p] += n
                     elif self._start(job, p, now, adm_by_pool[p], "fits now"):
                         res.started.append(job.id)
                         at = now
+                elif not fit.own.fits(now + grace, fit.hold, n):
+                    continue  # not even by preempting its class's later tiers
                 elif commit:
                     vkey = (level, p, q)
                     if vkey not in victims:
                         victims[vkey] = self._tier_victims(level, p, q, now)
-                    at = self._preempt_tier(job, p, q, now, adm_by_pool[p], res, victims[vkey], views.release)
+                    at = self._preempt_tier(job, p, q, now, adm_by_pool[p], res, victims[vkey], views.release,
+                                            check=functools.partial(views.fits_after, job, p))
                 else:
-                    at = now + grace  # it would preempt later-tier jobs
+                    at = now + grace  # it would preempt later-tier jobs (planning: victims not chosen)
                 if at is not None:
                     views.book(p, at, job)
                     if not commit:
@@ -1421,6 +1435,20 @@ class _TierViews:
         own = self.get(level, q)[pool]
         higher = [v[pool] for (lv, _q), v in self._views.items() if lv > level]
         return _TierFit(own, higher, self.hold(job, level, q), self.eng.duration(job))
+
+    def fits_after(self, job: Job, pool: str, victims: Sequence[Job]) -> bool:
+        """Would ``job`` fit every higher class's view for its whole duration from the end of the
+        grace period, once ``victims`` (its class's later-tier jobs) have given their devices back?"""
+        eng = self.eng
+        at = self.now + eng.policy.grace_s
+        full = max(eng.duration(job), self.hold(job, job.klass.level, eng.tier(job, self.now)))
+        for (level, q), view in self._views.items():
+            if level <= job.klass.level:
+                continue
+            extra = [(eng._view_end(v, self.now, level, q), v.spec.devices) for v in victims]
+            if not view[pool].fits_with(at, full, job.spec.devices, extra):
+                return False
+        return True
 
     def book(self, pool: str, at: float, job: Job) -> None:
         self._bookings.append((pool, at, job))

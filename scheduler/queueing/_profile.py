@@ -61,12 +61,17 @@ class Profile:
         ns = np.array([n for _, n in self._deferred], dtype=np.int64)
         deltas = np.diff(self.fs, prepend=np.int64(0))
         deltas[0] -= int(ns.sum())
-        times = np.concatenate([self.ts, ends])
-        steps = np.concatenate([deltas, ns])
-        uniq, inv = np.unique(times, return_inverse=True)
-        summed = np.zeros(len(uniq), dtype=np.int64)
-        np.add.at(summed, inv, steps)
-        self.ts, self.fs = uniq.astype(np.float64), np.cumsum(summed).astype(np.int64)
+        # merge the (few) deferred ends into the (many) breakpoints: O(B + k log k), no full sort
+        uniq, inv = np.unique(ends, return_inverse=True)
+        sums = np.bincount(inv, weights=ns, minlength=len(uniq)).astype(np.int64)
+        pos = np.searchsorted(self.ts, uniq, side="left")
+        hit = pos < len(self.ts)
+        hit[hit] = self.ts[pos[hit]] == uniq[hit]
+        np.add.at(deltas, pos[hit], sums[hit])
+        new = ~hit
+        ts = np.insert(self.ts, pos[new], uniq[new])
+        deltas = np.insert(deltas, pos[new], sums[new])
+        self.ts, self.fs = ts.astype(np.float64), np.cumsum(deltas).astype(np.int64)
         self._deferred, self._held = [], 0
 
     def _split(self, t: float) -> int:
@@ -90,11 +95,13 @@ class Profile:
             self._held += n
             return
         self._flush()
-        if start > self.now or n < 0:
-            self._monotone = False
         i = self._split(start)
         j = self._split(end) if math.isfinite(end) else len(self.ts)
         self.fs[i:j] -= n
+        if start > self.now or (n < 0 and self._monotone):
+            # a booking that starts later makes free(t) dip; giving devices back from now on (a
+            # preemption victim) usually keeps it non-decreasing: check, so the fast path stays
+            self._monotone = n < 0 and start <= self.now and bool((np.diff(self.fs) >= 0).all())
 
     def min_over(self, start: float, end: float) -> int:
         start = max(start, self.now)
@@ -105,6 +112,21 @@ class Profile:
         j = int(np.searchsorted(self.ts, end, side="left")) if math.isfinite(end) else len(self.ts)
         j = max(j, i + 1)
         return int(self.fs[max(i, 0):j].min())
+
+    def fits_with(self, start: float, duration: float, n: int, extra: Iterable[tuple[float, int]]) -> bool:
+        """:meth:`fits`, as if ``k`` more devices were free from ``start`` until ``end`` for each
+        ``(end, k)`` of ``extra`` (devices a preemption would give back), without copying."""
+        start = max(start, self.now)
+        self._flush()
+        i = max(int(np.searchsorted(self.ts, start, side="right")) - 1, 0)
+        end = start + duration
+        j = int(np.searchsorted(self.ts, end, side="left")) if math.isfinite(end) else len(self.ts)
+        j = max(j, i + 1)
+        vals = self.fs[i:j].copy()
+        seg_start = np.maximum(self.ts[i:j], start)
+        for until, k in extra:
+            vals[seg_start < until] += k
+        return int(vals.min()) >= n
 
     def fits(self, start: float, duration: float, n: int) -> bool:
         """Are ``n`` devices free during all of ``[start, start + duration)``?"""

@@ -14,7 +14,7 @@ import accel.scheduler.queueing as q
 
 ROOT = Path(q.__file__).parent
 STDLIB_OK = {"__future__", "argparse", "bisect", "collections", "contextlib", "csv", "dataclasses", "enum", "heapq",
-             "json", "math", "os", "pathlib", "sqlite3", "statistics", "sys", "typing"}
+             "functools", "json", "math", "os", "pathlib", "sqlite3", "statistics", "sys", "typing"}
 
 
 def test_only_public_part1_names_and_allowed_modules() -> None:
