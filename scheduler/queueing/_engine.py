@@ -60,7 +60,7 @@ __all__ = ["CycleResult", "Job", "QueueingScheduler", "WaitEstimate"]
 IntArray = npt.NDArray[np.int64]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # a mutable record: equal only to itself
 class Job:
     """Mutable record of one job (the engine owns it; read it, do not change it)."""
 
@@ -636,22 +636,20 @@ class QueueingScheduler:
             for job in sorted(self.running(), key=lambda j: j.seq):
                 if job.state == JobState.PREEMPTING and job.stop_at is not None and job.stop_at <= now + 1e-9:
                     self._finish_preemption(job, now)
-            if self.policy.demote_after_device_s:
-                self._journal_demotions(now)
             self._walk(now, res, commit=True)
         return res
 
-    def _journal_demotions(self, now: float) -> None:
-        """A ``demoted`` event for every running job that passed a tier threshold since the last
-        cycle (so ``accel sched history`` shows when a job went behind newer ones, and why)."""
-        th = self.policy.demote_after_device_s
-        for job in sorted(self._active.values(), key=lambda j: j.seq):
-            q = self.tier(job, now)
-            if q > job.tier_seen:
-                att = self.attained(job, now)
-                self._emit(now, job.id, "demoted",
-                           f"tier {job.tier_seen} -> {q}: {att:.0f} device-s of service passed {th[q - 1]:g}",
-                           {"tier": q, "attained_device_s": att})
+    def _journal_demotion(self, job: Job, now: float) -> None:
+        """A ``demoted`` event when a job's tier change first matters (it is about to be preempted
+        for a job of an earlier tier), so ``accel sched history`` shows why it went behind.  Not
+        journaled on every crossing: a storm of them would cost more than the cycle."""
+        q = self.tier(job, now)
+        if q > job.tier_seen:
+            th = self.policy.demote_after_device_s
+            att = self.attained(job, now)
+            self._emit(now, job.id, "demoted",
+                       f"tier {job.tier_seen} -> {q}: {att:.0f} device-s of service passed {th[q - 1]:g}",
+                       {"tier": q, "attained_device_s": att})
 
     def _finish_preemption(self, job: Job, now: float) -> None:
         mode = self.policy.preempt_mode
@@ -1037,9 +1035,17 @@ class QueueingScheduler:
             order.popleft()  # preempted earlier in this walk: never a candidate again
         tenant = job.spec.tenant
 
+        above: dict[tuple[str, int, int], bool] = {}  # (tenant, devices, milli) -> above its guarantee
+
         def allowed(v: Job) -> bool:
-            return v.state == JobState.RUNNING and (
-                v.spec.tenant == tenant or self.book.above_guarantee(v.spec.tenant, pool, self._usage(v)))
+            if v.state != JobState.RUNNING:
+                return False
+            if v.spec.tenant == tenant:
+                return True
+            key = (v.spec.tenant, v.spec.devices, v.spec.compute_milli)
+            if key not in above:
+                above[key] = self.book.above_guarantee(v.spec.tenant, pool, self._usage(v))
+            return above[key]
 
         single = job.spec.same_host or job.spec.share is not None
         best: list[Job] | None = None
@@ -1081,6 +1087,7 @@ class QueueingScheduler:
         for v in sorted(best, key=lambda x: x.seq):
             if on_victim is not None:
                 on_victim(v)
+            self._journal_demotion(v, now)
             why = (f"preempted for {job.id}: tier {q} goes before tier {self.tier(v, now)} "
                    f"({self.attained(v, now):.0f} device-s attained)")
             self._emit(now, v.id, "preempting", why, {"stop_at": now + grace, "for": job.id})

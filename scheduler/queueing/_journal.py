@@ -5,7 +5,8 @@ reason and a JSON payload with what a rebuild needs (the spec at submission, the
 device slots at placement).  Kinds: ``submitted``, ``admitted`` (quota passed, first start),
 ``placed``, ``resumed`` (placed again after preemption, suspension or failure), ``preempting``
 (signalled, in its grace period), ``preempted``, ``demoted`` (passed an attained-service tier
-threshold; informational, the tier follows from run time), ``failed`` (with ``requeue`` when a device
+threshold, journaled when it first matters: before a preemption for an earlier tier;
+informational, the tier follows from run time), ``failed`` (with ``requeue`` when a device
 failed under it), ``finished``, ``cancelled``, and ``health`` (no job: a device turned
 (un)usable).  Rows are never updated or deleted.  The engine groups the rows
 of one call (one cycle, one submission...) in one transaction, so a crash loses a whole call
