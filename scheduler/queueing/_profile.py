@@ -122,10 +122,13 @@ class Profile:
         end = start + duration
         j = int(np.searchsorted(self.ts, end, side="left")) if math.isfinite(end) else len(self.ts)
         j = max(j, i + 1)
-        vals = self.fs[i:j].copy()
-        seg_start = np.maximum(self.ts[i:j], start)
+        extra = list(extra)
+        # the minimum is at a segment start or where a given-back range ends inside the window
+        cuts = [u for u, _ in extra if start < u < end]
+        pts = np.concatenate([np.maximum(self.ts[i:j], start), np.array(cuts, dtype=np.float64)])
+        vals = self.fs[np.searchsorted(self.ts, pts, side="right") - 1].copy()
         for until, k in extra:
-            vals[seg_start < until] += k
+            vals[pts < until] += k
         return int(vals.min()) >= n
 
     def fits(self, start: float, duration: float, n: int) -> bool:

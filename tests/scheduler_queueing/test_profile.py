@@ -39,11 +39,11 @@ class Naive:
 
 
 times = st.floats(NOW - 10, NOW + 500, allow_nan=False).map(lambda x: round(x, 1))
-ops = st.lists(st.tuples(st.sampled_from(["now", "later", "neg", "query"]), times,
+ops = st.lists(st.tuples(st.sampled_from(["now", "later", "neg", "release", "query"]), times,
                          st.floats(1, 300).map(lambda x: round(x, 1)), st.integers(1, 4)), max_size=25)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(free=st.integers(0, 8), releases=st.lists(st.tuples(times, st.integers(1, 4)), max_size=6), ops=ops)
 def test_profile_matches_the_naive_model(free: int, releases: list[tuple[float, int]],
                                          ops: list[tuple[str, float, float, int]]) -> None:
@@ -60,6 +60,9 @@ def test_profile_matches_the_naive_model(free: int, releases: list[tuple[float, 
             start = max(t, NOW)
             prof.add(start, start + d, -n)
             ref.book.append((start, start + d, -n))
+        elif kind == "release":  # devices given back from now on (a preemption victim)
+            prof.add(NOW, NOW + d, -n)
+            ref.book.append((NOW, NOW + d, -n))
         assert prof.free_now == ref.free(NOW)
         assert prof.fits(NOW, d, n) == (ref.min_over(NOW, NOW + d) >= n)
         if kind == "query":
@@ -67,3 +70,8 @@ def test_profile_matches_the_naive_model(free: int, releases: list[tuple[float, 
             assert prof.min_over(a, a + d) == ref.min_over(a, a + d)
             assert prof.earliest(n, d, after=a) == ref.earliest(n, d, a)
             assert prof.copy().earliest(n, d) == ref.earliest(n, d, NOW)
+            # fits_with: as if 2 more devices were free from a until a + d / 2
+            ref.book.append((a, a + d / 2, -2))
+            want = ref.min_over(a, a + d) >= n + 1
+            ref.book.pop()
+            assert prof.fits_with(a, d, n + 1, [(a + d / 2, 2)]) == want
