@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from accel.scheduler import InvalidRequestError
 from accel.scheduler.queueing import (
     BackfillMode,
     HistoryEstimator,
@@ -61,6 +62,27 @@ POLICIES: dict[str, Policy] = {
 # costs each victim PREEMPT_OVERHEAD_S of run time, FIFO inside a tier, conservative backfill
 TIERS: tuple[float, ...] = (900.0,)
 PREEMPT_OVERHEAD_S = 60.0
+
+
+def _tiers_arg(text: str) -> tuple[float, ...]:
+    try:
+        tiers = tuple(float(x) for x in text.split(",") if x.strip())
+        tiered_policy(tiers)  # the Policy's own checks: positive, finite, ascending
+    except (ValueError, InvalidRequestError) as exc:
+        raise argparse.ArgumentTypeError(f"--tiers {text!r}: {exc}") from None
+    return tiers
+
+
+def _non_negative(kind: type[int] | type[float]) -> Any:
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value >= 0 or not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+        return value
+    return parse
 
 
 def tiered_policy(tiers: tuple[float, ...] = TIERS, overhead_s: float = PREEMPT_OVERHEAD_S) -> Policy:
@@ -142,9 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="CI smoke profile (3 VCs x 150 jobs)")
     ap.add_argument("--devices-per-vc", type=int, default=64)
     ap.add_argument("--jobs-per-vc", type=int, default=None, help=f"first N jobs per VC (full: {FULL_JOBS}; 0 = all)")
-    ap.add_argument("--skip-jobs", type=int, default=0,
+    ap.add_argument("--skip-jobs", type=_non_negative(int), default=0,
                     help="start each VC after its first N jobs (a held-out slice: --skip-jobs 2000)")
-    ap.add_argument("--eval-from", type=int, default=0,
+    ap.add_argument("--eval-from", type=_non_negative(int), default=0,
                     help="replay the first N jobs too but score only the jobs after them (held-out check)")
     ap.add_argument("--vcs", default=None, help="comma-separated VC ids (default: every trace file)")
     ap.add_argument("--policies", default=",".join(POLICIES))
@@ -163,12 +185,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="km-mean with the exp tail: fit it above this quantile of the survival curve")
     ap.add_argument("--history-plan-statistic", default=None,
                     help="statistic the planner books for queued jobs / running residuals (default: the same)")
-    ap.add_argument("--tiers", default=",".join(f"{t:g}" for t in TIERS),
+    ap.add_argument("--tiers", type=_tiers_arg, default=TIERS,
                     help="tiered policy: attained-service thresholds in device-seconds, comma-separated")
-    ap.add_argument("--preempt-overhead", type=float, default=PREEMPT_OVERHEAD_S,
+    ap.add_argument("--preempt-overhead", type=_non_negative(float), default=PREEMPT_OVERHEAD_S,
                     help="tiered policy: run seconds a preempted job loses each time")
     args = ap.parse_args(argv)
-    tiers = tuple(float(x) for x in args.tiers.split(",") if x)
+    tiers: tuple[float, ...] = args.tiers
     from tqdm import tqdm
 
     traces = Path(args.traces)

@@ -911,11 +911,7 @@ class QueueingScheduler:
         for v in sorted(victims, key=lambda x: x.seq):
             if on_victim is not None:
                 on_victim(v)
-            why = f"preempted for {job.id} ({job.klass.name})"
-            self._emit(now, v.id, "preempting", why, {"stop_at": now + grace, "for": job.id})
-            res.preempted.append(v.id)
-            if grace <= 0:
-                self._finish_preemption(v, now)
+            self._signal_victim(job, v, now, f"preempted for {job.id} ({job.klass.name})", res)
             prof.add(now + grace, ends[v.id], -v.spec.devices)
         if grace <= 0:
             adm = self._admit_planned(job, p, {})
@@ -927,6 +923,15 @@ class QueueingScheduler:
         self.reservations[job.id] = (p, now + grace, n)
         res.reservations[job.id] = now + grace
         return True
+
+    def _signal_victim(self, job: Job, v: Job, now: float, why: str, res: CycleResult) -> None:
+        """Tell victim ``v`` to stop for ``job``: it keeps its devices for the grace period (none:
+        it stops now)."""
+        grace = self.policy.grace_s
+        self._emit(now, v.id, "preempting", why, {"stop_at": now + grace, "for": job.id})
+        res.preempted.append(v.id)
+        if grace <= 0:
+            self._finish_preemption(v, now)
 
     def _lost_if(self, v: Job, now: float) -> float:
         mode = self.policy.preempt_mode
@@ -1088,12 +1093,8 @@ class QueueingScheduler:
             if on_victim is not None:
                 on_victim(v)
             self._journal_demotion(v, now)
-            why = (f"preempted for {job.id}: tier {q} goes before tier {self.tier(v, now)} "
-                   f"({self.attained(v, now):.0f} device-s attained)")
-            self._emit(now, v.id, "preempting", why, {"stop_at": now + grace, "for": job.id})
-            res.preempted.append(v.id)
-            if grace <= 0:
-                self._finish_preemption(v, now)
+            self._signal_victim(job, v, now, f"preempted for {job.id}: tier {q} goes before tier "
+                                f"{self.tier(v, now)} ({self.attained(v, now):.0f} device-s attained)", res)
         if grace <= 0 and self._start(job, pool, now, adm, "started by preemption"):
             res.started.append(job.id)
             return now

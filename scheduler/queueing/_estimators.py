@@ -388,6 +388,8 @@ class HistoryModel:
         booking than the uncapped declaration.  ``km-mean`` and an empty history fall back to
         ``min(remaining, cap - done)``."""
         budget = cap_s - done_s
+        if budget <= 0:
+            return 0.0  # already at the cap: nothing left to count
         if not self._chain(key):
             return min(budget, self.remaining(key, declared_s, done_s, overrun_margin_s))
         if self.plan_statistic == KM_STATISTIC:

@@ -101,3 +101,18 @@ def test_tiered_policy_on_a_philly_prefix_beats_fifo_and_estimates_exactly() -> 
         assert got["est_median_rel_err"] < 1e-6
     hist = _run(tiered, history=True)
     assert hist["finished"] == 200 and hist["avg_jct_s"] < fifo["avg_jct_s"]
+
+
+@pytest.mark.parametrize("bad", [["--tiers", "abc"], ["--tiers", "900,100"], ["--tiers=-5"], ["--eval-from", "-1"],
+                                 ["--skip-jobs", "x"], ["--preempt-overhead", "nan"]])
+def test_benchmark_rejects_bad_options_in_one_line(bad: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks" / "philly"))
+    try:
+        import run_philly
+    finally:
+        sys.path.pop(0)
+    with pytest.raises(SystemExit) as exc:
+        run_philly.main(["--quick", *bad])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert ": error: argument " in err[-1] and bad[0].split("=")[0] in err[-1]

@@ -294,3 +294,10 @@ def test_cross_class_preemption_inside_a_tiered_walk_keeps_its_reservations() ->
     assert res.reservations == {"j7": pytest.approx(300.0)}
     eng.verify_reservations(40.0)
     eng.check_invariants()
+
+
+def test_capped_remaining_at_or_past_the_cap_is_zero() -> None:
+    model = HistoryModel(window=None, statistic="mean")
+    model.observe(("vc", 1), 500.0)
+    assert model.remaining_capped(("vc", 1), 3600.0, 800.0, 800.0, 600.0) == 0.0
+    assert model.remaining_capped(("vc", 1), 3600.0, 900.0, 800.0, 600.0) == 0.0
