@@ -240,6 +240,11 @@ class ParseError(AccelError):
         self.command = command
         self.line = line
         self.lineno = lineno
+        #: What identifies the device the unreadable record belongs to, when anything does
+        #: (set by the toolkit's record readers), and the id it is then listed under.
+        self.device_index: int | None = None
+        self.bus_id: str | None = None
+        self.device_id: str | None = None
 
 
 class SchedulerError(AccelError):

@@ -38,7 +38,7 @@ from .health import (
     Subsystem,
     derive_state,
 )
-from .inventory import SCHEMA_VERSION, Host, HostInventory, NumaNode, SourceInfo
+from .inventory import SCHEMA_VERSION, Host, HostInventory, NumaNode, Problem, ProblemKind, SourceInfo
 from .partition import Partition, PartitionFamily, PartitionProfile, Placement
 from .telemetry import LinkCounters, ProcessUsage, Telemetry
 from .topology import (
@@ -91,6 +91,8 @@ __all__ = [
     "PciInfo",
     "Placement",
     "PowerLimits",
+    "Problem",
+    "ProblemKind",
     "ProcessUsage",
     "Severity",
     "SharingInfo",

@@ -166,7 +166,14 @@ def derive_state(
 
 
 class Health(Model):
-    """A device's health.  ``state`` is derived, never stored independently."""
+    """A device's health.  ``state`` is derived, never stored independently.
+
+    Health is earned: ``monitored`` means something was read that tells the device's health
+    (a health or status column, ECC counters, a status call) at ``checked_at``.  Without
+    ``checked_at`` nothing was read, so ``monitored`` is False and, with no condition worse
+    than a warning, the state is ``unknown``, never ``healthy``.  A backend whose tool prints
+    no health passes no ``checked_at``; one that read health passes the time it read it.
+    """
 
     operational: Operational = Operational.ONLINE
     monitored: bool = True
@@ -191,3 +198,9 @@ class Health(Model):
     def unknown(cls) -> Health:
         """Health of a device whose health the backend cannot read at all."""
         return cls(monitored=False)
+
+    @classmethod
+    def read(cls, checked_at: datetime, conditions: tuple[HealthCondition, ...] = (), *,
+             operational: Operational = Operational.ONLINE) -> Health:
+        """Health from a reading taken at ``checked_at`` (the only way to ``healthy``)."""
+        return cls(operational=operational, monitored=True, conditions=conditions, checked_at=checked_at)

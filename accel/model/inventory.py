@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Final, Literal
 
 from pydantic import Field, model_validator
@@ -13,10 +14,11 @@ from .partition import Partition, PartitionProfile
 from .telemetry import ProcessUsage
 from .topology import DistanceMatrix, Domain, Link, distance_matrix
 
-__all__ = ["SCHEMA_VERSION", "Host", "HostInventory", "NumaNode", "SourceInfo"]
+__all__ = ["SCHEMA_VERSION", "Host", "HostInventory", "NumaNode", "Problem", "ProblemKind", "SourceInfo"]
 
 #: Version of the JSON Schema of :class:`HostInventory`; bump the minor for additive changes.
-SCHEMA_VERSION: Final = "1.0"
+#: 1.1 added ``problems`` (documents of 1.0 still load).
+SCHEMA_VERSION: Final = "1.1"
 
 
 class NumaNode(Model):
@@ -46,6 +48,42 @@ class SourceInfo(Model):
     tool_invocations: NonNegInt | None = None
 
 
+class ProblemKind(StrEnum):
+    """What could not be read."""
+
+    #: A record (a table row, a JSON entry, a section) of a tool's output could not be parsed.
+    RECORD = "record"
+    #: A command or library call failed (exit status, missing binary, refused, timed out).
+    COMMAND = "command"
+    #: One field of a device could not be read, or was read as a value no device can have.
+    FIELD = "field"
+    #: A device was listed but could not be made into the model (no identity, refused value).
+    DEVICE = "device"
+    #: A whole backend could not be read; its devices are missing from this picture.
+    BACKEND = "backend"
+
+
+class Problem(Model):
+    """Something a backend could not read while building this inventory.
+
+    A scheduler tells a complete snapshot from a partial one by ``inventory.problems`` (empty
+    when complete).  A device the problem concerns, when anything identified it, is named by
+    ``device_id`` and is still listed, with health ``unknown`` and a condition naming the
+    failure.
+    """
+
+    kind: ProblemKind
+    backend: str = Field(min_length=1)
+    message: str = Field(min_length=1)
+    #: The :mod:`accel.errors` code of the failure (``parse-error``, ``tool-timeout``...).
+    code: str | None = None
+    #: The command (or library call) whose output this was, as run.
+    command: str | None = None
+    #: 1-based line of the command's output where the unreadable part starts.
+    line: int | None = Field(default=None, ge=1)
+    device_id: str | None = None
+
+
 class HostInventory(Model):
     """The whole device picture of a host: devices, partitions, links, domains.
 
@@ -54,7 +92,7 @@ class HostInventory(Model):
     overlap, and partitions never add up to more memory than their parent has.
     """
 
-    schema_version: Literal["1.0"] = "1.0"
+    schema_version: Literal["1.0", "1.1"] = "1.1"
     host: Host
     devices: tuple[Device, ...] = ()
     partitions: tuple[Partition, ...] = ()
@@ -64,6 +102,13 @@ class HostInventory(Model):
     processes: tuple[ProcessUsage, ...] = ()
     collected_at: datetime
     sources: tuple[SourceInfo, ...] = ()
+    #: What could not be read: empty when the picture is complete (see :class:`Problem`).
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """True when nothing was left unread (``problems`` is empty)."""
+        return not self.problems
 
     @model_validator(mode="after")
     def _references(self) -> HostInventory:
@@ -94,6 +139,9 @@ class HostInventory(Model):
         for i, proc in enumerate(self.processes):
             if proc.device_id not in endpoints:
                 raise ValueError(f"processes[{i}].device_id: no device {proc.device_id!r}")
+        for i, problem in enumerate(self.problems):
+            if problem.device_id is not None and problem.device_id not in endpoints:
+                raise ValueError(f"problems[{i}].device_id: no device {problem.device_id!r}")
         self._check_partitions(ids)
         return self
 

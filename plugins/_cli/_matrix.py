@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from accel.errors import ParseError
 
+from ._problems import identify_record
 from ._tables import BoxRecord, BoxTable, find_aligned_table
 from ._text import ParseContext, SourceLine, split_lines
 from ._values import clean
@@ -96,12 +97,19 @@ def title_match(table: BoxTable, pattern: re.Pattern[str]) -> re.Match[str] | No
 
 def read_records(records: Iterable[BoxRecord], read: Callable[[BoxRecord], T]) -> tuple[list[T], list[ParseError]]:
     """``read`` every record; one record's :class:`ParseError` is collected, not raised, so
-    one bad device never hides the others."""
+    one bad device never hides the others.  The error carries what the record's raw text
+    identifies (``device_index``, ``bus_id``: :func:`identify_record`)."""
     good: list[T] = []
     bad: list[ParseError] = []
     for rec in records:
         try:
             good.append(read(rec))
         except ParseError as exc:
+            # What still identifies the device, so it stays listed (see ``unread_units``).
+            index, bus = identify_record(rec)
+            if exc.device_index is None:
+                exc.device_index = index
+            if exc.bus_id is None:
+                exc.bus_id = bus
             bad.append(exc)
     return good, bad

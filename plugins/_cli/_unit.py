@@ -78,6 +78,10 @@ class UnitReading:
     #: cell): never listed as unsupported.  ``"*"`` means "some value was unreadable".
     dropped: set[str] = field(default_factory=set)
     conditions: list[HealthCondition] = field(default_factory=list)
+    #: True only when the tool printed something that tells this unit's health (a health or
+    #: status column, ECC error counters): health is earned, so without it the unit's health
+    #: is ``unknown`` (``monitored=False``), never ``healthy``.
+    health_read: bool = False
     extras: dict[str, str | int | float | bool] = field(default_factory=dict)
 
     def stable_id(self, vendor: str) -> str:
@@ -189,7 +193,11 @@ def build_unit(
         "partition_mode": dict(partition_mode or {}),
         "sharing": dict(sharing or {}),
         "binding": binding(reading),
-        "health": {"conditions": conditions},
+        # Health is earned: a reading time only when the tool printed a health reading.
+        "health": {
+            "conditions": conditions,
+            "checked_at": timestamp if reading.health_read else None,
+        },
         "extras": dict(reading.extras),
         "unsupported": frozenset(unsupported),
     }

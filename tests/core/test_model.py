@@ -338,7 +338,7 @@ class TestPartitions:
 class TestSchema:
     def test_schema_is_versioned_and_round_trips(self) -> None:
         schema = json_schema()
-        assert schema["x-accel-schema-version"] == "1.0"
+        assert schema["x-accel-schema-version"] == "1.1"
         assert "HostInventory" in schema["title"]
         assert "Device" in schema["$defs"]
         inv = HostInventory(
