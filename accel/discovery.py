@@ -31,7 +31,7 @@ from .errors import (
     IncompatiblePluginError,
     PluginLoadError,
 )
-from .model import Health, Host, HostInventory, NumaNode, SourceInfo, Telemetry, validate
+from .model import Health, Host, HostInventory, NumaNode, Problem, ProblemKind, SourceInfo, Telemetry, validate
 from .plugin import (
     ENTRY_POINT_GROUP,
     SUPPORTED_API_VERSIONS,
@@ -433,8 +433,27 @@ class Session:
         return out
 
     def inventory(self) -> HostInventory:
-        """Every backend's inventory merged into one."""
-        return merge_inventories(list(self.inventories().values()))
+        """Every backend's inventory merged into one.
+
+        A backend that could not be loaded, probed, opened or read is a
+        :attr:`~accel.model.ProblemKind.BACKEND` problem of the result: its devices are missing
+        from this picture, and ``inventory.complete`` says so.
+        """
+        merged = merge_inventories(list(self.inventories().values()))
+        return merge_inventories([merged], problems=self.backend_problems())
+
+    def backend_problems(self) -> tuple[Problem, ...]:
+        """One :class:`~accel.model.Problem` per backend that failed (any stage)."""
+        return tuple(
+            Problem(
+                kind=ProblemKind.BACKEND,
+                backend=e.name,
+                message=(e.reason or f"backend {e.name!r} failed at {e.stage or 'an unknown stage'}")[:1000],
+                code=e.error.code if e.error is not None else None,
+            )
+            for e in self.report.entries
+            if e.status is EntryStatus.FAILED
+        )
 
     def telemetry(self, ids: Sequence[str] | None = None) -> tuple[Telemetry, ...]:
         samples: list[Telemetry] = []
@@ -473,13 +492,23 @@ class Session:
         self.close()
 
 
-def merge_inventories(inventories: Sequence[HostInventory]) -> HostInventory:
-    """Merge per-backend inventories of one host; device ids are vendor-qualified, so they compose."""
+def merge_inventories(inventories: Sequence[HostInventory], *, problems: Sequence[Problem] = ()) -> HostInventory:
+    """Merge per-backend inventories of one host; device ids are vendor-qualified, so they compose.
+
+    Every inventory's ``problems`` are kept, followed by ``problems`` (what failed outside
+    any one inventory, such as a backend that could not be read).
+    """
     now = datetime.now(UTC)
     if not inventories:
-        return HostInventory(host=Host(hostname=socket.gethostname()), collected_at=now)
+        return HostInventory(host=Host(hostname=socket.gethostname()), collected_at=now, problems=tuple(problems))
     if len(inventories) == 1:
-        return inventories[0]
+        if not problems:
+            return inventories[0]
+        return validate(
+            HostInventory,
+            {**dict(inventories[0]), "problems": (*inventories[0].problems, *problems)},
+            what="inventory",
+        )
     first = inventories[0]
     numa: dict[int, NumaNode] = {}
     sources: list[SourceInfo] = []
@@ -498,6 +527,7 @@ def merge_inventories(inventories: Sequence[HostInventory]) -> HostInventory:
         "processes": [x for inv in inventories for x in inv.processes],
         "collected_at": min(inv.collected_at for inv in inventories),
         "sources": sources,
+        "problems": [*(x for inv in inventories for x in inv.problems), *problems],
     }
     return validate(HostInventory, data, what="merged inventory")
 

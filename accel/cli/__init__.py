@@ -7,12 +7,19 @@ Exit codes (stable, for scripts):
 1     an accel error at run time (a backend failed, a device is lost, a tool hung)
 2     bad usage or configuration (unknown backend, bad option, malformed profile)
 3     no accelerator found (no backend present; try ``--sim <profile>``)
-4     ``accel health``: at least one device is not healthy
+4     ``accel health``: at least one device is not known to be healthy (unhealthy,
+      degraded, lost, or ``unknown``: nothing was read that says it is healthy)
+5     partial read: ``ls``, ``show``, ``topo``, ``health`` printed what could be read, but
+      something could not (a record that failed to parse, a failed command, a backend that
+      failed); one ``accel: warning:`` line per problem is on stderr, and ``--json`` carries
+      them (``HostInventory.problems``)
 130   interrupted
 ====  ==========================================================================
 
-Every command takes ``--json`` and then prints the model (``HostInventory``, ``Device``,
-``Health``...) instead of a table.
+``health`` exits 4 before 5: a device that is not known healthy matters more than a partial
+read.  Every command takes ``--json`` and then prints the model (``HostInventory``,
+``Device``...) instead of a table; ``health --json`` prints ``{"devices": {id: Health},
+"problems": [Problem], "complete": bool}``.
 """
 
 from __future__ import annotations
@@ -26,13 +33,14 @@ from typing import Any
 
 from ..errors import AccelError, ConfigError, ProfileError, ValidationError
 
-__all__ = ["EXIT_ERROR", "EXIT_NO_DEVICES", "EXIT_OK", "EXIT_UNHEALTHY", "EXIT_USAGE", "main"]
+__all__ = ["EXIT_ERROR", "EXIT_NO_DEVICES", "EXIT_OK", "EXIT_PARTIAL", "EXIT_UNHEALTHY", "EXIT_USAGE", "main"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_NO_DEVICES = 3
 EXIT_UNHEALTHY = 4
+EXIT_PARTIAL = 5
 
 
 class _Parser(argparse.ArgumentParser):

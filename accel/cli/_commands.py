@@ -11,9 +11,9 @@ from typing import Any
 
 from ..discovery import DiscoveryReport, EntryStatus, Session, discover, open_session
 from ..errors import BackendUnavailableError, ConfigError, DeviceError, ProfileError
-from ..model import Device, HostInventory, json_schema
+from ..model import Device, Health, HostInventory, Problem, json_schema
 from ..plugin import BackendConfig
-from . import EXIT_NO_DEVICES, EXIT_OK, EXIT_UNHEALTHY, _extensions, _render, dump
+from . import EXIT_NO_DEVICES, EXIT_OK, EXIT_PARTIAL, EXIT_UNHEALTHY, _extensions, _render, dump
 
 __all__ = ["dispatch"]
 
@@ -90,6 +90,31 @@ def _warn_failures(report: DiscoveryReport, *, only_selected: bool = True) -> No
             print(f"accel: warning: backend {entry.name}: {entry.reason}", file=sys.stderr)
 
 
+def problem_line(problem: Problem) -> str:
+    """One warning line for one problem: ``accel: warning: <backend>: <what> (<where>)``."""
+    where = []
+    if problem.command is not None:
+        where.append(f"`{problem.command}`" + (f" line {problem.line}" if problem.line is not None else ""))
+    if problem.device_id is not None:
+        where.append(f"device {problem.device_id}")
+    suffix = f" ({', '.join(where)})" if where else ""
+    code = f" [{problem.code}]" if problem.code else ""
+    # One line: a message may quote the tool's output.
+    message = " ".join(problem.message.split())
+    return f"accel: warning: {problem.backend}: {problem.kind.value}: {message}{suffix}{code}"
+
+
+def _warn_problems(inv: HostInventory) -> None:
+    """One stderr line per problem of ``inv`` (backend failures included)."""
+    for problem in inv.problems:
+        print(problem_line(problem), file=sys.stderr)
+
+
+def _read_code(inv: HostInventory) -> int:
+    """0 for a complete read, :data:`EXIT_PARTIAL` when something could not be read."""
+    return EXIT_OK if inv.complete else EXIT_PARTIAL
+
+
 def _no_devices(session: Session, inv: HostInventory) -> bool:
     if inv.devices:
         return False
@@ -117,14 +142,12 @@ def cmd_ls(args: argparse.Namespace) -> int:
             if args.json:
                 print(inv.model_dump_json(indent=2))
             return EXIT_NO_DEVICES
-        _warn_failures(session.report)
+        _warn_problems(inv)
         if args.json:
             print(inv.model_dump_json(indent=2))
-            return EXIT_OK
-        if _no_devices(session, inv):
-            return EXIT_NO_DEVICES
+            return _read_code(inv)
         print(_render.device_table(inv))
-        return EXIT_OK
+        return _read_code(inv)
 
 
 def _find(inv: HostInventory, key: str) -> Device:
@@ -139,18 +162,18 @@ def _find(inv: HostInventory, key: str) -> Device:
 def cmd_show(args: argparse.Namespace) -> int:
     with _session(args) as session:
         inv = session.inventory()
-        _warn_failures(session.report)
         if _no_devices(session, inv):
             return EXIT_NO_DEVICES
+        _warn_problems(inv)
         dev = _find(inv, args.device)
         print(dev.model_dump_json(indent=2) if args.json else _render.device_text(dev))
-        return EXIT_OK
+        return _read_code(inv)
 
 
 def cmd_topo(args: argparse.Namespace) -> int:
     with _session(args) as session:
         inv = session.inventory()
-        _warn_failures(session.report)
+        _warn_problems(inv)
         matrix = inv.distance_matrix()
         if args.json:
             n = len(matrix.device_ids)
@@ -163,21 +186,32 @@ def cmd_topo(args: argparse.Namespace) -> int:
                 "domains": [d.model_dump(mode="json") for d in inv.domains],
                 "numa": {d.id: d.numa_node for d in inv.devices},
                 "cpu_affinity": {d.id: d.cpu_affinity for d in inv.devices},
+                "problems": [p.model_dump(mode="json") for p in inv.problems],
             }
             print(dump(doc))
-            return EXIT_OK if inv.devices else EXIT_NO_DEVICES
+            return _read_code(inv) if inv.devices else EXIT_NO_DEVICES
         if _no_devices(session, inv):
             return EXIT_NO_DEVICES
         print(_render.topo_text(inv, matrix))
-        return EXIT_OK
+        return _read_code(inv)
 
 
 def cmd_health(args: argparse.Namespace) -> int:
     with _session(args) as session:
-        health = session.health()
-        _warn_failures(session.report)
+        # One read: the health, and what could not be read, of the same snapshot.
+        inv = session.inventory()
+        health: dict[str, Health] = {d.id: d.health for d in inv.devices}
+        _warn_problems(inv)
         if args.json:
-            print(dump({k: v.model_dump(mode="json") for k, v in health.items()}))
+            print(
+                dump(
+                    {
+                        "devices": {k: v.model_dump(mode="json") for k, v in health.items()},
+                        "problems": [p.model_dump(mode="json") for p in inv.problems],
+                        "complete": inv.complete,
+                    }
+                )
+            )
         else:
             if not health and not session.backends:
                 print("accel: no accelerator found; try `accel health --sim dgx-h100`", file=sys.stderr)
@@ -185,7 +219,10 @@ def cmd_health(args: argparse.Namespace) -> int:
             print(_render.health_table(health))
         if not health:
             return EXIT_NO_DEVICES
-        return EXIT_OK if all(h.state.value == "healthy" for h in health.values()) else EXIT_UNHEALTHY
+        # "unknown" is not healthy: nothing was read that says so.
+        if not all(h.state.value == "healthy" for h in health.values()):
+            return EXIT_UNHEALTHY
+        return _read_code(inv)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

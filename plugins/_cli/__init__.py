@@ -38,6 +38,10 @@ never raises.
 ``topo -m`` style matrix with its CPU Affinity column; ``select_table`` picks the box table with
 given columns; ``read_records`` reads every record collecting per-record errors.
 
+**Problems.**  A record that fails to parse is a typed problem of the snapshot (``Snapshot.problems``,
+``HostInventory.problems``), and a device it still identifies (``identify_record``: bus id,
+index) stays listed with health ``unknown`` (``unread_units``, which ``ToolBackend.build`` applies).
+
 **Plugins.**  ``CliBackendPlugin`` is the entry-point base: set ``info``, ``probe_spec``,
 ``package`` and implement ``open_with(config, runner)``.
 
@@ -75,6 +79,7 @@ from ._listing import Listed, ProcessRow, parse_listing, parse_process_rows, pro
 from ._matrix import Matrix, first_line, read_matrix, read_records, select_table, title_match
 from ._plugin import CliBackendPlugin
 from ._probe import CliProbeSpec, probe_cli
+from ._problems import identify_record, identify_text, problem_of, problems_of, unread_units
 from ._records import (
     Lenient,
     RecordReader,
@@ -174,6 +179,8 @@ __all__ = [
     "first_match",
     "header_fields",
     "header_rows",
+    "identify_record",
+    "identify_text",
     "is_masked",
     "is_placeholder",
     "is_rule",
@@ -195,6 +202,8 @@ __all__ = [
     "parse_used_total",
     "parse_watts",
     "probe_cli",
+    "problem_of",
+    "problems_of",
     "processes_of",
     "read_header_records",
     "read_matrix",
@@ -210,6 +219,7 @@ __all__ = [
     "table_under_header",
     "title_match",
     "topo_links",
+    "unread_units",
     "unreadable",
     "visible_binding",
 ]

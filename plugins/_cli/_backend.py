@@ -45,6 +45,7 @@ from accel.model import (
     Operational,
     Partition,
     PartitionProfile,
+    Problem,
     ProcessUsage,
     Severity,
     SourceInfo,
@@ -57,6 +58,7 @@ from accel.tools import ReplayRunner, Runner
 
 from ._listing import ProcessRow, parse_listing
 from ._plugin import CliBackendPlugin
+from ._problems import problems_of, unread_units
 from ._session import ToolSession
 from ._text import ParseContext
 from ._unit import UnitReading, build_units, merge_readings, source_info, visible_binding
@@ -91,10 +93,20 @@ class Snapshot:
     collected_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     #: How many records of the tool's output could not be parsed this time.  When that number
     #: grows, a device missing from this snapshot may be one of them, so it is not declared lost.
-    problems: int = 0
+    unparsed: int = 0
+    #: What could not be read, typed (``HostInventory.problems``): failed records, commands,
+    #: devices.  Empty when the snapshot is complete.
+    problems: tuple[Problem, ...] = ()
 
     def inventory(self) -> HostInventory:
         """The snapshot as a validated :class:`HostInventory`."""
+        ids = {d.id for d in self.devices} | {p.id for p in self.partitions}
+        # A problem may name a device this snapshot then left out (a duplicate id): the problem
+        # stays, without the dangling reference.
+        problems = tuple(
+            p if p.device_id is None or p.device_id in ids else p.model_copy(update={"device_id": None})
+            for p in self.problems
+        )
         return validate(
             HostInventory,
             {
@@ -107,6 +119,7 @@ class Snapshot:
                 "processes": self.processes,
                 "collected_at": self.collected_at,
                 "sources": (self.source,) if self.source is not None else (),
+                "problems": problems,
             },
             what="inventory",
         )
@@ -192,11 +205,13 @@ class CliBackend(Backend):
 
     def _with_lost(self, snap: Snapshot) -> Snapshot:
         """Remember what ``snap`` lists; add back, as lost, what was seen before and is missing."""
+        snap = self._known_unread(snap)
         present = {d.id for d in snap.devices}
         # More unparseable records than last time can explain a missing device; the same number
         # (an output that is always partly unreadable) cannot.
-        unexplained = snap.problems <= self._problems_before
-        self._problems_before = snap.problems
+        unread = max(snap.unparsed, len(snap.problems))
+        unexplained = unread <= self._problems_before
+        self._problems_before = unread
         for dev in snap.devices:
             self._seen[dev.id] = dev
             self._lost_since.pop(dev.id, None)
@@ -230,6 +245,40 @@ class CliBackend(Backend):
             links=tuple(links),
             processes=tuple(p for p in snap.processes if p.device_id not in lost),
         )
+
+    def _known_unread(self, snap: Snapshot) -> Snapshot:
+        """A device listed only because its record failed (``unread_units``) that is a device
+        seen before (same bus id, else same index) keeps its known id and last reading, with
+        health unknown: one chip is never listed twice under two ids."""
+        named = {p.device_id for p in snap.problems if p.device_id is not None}
+        present = {d.id for d in snap.devices}
+        missing = [self._seen[i] for i in self._seen if i not in present]
+        if not named or not missing:
+            return snap
+        now = datetime.now(UTC)
+        renamed: dict[str, str] = {}
+        devices: list[Device] = []
+        for dev in snap.devices:
+            known = None
+            if dev.id in named and dev.id not in self._seen:
+                bus = dev.pci.bus_id if dev.pci is not None else None
+                same_bus = (k for k in missing if bus is not None and k.pci is not None and k.pci.bus_id == bus)
+                known = next(same_bus, None)
+                if known is None and bus is None and dev.index is not None:
+                    known = next((k for k in missing if k.index == dev.index), None)
+            if known is None:
+                devices.append(dev)
+                continue
+            missing.remove(known)
+            renamed[dev.id] = known.id
+            devices.append(self._unread_device(known, now))
+        if not renamed:
+            return snap
+        problems = tuple(
+            p.model_copy(update={"device_id": renamed[p.device_id]}) if p.device_id in renamed else p
+            for p in snap.problems
+        )
+        return dataclasses.replace(snap, devices=tuple(devices), problems=problems)
 
     def _lost_device(self, known: Device, now: datetime) -> Device:
         """``known`` (its last listed reading) with lost health: Operational.LOST and DeviceLost."""
@@ -411,7 +460,7 @@ class ToolBackend(CliBackend):
         )
         col = Collection(self.backend_name, self.version, session)
         snap = self.collect(col)
-        return dataclasses.replace(snap, problems=max(snap.problems, len(col.problems)))
+        return dataclasses.replace(snap, unparsed=max(snap.unparsed, len(col.problems)))
 
     @abc.abstractmethod
     def collect(self, col: Collection) -> Snapshot:
@@ -426,19 +475,37 @@ class ToolBackend(CliBackend):
         per_unit: Callable[[UnitReading], Mapping[str, Any]] | None = None,
         **more: Any,
     ) -> tuple[list[Device], list[Telemetry]]:
-        """:func:`build_units` with this backend's vendor, kind, tool and binding rule."""
-        return build_units(
+        """:func:`build_units` with this backend's vendor, kind, tool and binding rule.
+
+        A record that failed to parse but still identifies its device (bus id, index) is listed
+        too, with health ``unknown`` and a ``DeviceNotRead`` condition (:func:`unread_units`),
+        and no telemetry sample: one unreadable row never makes a chip disappear.
+        """
+        binding = visible_binding(self.visible_env, torch=self.torch_device_type, collective=self.collective_backend)
+        devices, samples = build_units(
             readings,
             vendor=self.backend_name,
             problems=col.problems,
             per_unit=per_unit,
             kind=self.kind,
             tool=col.session.tool,
-            binding=visible_binding(self.visible_env, torch=self.torch_device_type, collective=self.collective_backend),
+            binding=binding,
             versions=versions,
             timestamp=col.now,
             **more,
         )
+        unread = unread_units(
+            col.problems,
+            devices,
+            vendor=self.backend_name,
+            kind=self.kind,
+            tool=col.session.tool,
+            binding=lambda index: binding(UnitReading(index=index)),
+        )
+        if unread:
+            # In the tool's order (by index), as if the row had been read.
+            devices = sorted([*devices, *unread], key=lambda d: (d.index is None, d.index or 0))
+        return devices, samples
 
 
 P = TypeVar("P")
@@ -459,6 +526,8 @@ class Collection:
         self.session = session
         self.notes: list[str] = []
         self.problems: list[AccelError] = []
+        #: Main commands that failed (exit status, missing, refused): typed problems too.
+        self.failures: list[AccelError] = []
         self.now = datetime.now(UTC)
         self._first: AccelError | None = None
 
@@ -471,6 +540,8 @@ class Collection:
         except ToolError as exc:
             self._first = self._first or exc
             self.notes.append(f"{command}: {exc.code}")
+            # The main view failing is a partial read; an absent secondary view is expected.
+            self.failures.append(exc)
             return None
         if result is None:
             return None
@@ -543,6 +614,7 @@ class Collection:
                 problems=self.problems,
             ),
             collected_at=self.now,
+            problems=problems_of(self.backend, [*self.failures, *self.problems]),
         )
 
 

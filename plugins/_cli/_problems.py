@@ -138,7 +138,11 @@ def _kind_of(exc: AccelError) -> ProblemKind:
     if isinstance(exc, ToolError):
         return ProblemKind.COMMAND
     if isinstance(exc, ParseError):
-        return ProblemKind.RECORD if exc.lineno is not None or exc.line is not None else ProblemKind.COMMAND
+        if exc.lineno is not None or exc.line is not None:
+            return ProblemKind.RECORD
+        # A whole output that did not parse names its command; one that names none is about
+        # a device built from readings (a duplicate id, no stable id).
+        return ProblemKind.COMMAND if exc.command is not None and exc.device_id is None else ProblemKind.DEVICE
     return ProblemKind.DEVICE
 
 

@@ -151,7 +151,7 @@ class HygonBackend(CliBackend):
             domains=tuple(snap.domains),
             source=main,
             collected_at=now,
-            problems=snap.problems,
+            unparsed=snap.problems,
         )
 
     def _run_tools(self) -> _Snapshot:

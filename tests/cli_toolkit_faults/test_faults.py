@@ -257,7 +257,7 @@ def test_a_row_that_fails_to_parse_is_unknown_not_lost() -> None:
     def partial() -> object:
         snap = original()
         kept = tuple(d for d in snap.devices if d.id != victim)
-        return dataclasses.replace(snap, devices=kept, problems=snap.problems + 1)
+        return dataclasses.replace(snap, devices=kept, unparsed=snap.unparsed + 1)
 
     backend._collect = partial  # type: ignore[attr-defined]
     inv = backend.inventory()

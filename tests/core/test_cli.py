@@ -68,7 +68,8 @@ def test_health_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "health", "--sim", "dgx-h100", "-o", "faults=ecc_uncorrectable:2", "--json")
     doc = json.loads(out)
     assert code == EXIT_UNHEALTHY
-    assert sorted(h["state"] for h in doc.values()) == ["healthy"] * 7 + ["unhealthy"]
+    assert sorted(h["state"] for h in doc["devices"].values()) == ["healthy"] * 7 + ["unhealthy"]
+    assert doc["problems"] == [] and doc["complete"] is True
 
 
 def test_watch_counts(capsys: pytest.CaptureFixture[str]) -> None:
@@ -152,3 +153,53 @@ def test_dra_command_prints_resource_slices(capsys: pytest.CaptureFixture[str]) 
     assert code == EXIT_OK and doc["kind"] == "List"
     assert sorted(s["spec"]["driver"] for s in doc["items"]) == ["huawei.accel.dev", "nvidia.accel.dev"]
     assert sum(len(s["spec"]["devices"]) for s in doc["items"]) == 8
+
+
+def _corrupt_mthreads_replay(tmp_path: Path) -> Path:
+    """The shipped s5000-8 replay with one GPU row's bus id mangled (the row no longer parses)."""
+    import shutil
+
+    from accel.plugins import mthreads
+
+    src = Path(mthreads.__file__).parent / "scenarios" / "s5000-8"
+    dst = tmp_path / "replay"
+    shutil.copytree(src, dst)
+    table = dst / "mthreads-gmi_2.4.1_s5000_8gpu_ecc-ondie.txt"
+    text = table.read_text()
+    assert "00000000:4b:00.0" in text
+    table.write_text(text.replace("00000000:4b:00.0", "00000000:zz:00.0"))
+    return dst
+
+
+@pytest.mark.parametrize("command", ["ls", "topo", "health"])
+def test_a_partial_read_warns_once_per_problem_and_exits_5(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from accel.cli import EXIT_PARTIAL
+
+    replay = _corrupt_mthreads_replay(tmp_path)
+    code, out, err = run(capsys, command, "--backend", "mthreads", "--replay", str(replay))
+    warnings = [line for line in err.splitlines() if line.startswith("accel: warning:")]
+    assert len(warnings) == 1, err
+    assert "mthreads: record:" in warnings[0] and "line 17" in warnings[0] and "mthreads:index-2" in warnings[0]
+    # health: the unread GPU is "unknown", which is not healthy, so 4 wins over 5.
+    assert code == (EXIT_UNHEALTHY if command == "health" else EXIT_PARTIAL)
+    assert "mthreads:index-2" in out
+
+
+def test_partial_read_json_carries_the_problems(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from accel.cli import EXIT_PARTIAL
+
+    replay = _corrupt_mthreads_replay(tmp_path)
+    code, out, _ = run(capsys, "ls", "--backend", "mthreads", "--replay", str(replay), "--json")
+    inv = json.loads(out)
+    assert code == EXIT_PARTIAL and len(inv["devices"]) == 8
+    (problem,) = inv["problems"]
+    assert problem["kind"] == "record" and problem["line"] == 17 and problem["device_id"] == "mthreads:index-2"
+    code, out, _ = run(capsys, "health", "--backend", "mthreads", "--replay", str(replay), "--json")
+    doc = json.loads(out)
+    assert doc["complete"] is False and doc["devices"]["mthreads:index-2"]["state"] == "unknown"
+    assert [p["device_id"] for p in doc["problems"]] == ["mthreads:index-2"]
+    code, out, _ = run(capsys, "show", "mthreads:index-2", "--backend", "mthreads", "--replay", str(replay), "--json")
+    assert code == EXIT_PARTIAL and json.loads(out)["health"]["state"] == "unknown"
+

@@ -40,7 +40,16 @@ def test_import_probe_and_hang_failures_are_reported_and_sim_still_works() -> No
     assert hang.status is EntryStatus.FAILED and "timed out after 0.2 s" in hang.reason
     assert report.entry("sim").status is EntryStatus.PRESENT
     with open_session(SIM, report=report) as session:
-        assert len(session.inventory().devices) == 8
+        inv = session.inventory()
+        assert len(inv.devices) == 8
+        # The picture is partial: three backends whose devices (if any) are missing from it.
+        assert not inv.complete
+        assert {(p.kind.value, p.backend) for p in inv.problems} == {
+            ("backend", "t-import"), ("backend", "t-probe"), ("backend", "t-hang")
+        }
+        assert any("libvendor" in p.message for p in inv.problems)
+        (load,) = [p for p in inv.problems if p.backend == "t-import"]
+        assert imp.error is not None and load.code == imp.error.code
 
 
 def test_entry_point_whose_import_raises(fake_entry_points: Path) -> None:

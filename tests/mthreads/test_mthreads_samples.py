@@ -207,7 +207,9 @@ def test_mpc_parent_and_partition_rows_no_sample() -> None:
 # -- errors ----------------------------------------------------------------------------------------
 
 
-def test_bad_row_is_left_out_and_named_others_still_listed() -> None:
+def test_bad_row_stays_listed_as_unknown_and_is_a_typed_problem() -> None:
+    # The row's bus id is garbage, so only its index (2) still identifies the GPU: it stays
+    # listed under that index, health unknown, and the inventory says it is partial.
     text = sample("mthreads-gmi_2.4.1_s5000_8gpu_ecc-ondie.txt").replace("00000000:4b:00.0", "00000000:zz:00.0")
     table = parse_table(text)
     assert len(table.units) == 7
@@ -215,8 +217,17 @@ def test_bad_row_is_left_out_and_named_others_still_listed() -> None:
     assert err.tool == "mthreads-gmi" and err.command == "mthreads-gmi" and err.lineno == 17
     be = backend({"mthreads-gmi": text})
     inv = be.inventory()
-    assert len(inv.devices) == 7
+    assert len(inv.devices) == 8 and not inv.complete
+    unread = next(d for d in inv.devices if d.id == "mthreads:index-2")
+    assert unread.index == 2 and unread.model == "unknown"
+    assert unread.health.state == "unknown" and not unread.health.monitored
+    assert [c.reason for c in unread.health.conditions] == ["DeviceNotRead"]
+    (problem,) = inv.problems
+    assert problem.kind == "record" and problem.line == 17 and problem.command == "mthreads-gmi"
+    assert problem.device_id == "mthreads:index-2" and problem.backend == "mthreads"
     assert "left out" in (inv.sources[0].detail or "")
+    # No telemetry is invented for it.
+    assert "mthreads:index-2" not in {t.device_id for t in be.telemetry()}
 
 
 def test_garbage_value_becomes_a_condition_on_that_gpu() -> None:
@@ -233,3 +244,20 @@ def test_no_table_is_a_parse_error_naming_the_tool() -> None:
     assert info.value.tool == "mthreads-gmi"
     with pytest.raises(ParseError):
         parse_query_json('{"GPU": [')
+
+
+def test_a_known_gpu_whose_row_fails_later_keeps_its_id_and_last_reading() -> None:
+    clean = sample("mthreads-gmi_2.4.1_s5000_8gpu_ecc-ondie.txt")
+    be = backend({"mthreads-gmi": clean})
+    first = be.inventory()
+    known = first.devices[2]
+    assert known.id == "mthreads:pci-0000:4b:00.0" and first.complete
+    # The same GPU's row is unreadable on the next read (only its index still identifies it).
+    be.runner = ReplayRunner.from_mapping({"mthreads-gmi": clean.replace("00000000:4b:00.0", "00000000:zz:00.0")})
+    inv = be.inventory()
+    assert [d.id for d in inv.devices] == [d.id for d in first.devices]  # never listed twice
+    again = inv.devices[2]
+    assert again.model == known.model and again.health.state == "unknown"
+    assert [c.reason for c in again.health.conditions] == ["DeviceNotRead"]
+    (problem,) = inv.problems
+    assert problem.device_id == known.id and problem.line == 17
