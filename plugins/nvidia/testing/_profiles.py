@@ -161,7 +161,10 @@ class GpuSpec:
     mig_privileged: bool = True
     processes: list[ProcessSpec] = field(default_factory=list)
     throttle: int = 0x1
+    #: (state, cluster UUID bytes, clique id) of ``nvmlDeviceGetGpuFabricInfoV``; None: NOT_SUPPORTED.
     fabric: tuple[int, bytes, int] | None = None
+    #: The fabric probe's ``status`` (an NVML return code; meaningful when the state is COMPLETED).
+    fabric_status: int = 0
     supported_events: int = 0x1 | 0x2 | 0x8
     not_supported: set[str] = field(default_factory=set)
     errors: dict[str, int] = field(default_factory=dict)
@@ -372,7 +375,7 @@ def _old_driver() -> Scenario:
                     driver_version="470.199.02", cuda_driver_version=11040, nvml_version="11.470.199.02",
                     missing={"nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetTemperatureV",
                              "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetGpuFabricInfoV",
-                             "nvmlDeviceGetNumGpuCores", "nvmlSystemGetCudaDriverVersion_v2",
+                             "nvmlDeviceGetGpuFabricInfo", "nvmlDeviceGetNumGpuCores", "nvmlSystemGetCudaDriverVersion_v2",
                              "nvmlDeviceGetComputeRunningProcesses_v3",
                              "nvmlDeviceGetGraphicsRunningProcesses_v3"},
                     library_mismatch={"nvmlDeviceGetComputeRunningProcesses",
