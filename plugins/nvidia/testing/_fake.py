@@ -254,7 +254,7 @@ class FakeNVML:
         by value is not a pointer (raised by the caller as the driver's answer); anything else
         ctypes cannot convert raises ``ctypes.ArgumentError`` as a real call would.
         """
-        if arg is None:
+        if arg is None or (type(arg) is int and arg == 0):  # NULL
             raise self._err(2)
         if type(arg).__name__ == "CArgObject":  # ctypes.byref(obj): ``_obj`` is the referent
             obj = arg._obj
@@ -436,8 +436,8 @@ class FakeNVML:
     def nvmlDeviceGetCudaComputeCapability(self, handle: Any) -> tuple[int, int]:
         return self._gpu("nvmlDeviceGetCudaComputeCapability", handle).cuda_cc
 
-    def nvmlDeviceGetArchitecture(self, handle: Any) -> int:
-        return self._gpu("nvmlDeviceGetArchitecture", handle).architecture
+    def nvmlDeviceGetArchitecture(self, device: Any) -> int:
+        return self._gpu("nvmlDeviceGetArchitecture", device).architecture
 
     def nvmlDeviceGetBrand(self, handle: Any) -> int:
         return self._gpu("nvmlDeviceGetBrand", handle).brand
@@ -457,8 +457,8 @@ class FakeNVML:
             raise self._err(3)
         return gpu.inforom
 
-    def nvmlDeviceGetNumGpuCores(self, handle: Any) -> int:
-        gpu = self._gpu("nvmlDeviceGetNumGpuCores", handle)
+    def nvmlDeviceGetNumGpuCores(self, device: Any) -> int:
+        gpu = self._gpu("nvmlDeviceGetNumGpuCores", device)
         if gpu.cores is None:
             raise self._err(3)
         return gpu.cores

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "GB200_CLIQUE_ID",
+    "GB200_CLUSTER_UUID",
     "SCENARIOS",
     "SKUS",
     "EventSpec",
-    "GB200_CLIQUE_ID",
-    "GB200_CLUSTER_UUID",
     "GpuSpec",
     "LinkSpec",
     "MigProfileSpec",
@@ -353,6 +353,10 @@ GB200_BUS_IDS = ("0008:01:00.0", "0009:01:00.0", "0018:01:00.0", "0019:01:00.0")
 #: state Completed, status Success, clique 4026 in cluster 9c6f5af3-53bf-49b5-a436-b66766c413c3.
 GB200_CLUSTER_UUID = bytes.fromhex("9c6f5af353bf49b5a436b66766c413c3")
 GB200_CLIQUE_ID = 4026
+#: An NVL72 rack has 18 NVSwitch chips (9 switch trays x 2); each GPU has one NVLink 5 port to
+#: each (``nvidia-smi topo -m`` shows NV18 between the tray's GPUs, sglang#11208).  The switch
+#: chips are not on this host's PCI bus: these remote bus ids are the fake's placeholders.
+GB200_NVSWITCHES = tuple(f"00ff:{i:02x}:00.0" for i in range(18))
 
 
 def _gb200_tray() -> Scenario:
@@ -362,10 +366,11 @@ def _gb200_tray() -> Scenario:
         gpus.append(_gpu("gb200", uuid=f"GPU-9b200c{i:02d}-7a1b-4c2d-9e3f-00000000{i:04d}",
                          serial=f"165432500{i:04d}", bus_id=bus, minor=i, numa_node=node,
                          cpus="0-71" if node == 0 else "72-143",
+                         nvlinks=[LinkSpec(remote_bus_id=sw, remote_type=2, version=7) for sw in GB200_NVSWITCHES],
                          fabric=(3, GB200_CLUSTER_UUID, GB200_CLIQUE_ID)))
     return Scenario(name="gb200-nvl72-tray",
                     description="one GB200 NVL72 compute tray: 4x GB200 registered in NVLink clique 4026 "
-                                "(multi-node NVLink; the switch trays are off-host, so no NVLink ports here)",
+                                "(multi-node NVLink: 18 NVLink 5 ports per GPU to the rack's switch chips)",
                     gpus=gpus, driver_version="595.58.03", cuda_driver_version=13020,
                     nvml_version="13.595.58.03")
 
@@ -422,7 +427,8 @@ def _old_driver() -> Scenario:
                     driver_version="470.199.02", cuda_driver_version=11040, nvml_version="11.470.199.02",
                     missing={"nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetTemperatureV",
                              "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetGpuFabricInfoV",
-                             "nvmlDeviceGetGpuFabricInfo", "nvmlDeviceGetNumGpuCores", "nvmlSystemGetCudaDriverVersion_v2",
+                             "nvmlDeviceGetGpuFabricInfo", "nvmlDeviceGetNumGpuCores",
+                             "nvmlSystemGetCudaDriverVersion_v2",
                              "nvmlDeviceGetComputeRunningProcesses_v3",
                              "nvmlDeviceGetGraphicsRunningProcesses_v3"},
                     library_mismatch={"nvmlDeviceGetComputeRunningProcesses",
