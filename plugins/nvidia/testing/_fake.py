@@ -17,7 +17,13 @@ production code catches what the fake raises.  Faithful quirks:
 * ``nvmlDeviceGetFieldValues`` reports per-field failures in ``nvmlReturn`` and never raises
   for them; ``nvmlDeviceGetMigDeviceHandleByIndex`` raises NotFound for empty (sparse) slots;
 * ``nvmlDeviceIsMigDeviceHandle`` returns a ``c_uint``; ``nvmlDeviceGetP2PStatus`` rejects a
-  non-int index as ctypes would (catching the ``NVML_P2P_CAPS_INDEX_READ == (0,)`` bug).
+  non-int index as ctypes would (catching the ``NVML_P2P_CAPS_INDEX_READ == (0,)`` bug);
+* out-parameters the real wrapper forwards to C unchanged (``nvmlDeviceGetGpuFabricInfoV``,
+  ``nvmlDeviceGetGpuFabricInfo``, ``nvmlDeviceGetGpuInstancePossiblePlacements``) are checked
+  as the C function sees them: a struct by value or a versioned struct without a known
+  ``.version`` is ARGUMENT_VERSION_MISMATCH, NULL or a too-small buffer INVALID_ARGUMENT, an
+  object ctypes cannot convert ``ctypes.ArgumentError``; wrapper-level ``version=`` arguments
+  (``GetMemoryInfo``, ``GetTemperatureV``, ``GetGpuInstanceProfileInfo``) answer as the wrapper.
 
 :attr:`FakeNVML.calls` counts calls per function: the cost benchmark reads it.
 """
