@@ -53,6 +53,8 @@ from ...model import (
     PciInfo,
     Placement,
     PowerLimits,
+    Problem,
+    ProblemKind,
     ProcessUsage,
     Severity,
     SourceInfo,
@@ -697,7 +699,8 @@ class NvidiaBackend(Backend):
         return DeviceEvent(device_id=device_id, timestamp=at, condition=cond)
 
     # -- topology -----------------------------------------------------------------------------
-    def _topology(self, devices: list[Device], idx: dict[str, int]) -> tuple[list[Link], list[Domain]]:
+    def _topology(self, devices: list[Device], idx: dict[str, int]) -> tuple[list[Link], list[Domain],
+                                                                             list[Problem]]:
         links: list[Link] = []
         domains: list[Domain] = []
         by_bus = {d.pci.bus_id: d.id for d in devices if d.pci is not None}
@@ -754,33 +757,88 @@ class NvidiaBackend(Backend):
                                       generation=gen, bandwidth_bytes_per_s=bw * count if bw else None,
                                       state=LinkState.UP if count >= full else LinkState.DEGRADED))
             domains.append(Domain(id=fabric_id, kind=DomainKind.NVLINK_ISLAND, members=tuple(ordered)))
-        domains += self._cliques(devices, idx)
+        cliques, problems = self._cliques(devices, idx)
+        domains += cliques
         links += self._pcie_links(devices, idx)
-        return links, domains
+        return links, domains, problems
 
-    def _cliques(self, devices: list[Device], idx: dict[str, int]) -> list[Domain]:
-        if not self._nv.has("nvmlDeviceGetGpuFabricInfoV"):
-            return []
+    def _fabric_info(self, h: Any) -> Any:
+        """The GPU's fabric registration (``nvmlGpuFabricInfo_v2`` layout), or ``None``: no fabric API.
+
+        NVML's C signature is ``nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t, nvmlGpuFabricInfoV_t *)``
+        and the nvidia-ml-py wrapper forwards its second argument to C unchanged: the caller passes
+        ``byref(struct)`` with ``struct.version`` set (a struct passed by value reaches C as a
+        garbage pointer).  Drivers or bindings without the versioned call fall back to the
+        unversioned ``nvmlDeviceGetGpuFabricInfo`` (R530+, deprecated in 13.x) with its own struct.
+        """
+        lib = self._nv.library
+        if (self._nv.has("nvmlDeviceGetGpuFabricInfoV") and "nvmlDeviceGetGpuFabricInfoV" not in self._missing
+                and hasattr(lib, "c_nvmlGpuFabricInfo_v2_t")):
+            data = self._nv.new("c_nvmlGpuFabricInfo_v2_t")
+            data.version = C.GPU_FABRIC_INFO_V2
+            try:
+                self._nv.call("nvmlDeviceGetGpuFabricInfoV", h, ctypes.byref(data))
+                return data
+            except AccelError as err:
+                if nvml_code_of(err) != C.ERROR_FUNCTION_NOT_FOUND:
+                    raise
+                self._missing.add("nvmlDeviceGetGpuFabricInfoV")
+        if self._nv.has("nvmlDeviceGetGpuFabricInfo") and hasattr(lib, "c_nvmlGpuFabricInfo_t"):
+            legacy = self._nv.new("c_nvmlGpuFabricInfo_t")
+            self._nv.call("nvmlDeviceGetGpuFabricInfo", h, ctypes.byref(legacy))
+            return legacy
+        return None
+
+    def _cliques(self, devices: list[Device], idx: dict[str, int]) -> tuple[list[Domain], list[Problem]]:
+        """NVLink cliques (cluster UUID + clique id) from the fabric manager's registration.
+
+        NOT_SUPPORTED (no fabric: PCIe, consumer boards, single-GPU hosts, non-MNNVL H100) and a
+        driver without the call are facts and say nothing.  Any other failure, a registration that
+        has not completed, or a completed one whose probe failed is a typed :class:`Problem` in the
+        inventory: the clique domain is missing and the scheduler must be able to tell.
+        """
         groups: dict[str, list[str]] = {}
+        problems: list[Problem] = []
+        fn = "nvmlDeviceGetGpuFabricInfoV"
+
+        def problem(dev: Device, message: str, code: str) -> None:
+            problems.append(Problem(kind=ProblemKind.FIELD, backend="nvidia", message=message, code=code,
+                                    command=fn, device_id=dev.id))
+
         for dev in devices:
             if idx[dev.id] in self._lost:
                 continue
-            h = self._handle(idx[dev.id])
             try:
-                data = self._nv.new("c_nvmlGpuFabricInfoV_t")
-                self._nv.call("nvmlDeviceGetGpuFabricInfoV", h, data)
-            except AccelError:
+                data = self._fabric_info(self._handle(idx[dev.id]))
+            except DeviceLostError:
                 continue
-            if int(data.state) != C.GPU_FABRIC_STATE_COMPLETED or int(data.status) != C.SUCCESS:
+            except AccelError as err:
+                if nvml_code_of(err) in (C.ERROR_NOT_SUPPORTED, C.ERROR_FUNCTION_NOT_FOUND):
+                    continue
+                problem(dev, f"fabric (NVLink clique) not read: {err.message}", err.code)
+                continue
+            if data is None:
+                continue
+            state, status = int(data.state), int(data.status)
+            if state == C.GPU_FABRIC_STATE_NOT_SUPPORTED:
+                continue
+            if state != C.GPU_FABRIC_STATE_COMPLETED:
+                problem(dev, f"fabric registration not complete (state {state}): NVLink clique unknown",
+                        "device.fabric-not-ready")
+                continue
+            if status != C.SUCCESS:
+                problem(dev, f"fabric registration failed (NVML error {status}): NVLink clique unknown",
+                        "device.fabric-failed")
                 continue
             cluster = bytes(data.clusterUuid)
             if not any(cluster):
-                continue
+                continue  # non-MNNVL hosts may report COMPLETED with an all-zero cluster UUID
             hexid = cluster.hex()
             key = f"{hexid[:8]}-{hexid[8:12]}-{hexid[12:16]}-{hexid[16:20]}-{hexid[20:]}/{int(data.cliqueId)}"
             groups.setdefault(key, []).append(dev.id)
-        return [Domain(id=f"nvidia:clique-{k}", kind=DomainKind.NVLINK_CLIQUE, members=tuple(m))
-                for k, m in groups.items()]
+        domains = [Domain(id=f"nvidia:clique-{k}", kind=DomainKind.NVLINK_CLIQUE, members=tuple(m))
+                   for k, m in groups.items()]
+        return domains, problems
 
     def _pcie_links(self, devices: list[Device], idx: dict[str, int]) -> list[Link]:
         """PCIe levels from NVML when sysfs gave no bridge path (NODE/SYS come from numa_node)."""
@@ -1011,7 +1069,7 @@ class NvidiaBackend(Backend):
                 profiles += profs
             idx = {d.id: d.index if d.index is not None else -1 for d in devices}
             devices = self._with_p2p(devices, idx)
-            links, domains = self._topology(devices, idx)
+            links, domains, problems = self._topology(devices, idx)
             detail = []
             if self._scenario:
                 detail.append(f"fake NVML scenario {self._scenario!r} (test facility, not hardware)")
@@ -1023,6 +1081,7 @@ class NvidiaBackend(Backend):
                 links=tuple(links), domains=tuple(domains), processes=tuple(processes), collected_at=at,
                 sources=(SourceInfo(backend="nvidia", plugin_version=self._plugin_version, api="nvml",
                                     api_version=self._nvml_version, detail="; ".join(detail) or None),),
+                problems=tuple(problems),
             )
             if self._use_sysfs():
                 inv = enrich_inventory(inv, self._config.sysfs_root)

@@ -87,6 +87,7 @@ class C:
     ERROR_GPU_IS_LOST: Final = 15
     ERROR_RESET_REQUIRED: Final = 16
     ERROR_LIB_RM_VERSION_MISMATCH: Final = 18
+    ERROR_ARGUMENT_VERSION_MISMATCH: Final = 25
     ERROR_UNKNOWN: Final = 999
 
     NVML_MEMORY_V2: Final = 0x02000028
@@ -123,7 +124,10 @@ class C:
     EVENT_DOUBLE_BIT_ECC: Final = 0x2
     EVENT_XID_CRITICAL: Final = 0x8
     EVENT_NONE_ATTRIBUTED: Final = 0xFFFFFFFF
+    GPU_FABRIC_STATE_NOT_SUPPORTED: Final = 0
     GPU_FABRIC_STATE_COMPLETED: Final = 3
+    #: ``nvmlGpuFabricInfo_v2``: NVML_STRUCT_VERSION(GpuFabricInfo, 2) = sizeof(v2 struct) | 2 << 24.
+    GPU_FABRIC_INFO_V2: Final = 0x02000024
     VALUE_NOT_AVAILABLE_ULL: Final = 0xFFFFFFFFFFFFFFFF
 
     # Field ids (nvmlDeviceGetFieldValues).

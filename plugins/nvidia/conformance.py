@@ -25,6 +25,7 @@ _SCENARIOS = {
     "retired-pending": "Page retirement pending on one GPU.",
     "row-remap-failure": "A row-remap failure on one GPU.",
     "nvlink-replay": "NVLink replay errors on one GPU.",
+    "gb200-nvl72-tray": "GB200 NVL72 tray: 4 GPUs in one multi-node NVLink clique (fabric info).",
 }
 
 

@@ -17,7 +17,13 @@ production code catches what the fake raises.  Faithful quirks:
 * ``nvmlDeviceGetFieldValues`` reports per-field failures in ``nvmlReturn`` and never raises
   for them; ``nvmlDeviceGetMigDeviceHandleByIndex`` raises NotFound for empty (sparse) slots;
 * ``nvmlDeviceIsMigDeviceHandle`` returns a ``c_uint``; ``nvmlDeviceGetP2PStatus`` rejects a
-  non-int index as ctypes would (catching the ``NVML_P2P_CAPS_INDEX_READ == (0,)`` bug).
+  non-int index as ctypes would (catching the ``NVML_P2P_CAPS_INDEX_READ == (0,)`` bug);
+* out-parameters the real wrapper forwards to C unchanged (``nvmlDeviceGetGpuFabricInfoV``,
+  ``nvmlDeviceGetGpuFabricInfo``, ``nvmlDeviceGetGpuInstancePossiblePlacements``) are checked
+  as the C function sees them: a struct by value or a versioned struct without a known
+  ``.version`` is ARGUMENT_VERSION_MISMATCH, NULL or a too-small buffer INVALID_ARGUMENT, an
+  object ctypes cannot convert ``ctypes.ArgumentError``; wrapper-level ``version=`` arguments
+  (``GetMemoryInfo``, ``GetTemperatureV``, ``GetGpuInstanceProfileInfo``) answer as the wrapper.
 
 :attr:`FakeNVML.calls` counts calls per function: the cost benchmark reads it.
 """
@@ -246,6 +252,73 @@ class FakeNVML:
         assert gpu is not None
         return gpu
 
+    def _pointee(self, fn: str, pos: int, arg: Any) -> tuple[int, int]:
+        """(address, size in bytes) of what a pointer argument forwarded to C points at.
+
+        What ctypes would hand the C function: ``byref(x)``, ``pointer(x)`` and arrays are
+        pointers; ``None`` is NULL (INVALID_ARGUMENT, as NVML answers); a struct or an int passed
+        by value is not a pointer (raised by the caller as the driver's answer); anything else
+        ctypes cannot convert raises ``ctypes.ArgumentError`` as a real call would.
+        """
+        if arg is None or (type(arg) is int and arg == 0):  # NULL
+            raise self._err(2)
+        if type(arg).__name__ == "CArgObject":  # ctypes.byref(obj): ``_obj`` is the referent
+            obj = arg._obj
+            return ctypes.addressof(obj), ctypes.sizeof(obj)
+        if isinstance(arg, ctypes._Pointer):
+            addr = ctypes.cast(arg, ctypes.c_void_p).value
+            if not addr:
+                raise self._err(2)
+            return addr, ctypes.sizeof(arg._type_)
+        if isinstance(arg, ctypes.Array):
+            return ctypes.addressof(arg), ctypes.sizeof(arg)
+        if isinstance(arg, ctypes.Structure | ctypes.Union | ctypes._SimpleCData | int):
+            return -1, 0
+        raise ctypes.ArgumentError(f"argument {pos}: TypeError: Don't know how to convert parameter {pos}")
+
+    def _out_struct(self, fn: str, pos: int, arg: Any, *, versions: dict[int, Any] | None = None,
+                    struct: Any = None) -> Any:
+        """The struct a C out-parameter points at, checked as the driver would check it.
+
+        ``versions`` (versioned structs): the first ``unsigned int`` must be one of the versions
+        the driver knows, else ARGUMENT_VERSION_MISMATCH, which is also the answer for a struct
+        passed by value (the driver reads its version through a garbage pointer: the best case).
+        A buffer smaller than the struct the version names is INVALID_ARGUMENT (the real driver
+        would write past it).  ``struct`` (unversioned): the buffer must hold one such struct.
+        """
+        addr, size = self._pointee(fn, pos, arg)
+        if versions is not None:
+            if addr < 0:
+                raise self._err(25)
+            if size < 4:
+                raise self._err(2)
+            version = ctypes.c_uint.from_address(addr).value
+            if version not in versions:
+                raise self._err(25)
+            target = versions[version]
+        else:
+            if addr < 0:
+                raise self._err(2)
+            target = struct
+        if size < ctypes.sizeof(target):
+            raise self._err(2)
+        return target.from_address(addr)
+
+    def _counted(self, fn: str, check: Callable[[], Any]) -> Any:
+        """Run an argument check before :meth:`_enter`; a call it refuses still counts."""
+        try:
+            return check()
+        except BaseException:
+            self.calls[fn] += 1
+            raise
+
+    def _out_uint(self, fn: str, pos: int, arg: Any) -> Any:
+        """An ``unsigned int *`` out-parameter (``byref(c_uint())``)."""
+        addr, size = self._pointee(fn, pos, arg)
+        if addr < 0 or size < ctypes.sizeof(ctypes.c_uint):
+            raise self._err(2)
+        return ctypes.c_uint.from_address(addr)
+
     # -- init and system ----------------------------------------------------------------------
     def nvmlInitWithFlags(self, flags: int) -> None:
         self.calls["nvmlInitWithFlags"] += 1
@@ -369,8 +442,8 @@ class FakeNVML:
     def nvmlDeviceGetCudaComputeCapability(self, handle: Any) -> tuple[int, int]:
         return self._gpu("nvmlDeviceGetCudaComputeCapability", handle).cuda_cc
 
-    def nvmlDeviceGetArchitecture(self, handle: Any) -> int:
-        return self._gpu("nvmlDeviceGetArchitecture", handle).architecture
+    def nvmlDeviceGetArchitecture(self, device: Any) -> int:
+        return self._gpu("nvmlDeviceGetArchitecture", device).architecture
 
     def nvmlDeviceGetBrand(self, handle: Any) -> int:
         return self._gpu("nvmlDeviceGetBrand", handle).brand
@@ -390,8 +463,8 @@ class FakeNVML:
             raise self._err(3)
         return gpu.inforom
 
-    def nvmlDeviceGetNumGpuCores(self, handle: Any) -> int:
-        gpu = self._gpu("nvmlDeviceGetNumGpuCores", handle)
+    def nvmlDeviceGetNumGpuCores(self, device: Any) -> int:
+        gpu = self._gpu("nvmlDeviceGetNumGpuCores", device)
         if gpu.cores is None:
             raise self._err(3)
         return gpu.cores
@@ -455,6 +528,10 @@ class FakeNVML:
         return gpu.temperature_c
 
     def nvmlDeviceGetTemperatureV(self, handle: Any, sensor: int, version: int | None = None) -> int:
+        """``version`` defaults to ``nvmlTemperature_v1``; any other is ARGUMENT_VERSION_MISMATCH (as the wrapper)."""
+        if version is not None and version != self.pynvml.nvmlTemperature_v1:
+            self.calls["nvmlDeviceGetTemperatureV"] += 1
+            raise self._err(25)
         gpu = self._gpu("nvmlDeviceGetTemperatureV", handle)
         if sensor != 0:
             raise self._err(2)
@@ -685,16 +762,47 @@ class FakeNVML:
         lk = self._link("nvmlDeviceGetNvLinkErrorCounter", device, link)
         return {0: lk.replay, 1: lk.recovery, 2: lk.crc}.get(counter, 0)  # type: ignore[no-any-return]
 
+    def _fill_fabric(self, gpu: GpuSpec, info: Any) -> None:
+        state, cluster, clique = gpu.fabric  # type: ignore[misc]
+        info.state = state
+        info.status = gpu.fabric_status
+        info.cliqueId = clique
+        for i, byte in enumerate(cluster[:16]):
+            info.clusterUuid[i] = byte
+        if hasattr(info, "healthMask"):
+            info.healthMask = 0
+
     def nvmlDeviceGetGpuFabricInfoV(self, device: Any, gpuFabricInfo: Any) -> int:
-        gpu = self._gpu("nvmlDeviceGetGpuFabricInfoV", device)
+        """Versioned: ``gpuFabricInfo`` is ``byref(c_nvmlGpuFabricInfo_v2_t)`` (or v3) with ``.version`` set.
+
+        The wrapper forwards it to C unchanged, so the fake checks what the C function would see
+        (:meth:`_out_struct`): by value or a wrong/absent version is ARGUMENT_VERSION_MISMATCH,
+        ``None`` is INVALID_ARGUMENT, an object ctypes cannot convert is ``ctypes.ArgumentError``.
+        """
+        fn = "nvmlDeviceGetGpuFabricInfoV"
+        py = self.pynvml
+        versions = {py.nvmlGpuFabricInfo_v2: py.c_nvmlGpuFabricInfo_v2_t}
+        if hasattr(py, "nvmlGpuFabricInfo_v3"):
+            versions[py.nvmlGpuFabricInfo_v3] = py.c_nvmlGpuFabricInfo_v3_t
+        # The driver checks its arguments before the device: a bad call fails on every GPU.
+        info = self._counted(fn, lambda: self._out_struct(fn, 2, gpuFabricInfo, versions=versions))
+        gpu = self._gpu(fn, device)
         if gpu.fabric is None:
             raise self._err(3)
-        state, cluster, clique = gpu.fabric
-        gpuFabricInfo.state = state
-        gpuFabricInfo.status = 0
-        gpuFabricInfo.cliqueId = clique
-        for i, byte in enumerate(cluster[:16]):
-            gpuFabricInfo.clusterUuid[i] = byte
+        self._fill_fabric(gpu, info)
+        if hasattr(info, "healthSummary"):
+            info.healthSummary = 0
+        return 0
+
+    def nvmlDeviceGetGpuFabricInfo(self, device: Any, gpuFabricInfo: Any) -> int:
+        """Unversioned (deprecated in 13.x): ``byref(c_nvmlGpuFabricInfo_t)``."""
+        fn = "nvmlDeviceGetGpuFabricInfo"
+        info = self._counted(fn, lambda: self._out_struct(fn, 2, gpuFabricInfo,
+                                                          struct=self.pynvml.c_nvmlGpuFabricInfo_t))
+        gpu = self._gpu(fn, device)
+        if gpu.fabric is None or "nvmlDeviceGetGpuFabricInfoV" in gpu.not_supported:
+            raise self._err(3)
+        self._fill_fabric(gpu, info)
         return 0
 
     # -- MIG ----------------------------------------------------------------------------------
@@ -759,15 +867,21 @@ class FakeNVML:
         return attrs
 
     def nvmlDeviceGetGpuInstanceProfileInfo(self, device: Any, profile: int, version: int = 2) -> Any:
+        """``version`` 2 (default) gives the v2 struct with ``name``, 1 the v1 struct; others FunctionNotFound."""
+        if version not in (1, 2):
+            self.calls["nvmlDeviceGetGpuInstanceProfileInfo"] += 1
+            raise self.pynvml.NVMLError_FunctionNotFound()  # what the wrapper raises
         gpu = self._gpu("nvmlDeviceGetGpuInstanceProfileInfo", device)
         if gpu.mig_mode is None:
             raise self._err(3)
         for p in gpu.mig_profiles:
             if p.profile_index == profile:
-                info = self.pynvml.c_nvmlGpuInstanceProfileInfo_v2_t()
+                info = (self.pynvml.c_nvmlGpuInstanceProfileInfo_v2_t() if version == 2
+                        else self.pynvml.c_nvmlGpuInstanceProfileInfo_t())
                 info.id, info.sliceCount, info.instanceCount = p.profile_id, p.slices, p.max_instances
                 info.multiprocessorCount, info.memorySizeMB = p.sm_count, p.memory_mib
-                info.name = f"MIG {p.name}".encode()
+                if version == 2:
+                    info.name = f"MIG {p.name}".encode()
                 return info
         raise self._err(3)
 
@@ -777,14 +891,21 @@ class FakeNVML:
         prof = next((p for p in gpu.mig_profiles if p.profile_id == profileId), None)
         if prof is None:
             raise self._err(2)
-        count = countRef._obj if hasattr(countRef, "_obj") else countRef.contents
+        # Both are forwarded to C unchanged: an array (or pointer) of placements, or None to ask
+        # for the count, and ``byref(c_uint())``.
+        count = self._out_uint("nvmlDeviceGetGpuInstancePossiblePlacements", 4, countRef)
         if placementsRef is None:
             count.value = len(prof.placements)
             return 0
-        if len(placementsRef) < len(prof.placements):
-            raise self._err(7)
-        for i, (start, size) in enumerate(prof.placements):
-            placementsRef[i].start, placementsRef[i].size = start, size
+        addr, size = self._pointee("nvmlDeviceGetGpuInstancePossiblePlacements", 3, placementsRef)
+        item = self.pynvml.c_nvmlGpuInstancePlacement_t
+        if addr < 0:
+            raise self._err(2)
+        if size < ctypes.sizeof(item) * len(prof.placements):
+            raise self._err(7)  # the fake refuses what the driver would write past the buffer
+        arr = (item * len(prof.placements)).from_address(addr)
+        for i, (start, psize) in enumerate(prof.placements):
+            arr[i].start, arr[i].size = start, psize
         count.value = len(prof.placements)
         return 0
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "GB200_CLIQUE_ID",
+    "GB200_CLUSTER_UUID",
     "SCENARIOS",
     "SKUS",
     "EventSpec",
@@ -161,7 +163,10 @@ class GpuSpec:
     mig_privileged: bool = True
     processes: list[ProcessSpec] = field(default_factory=list)
     throttle: int = 0x1
+    #: (state, cluster UUID bytes, clique id) of ``nvmlDeviceGetGpuFabricInfoV``; None: NOT_SUPPORTED.
     fabric: tuple[int, bytes, int] | None = None
+    #: The fabric probe's ``status`` (an NVML return code; meaningful when the state is COMPLETED).
+    fabric_status: int = 0
     supported_events: int = 0x1 | 0x2 | 0x8
     not_supported: set[str] = field(default_factory=set)
     errors: dict[str, int] = field(default_factory=dict)
@@ -261,6 +266,26 @@ SKUS: dict[str, dict[str, Any]] = {
         "not_supported": {"nvmlDeviceGetFanSpeed"} | VOLTA_NOT_SUPPORTED, "mig_mode": None,
         "mig_max": 0,
     },
+    # Blackwell on a GB200 NVL72 compute tray.  Public values: name, 189471 MiB and the 1200 W cap
+    # (nvidia-smi on GB200 trays, driver 580/595), PCI id 0x2941 with subsystem 0x2046 (NVIDIA's
+    # supported-GPU table), compute capability 10.0 (sglang#11208).  Thermal and clock figures
+    # are placeholders of the fake, not readings.
+    "gb200": {
+        "name": "NVIDIA GB200", "pci_device_id": 0x2941, "pci_subsystem_id": 0x204610DE,
+        "architecture": 10, "cuda_cc": (10, 0), "brand": 14,
+        "memory_total": 189471 * MIB, "memory_reserved": 0, "memory_used": 0,
+        "bar1_total": 262144 * MIB,
+        "power_default_mw": 1200000, "power_min_mw": 200000, "power_max_mw": 1200000,
+        "power_usage_mw": 181000, "energy_mj": 3_456_789_012, "temperature_c": 38,
+        "memory_temperature_c": 40,
+        "thresholds_c": {0: 95, 1: 92, 2: 97, 3: 90},
+        "clocks_mhz": {0: 1965, 1: 1965, 2: 3996, 3: 1695},
+        "max_clocks_mhz": {0: 2062, 1: 2062, 2: 3996, 3: 1830},
+        "cores": 18432, "fan_percent": None, "pcie_gen": (5, 5), "pcie_width": (16, 16),
+        "vbios": "97.00.0B.00.01", "inforom": "G548.0201.00.03",
+        "not_supported": {"nvmlDeviceGetFanSpeed"} | AMPERE_NOT_SUPPORTED,
+        "mig_mode": (0, 0), "mig_max": 7,
+    },
 }
 
 #: A100 80GB MIG GPU-instance profiles (nvidia-smi mig -lgip).
@@ -320,6 +345,36 @@ def _h100(name: str, description: str, mutate: Callable[[Scenario], None] | None
     return sc
 
 
+# -- GB200 NVL72 compute tray -------------------------------------------------------------------
+
+#: Bus ids of the four GPUs of one GB200 tray (nvidia-smi on a GB200 node, driver 595.58.03).
+GB200_BUS_IDS = ("0008:01:00.0", "0009:01:00.0", "0018:01:00.0", "0019:01:00.0")
+#: The fabric registration of an NVL72 partition as gpud reported it on GB200 (leptonai/gpud#1106):
+#: state Completed, status Success, clique 4026 in cluster 9c6f5af3-53bf-49b5-a436-b66766c413c3.
+GB200_CLUSTER_UUID = bytes.fromhex("9c6f5af353bf49b5a436b66766c413c3")
+GB200_CLIQUE_ID = 4026
+#: An NVL72 rack has 18 NVSwitch chips (9 switch trays x 2); each GPU has one NVLink 5 port to
+#: each (``nvidia-smi topo -m`` shows NV18 between the tray's GPUs, sglang#11208).  The switch
+#: chips are not on this host's PCI bus: these remote bus ids are the fake's placeholders.
+GB200_NVSWITCHES = tuple(f"00ff:{i:02x}:00.0" for i in range(18))
+
+
+def _gb200_tray() -> Scenario:
+    gpus = []
+    for i, bus in enumerate(GB200_BUS_IDS):
+        node = 0 if i < 2 else 1
+        gpus.append(_gpu("gb200", uuid=f"GPU-9b200c{i:02d}-7a1b-4c2d-9e3f-00000000{i:04d}",
+                         serial=f"165432500{i:04d}", bus_id=bus, minor=i, numa_node=node,
+                         cpus="0-71" if node == 0 else "72-143",
+                         nvlinks=[LinkSpec(remote_bus_id=sw, remote_type=2, version=7) for sw in GB200_NVSWITCHES],
+                         fabric=(3, GB200_CLUSTER_UUID, GB200_CLIQUE_ID)))
+    return Scenario(name="gb200-nvl72-tray",
+                    description="one GB200 NVL72 compute tray: 4x GB200 registered in NVLink clique 4026 "
+                                "(multi-node NVLink: 18 NVLink 5 ports per GPU to the rack's switch chips)",
+                    gpus=gpus, driver_version="595.58.03", cuda_driver_version=13020,
+                    nvml_version="13.595.58.03")
+
+
 # -- other hosts --------------------------------------------------------------------------------
 
 def _rtx4090_4() -> Scenario:
@@ -372,7 +427,8 @@ def _old_driver() -> Scenario:
                     driver_version="470.199.02", cuda_driver_version=11040, nvml_version="11.470.199.02",
                     missing={"nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetTemperatureV",
                              "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetGpuFabricInfoV",
-                             "nvmlDeviceGetNumGpuCores", "nvmlSystemGetCudaDriverVersion_v2",
+                             "nvmlDeviceGetGpuFabricInfo", "nvmlDeviceGetNumGpuCores",
+                             "nvmlSystemGetCudaDriverVersion_v2",
                              "nvmlDeviceGetComputeRunningProcesses_v3",
                              "nvmlDeviceGetGraphicsRunningProcesses_v3"},
                     library_mismatch={"nvmlDeviceGetComputeRunningProcesses",
@@ -441,6 +497,7 @@ SCENARIOS: dict[str, Callable[[], Scenario]] = {
                                   pci_present=False),
     "h100-nvswitch-8": lambda: _h100("h100-nvswitch-8", "DGX H100: 8x H100 SXM5 over 4 NVSwitches, two sockets"),
     "rtx4090-4": _rtx4090_4,
+    "gb200-nvl72-tray": _gb200_tray,
     "a100-mig": _a100_mig,
     "old-driver-r470": _old_driver,
     "gpu-lost": lambda: _h100("gpu-lost", "DGX H100 whose GPU 3 falls off the bus after enumeration",
