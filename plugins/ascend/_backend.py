@@ -18,9 +18,11 @@ So a healthy 8x 910B host costs 3 runs.  What could not be read is a typed
 :class:`~accel.model.Problem` of the inventory (``inventory.problems``): a chip record that did
 not parse (``record``; the chip is still listed, health unknown, when its record shows a bus id
 or its place gives a logic id), a secondary command that failed (``command``), a chip that could
-not be made into a device (``device``).  A command a replay never recorded is only a note.  The schedulable unit is the chip the runtime sees
-(logic id); its NPU id (card or module) is kept in ``board_id``, so 310 (4 chips), 310P Duo
-(2 chips) and 910C (2 dies) keep their package relation.
+not be made into a device (``device``).  A command a replay never recorded is only a note.
+
+The schedulable unit is the chip the runtime sees (logic id); its NPU id (card or module) is
+kept in ``board_id``, so 310 (4 chips), 310P Duo (2 chips) and 910C (2 dies) keep their package
+relation.
 """
 
 from __future__ import annotations
@@ -465,11 +467,11 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
             mapping = {(m.npu_id, m.chip_id): m for m in parse_mapping(res.stdout)}
         except ParseError as exc:
             found.parsed(exc, "npu-smi info -m")
-    for exc in info.errors:
+    for failed in info.errors:
         # A chip record that did not parse: the chip is still identified by its logic id.
-        if info.position_of(exc) is not None:
-            exc.device_index = _failed_logic_id(exc, info, mapping)
-        found.add(exc, ProblemKind.RECORD)
+        if info.position_of(failed) is not None:
+            failed.device_index = _failed_logic_id(failed, info, mapping)
+        found.add(failed, ProblemKind.RECORD)
     topo: TopoMatrix | None = None
     res = found.optional(session, "info", "-t", "topo")
     if res is not None:
@@ -495,22 +497,24 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
         logic_id = mapped.logic_id if mapped is not None and mapped.logic_id is not None else chip.position
         try:
             uuid = firmware = None
+            # Ascend 950 takes no -c (SwanHubX/SwanLab#1719); the others name the chip.
+            where = ("-i", str(chip.npu_id), "-c", str(chip.chip_id)) if chip.chip_printed else ("-i", str(chip.npu_id))
             if read_board:
-                b = found.optional(session, "info", "-t", "board", "-i", str(chip.npu_id), "-c", str(chip.chip_id))
+                b = found.optional(session, "info", "-t", "board", *where)
                 if b is not None:
                     try:
                         board = parse_board(b.stdout)
                         uuid, firmware = board.uuid, board.firmware_version
                     except ParseError as exc:
-                        found.parsed(exc, f"npu-smi info -t board -i {chip.npu_id} -c {chip.chip_id}")
+                        found.parsed(exc, " ".join(["npu-smi", "info", "-t", "board", *where]))
             codes: tuple[str, ...] = ()
             if (chip.health or "").upper() != "OK":
-                h = found.optional(session, "info", "-t", "health", "-i", str(chip.npu_id), "-c", str(chip.chip_id))
+                h = found.optional(session, "info", "-t", "health", *where)
                 if h is not None:
                     try:
                         codes = parse_health(h.stdout).error_codes
                     except ParseError as exc:
-                        found.parsed(exc, f"npu-smi info -t health -i {chip.npu_id} -c {chip.chip_id}")
+                        found.parsed(exc, " ".join(["npu-smi", "info", "-t", "health", *where]))
             dev_id = device_id_for(VENDOR, uuid=uuid, bus_id=chip.bus_id) if (uuid or chip.bus_id) else None
             if dev_id is None:
                 raise ParseError(

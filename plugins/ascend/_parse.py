@@ -26,6 +26,7 @@ that did parse; text with no recognisable table at all raises.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -113,6 +114,8 @@ class NpuChip:
     #: Place of this chip's record among all chip records of the table (0-based), counting
     #: records that failed to parse: the fallback logic id (see docs/ascend.md).
     position: int = 0
+    #: False for the 950 layout, which prints no Chip row (its ``-t`` views take no ``-c``).
+    chip_printed: bool = True
     device_id: int | None = None  # "Device" column (old layouts): the /dev/davinciN number
     phy_id: int | None = None  # "Phy-ID" column (A3 / 910C)
     power_watts: float | None = None
@@ -216,6 +219,7 @@ def _chip_from_record(rec: BoxRecord, ctx: ParseContext, position: int = 0) -> N
         bus_id=bus_id,
         line=line,
         position=position,
+        chip_printed="Chip" in f or "NPU" in f,
         device_id=device_id,
         phy_id=phy_id,
         power_watts=power,
@@ -280,7 +284,7 @@ def parse_info(text: str, *, command: str = "npu-smi info") -> NpuSmiInfo:
     errors: list[ParseError] = []
     positions: list[tuple[int, int]] = []
     for position, rec in enumerate(records):
-        good, bad = read_records([rec], lambda r, p=position: _chip_from_record(r, ctx, p))
+        good, bad = read_records([rec], functools.partial(_chip_from_record, ctx=ctx, position=position))
         chips.extend(good)
         for exc in bad:
             positions.append((id(exc), position))
