@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from accel.errors import ParseError
 
 from .._cli import (
     BoxRecord,
+    BoxRow,
+    BoxTable,
     KVSection,
     Matrix,
     ParseContext,
@@ -43,6 +46,7 @@ from .._cli import (
     find_box_tables,
     first_line,
     is_masked,
+    is_rule,
     parse_bus_id,
     parse_bytes,
     parse_celsius,
@@ -59,6 +63,7 @@ from .._cli import (
     split_lines,
     title_match,
 )
+from .._cli._problems import identify_text
 
 __all__ = [
     "BoardInfo",
@@ -263,6 +268,37 @@ def _processes(rec: BoxRecord, ctx: ParseContext) -> tuple[list[NpuProcess], lis
     return procs, errors
 
 
+def _rows_of(table: BoxTable) -> Iterable[BoxRow]:
+    yield from table.title
+    yield from table.header
+    for rec in table.records:
+        yield from rec.rows
+
+
+def _stray_lines(
+    lines: Sequence[SourceLine], tables: Sequence[BoxTable], dev_table: BoxTable, ctx: ParseContext
+) -> list[ParseError]:
+    """A located error for every line of the device table's region that belongs to no record.
+
+    A mangled border (``x 4  910A | OK ...``) unframes a record: the box reader then sees no
+    record, or a new table, where a chip was printed.  Such a line is not silently dropped; it is
+    one :class:`ParseError` naming the line (with the bus id or NPU id it still shows)."""
+    covered = {row.line.lineno for row in _rows_of(dev_table)}
+    start = max((row.line.lineno for row in dev_table.header), default=dev_table.start_lineno)
+    procs = [t for t in tables if "Process id" in t.column_names and t.start_lineno > start]
+    end = min((min((r.line.lineno for r in _rows_of(t)), default=t.start_lineno) for t in procs), default=None)
+    out: list[ParseError] = []
+    for ln in lines:
+        if ln.lineno <= start or (end is not None and ln.lineno >= end) or ln.lineno in covered:
+            continue
+        if ln.blank or is_rule(ln.text) or _NO_PROCS.search(ln.text) or set(ln.text.strip()) <= set("+-=| "):
+            continue
+        exc = ctx.error("line outside any device record (a mangled table row?)", ln)
+        exc.device_index, exc.bus_id = identify_text(ln.text)
+        out.append(exc)
+    return out
+
+
 def parse_info(text: str, *, command: str = "npu-smi info") -> NpuSmiInfo:
     """Parse ``npu-smi info``.  Raises :class:`ParseError` when no device table is found."""
     ctx = _ctx(command)
@@ -289,6 +325,7 @@ def parse_info(text: str, *, command: str = "npu-smi info") -> NpuSmiInfo:
         for exc in bad:
             positions.append((id(exc), position))
             errors.append(exc)
+    errors.extend(_stray_lines(lines, tables, dev_table, ctx))
     processes: list[NpuProcess] = []
     for t in tables:
         if "Process id" in t.column_names:

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from accel.errors import AccelError
 from accel.model import HealthState, ProblemKind
 from accel.plugin import BackendConfig
 from accel.plugins._cli import ReplayScenario
@@ -248,3 +252,34 @@ def test_910b3_26_0_single_npu_1(tmp_path: Path) -> None:
     assert c.hbm_used_bytes == 18049 * MiB and c.hbm_total_bytes == 65536 * MiB  # "18049/ 65536"
     (dev,) = inventory(tmp_path, text(name)).devices
     assert dev.model == "Ascend 910B3" and dev.index == 0 and dev.binding.visible_id == "0"
+
+
+# ---- a mutated real sample never loses a chip silently --------------------------------------
+
+_INFO_SAMPLES = sorted(p.name for p in FIX.glob("npu-smi-info_*.txt") if "partial" not in p.name)
+
+
+@given(
+    name=st.sampled_from(_INFO_SAMPLES),
+    where=st.floats(min_value=0, max_value=1, exclude_max=True),
+    char=st.sampled_from(["x", "|", " ", "/", "-", "9", "+"]),
+)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_mutated_sample_loses_no_chip_silently(tmp_path: Path, name: str, where: float, char: str) -> None:
+    original = text(name)
+    lines = original.splitlines(keepends=True)
+    data = [i for i, ln in enumerate(lines) if ln.startswith("| ") and "Process" not in ln and "npu-smi" not in ln]
+    i = data[int(where * len(data))]
+    col = int(where * 997) % max(1, len(lines[i]) - 1)
+    lines[i] = lines[i][:col] + char + lines[i][col + 1 :]
+    mutated = "".join(lines)
+    base = len(parse_info(original).chips)
+    sc = ReplayScenario(tmp_path / f"m{abs(hash((name, where, char)))}")
+    sc.add(["npu-smi", "info"], stdout=mutated)
+    try:
+        with PLUGIN.open(BackendConfig(runner=sc.runner())) as be:
+            inv = be.inventory()
+    except AccelError:
+        return  # a typed failure of the whole read is loud, not silent
+    if len(inv.devices) < base:
+        assert inv.problems, f"{name}: {base} chips became {len(inv.devices)} with no problem reported"
