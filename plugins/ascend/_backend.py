@@ -468,9 +468,10 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
         except ParseError as exc:
             found.parsed(exc, "npu-smi info -m")
     for failed in info.errors:
-        # A chip record that did not parse: the chip is still identified by its logic id.
-        if info.position_of(failed) is not None:
-            failed.device_index = _failed_logic_id(failed, info, mapping)
+        # A chip record that did not parse: the chip is still identified by its logic id (its
+        # bus id, when the record showed one, names it first).  A stray line (no record) has no
+        # place; its leading number is an NPU id, which is a logic id only through -m.
+        failed.device_index = _failed_logic_id(failed, info, mapping)
         found.add(failed, ProblemKind.RECORD)
     topo: TopoMatrix | None = None
     res = found.optional(session, "info", "-t", "topo")

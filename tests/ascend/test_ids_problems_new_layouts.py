@@ -283,3 +283,14 @@ def test_mutated_sample_loses_no_chip_silently(tmp_path: Path, name: str, where:
         return  # a typed failure of the whole read is loud, not silent
     if len(inv.devices) < base:
         assert inv.problems, f"{name}: {base} chips became {len(inv.devices)} with no problem reported"
+
+
+def test_a_stray_line_never_binds_by_npu_id(tmp_path: Path) -> None:
+    # A mangled left border on NPU 7's first row: the record is unframed.  Its bus id (second
+    # row) still names the chip; the NPU id 7 is never taken for a logic id.
+    info = text("npu-smi-info_1.9.3_910a_npu4-7.txt").replace("| 7     910A", "x 7     910A")
+    inv = inventory(tmp_path, info)
+    assert not inv.complete
+    assert [d.binding.visible_id for d in inv.devices[:3]] == ["0", "1", "2"]
+    assert all(d.index != 7 for d in inv.devices)
+    assert "huawei:pci-0000:02:00.0" in {d.id for d in inv.devices}
