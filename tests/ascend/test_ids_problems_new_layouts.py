@@ -124,7 +124,7 @@ def test_unparseable_mapping_is_a_problem_not_a_failure(tmp_path: Path) -> None:
 
 
 def test_scenarios_are_complete() -> None:
-    for name in ("910b-8", "910a-8", "910c-16", "310-4", "310p3-2"):
+    for name in ("910b-8", "910a-8", "910c-16", "310-4", "310p3-2", "950pr-3"):
         with PLUGIN.open(BackendConfig(options={"scenario": name})) as be:
             inv = be.inventory()
         assert inv.complete, (name, inv.problems)
