@@ -4,8 +4,9 @@ Per snapshot the backend runs (``tool_invocations`` in the inventory's source sa
 
 1. ``npu-smi info`` - every chip with health, power, temperature, DDR and HBM, bus id, and
    the process table (required: without it there is no inventory);
-2. ``npu-smi info -m`` - chip logic ids (what ``ASCEND_RT_VISIBLE_DEVICES`` counts) and MCU
-   rows, which are not devices (optional: without it logic ids follow table order);
+2. ``npu-smi info -m`` - chip logic ids (what ``ASCEND_RT_VISIBLE_DEVICES`` takes) and MCU
+   rows, which are not devices (optional: without it the logic id is the chip's place among the
+   chip records of ``npu-smi info``, counting records that failed to parse; docs/ascend.md);
 3. ``npu-smi info -t topo`` - HCCS / SIO / HCCS_SW / PCIe links and CPU affinity (optional);
 4. only for chips whose Health is not ``OK``: ``npu-smi info -t health -i N -c C`` for the
    error codes (optional);
@@ -13,28 +14,40 @@ Per snapshot the backend runs (``tool_invocations`` in the inventory's source sa
    VDie ID, which then becomes the stable id (one run per chip, so off by default; without it
    the id is the PCI address).
 
-So a healthy 8x 910B host costs 3 runs.  The schedulable unit is the chip the runtime sees
-(logic id); its NPU id (card or module) is kept in ``board_id``, so 310 (4 chips), 310P Duo
-(2 chips) and 910C (2 dies) keep their package relation.
+So a healthy 8x 910B host costs 3 runs.  What could not be read is a typed
+:class:`~accel.model.Problem` of the inventory (``inventory.problems``): a chip record that did
+not parse (``record``; the chip is still listed, health unknown, when its record shows a bus id
+or its place gives a logic id), a secondary command that failed (``command``), a chip that could
+not be made into a device (``device``).  A command a replay never recorded is only a note.
+
+The schedulable unit is the chip the runtime sees (logic id); its NPU id (card or module) is
+kept in ``board_id``, so 310 (4 chips), 310P Duo (2 chips) and 910C (2 dies) keep their package
+relation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from accel.errors import AccelError, ParseError, ToolError
+from accel.errors import AccelError, ParseError, ReplayMissingError, ToolError, ToolTimeoutError
 from accel.model import (
     Action,
+    Binding,
     Device,
     DeviceKind,
     Domain,
     DomainKind,
+    Health,
     HealthCondition,
+    HostInventory,
     Link,
     LinkType,
     MemoryKind,
+    Problem,
+    ProblemKind,
     ProcessUsage,
     Severity,
     SharingMode,
@@ -44,9 +57,10 @@ from accel.model import (
     validate,
 )
 from accel.plugin import BackendConfig
-from accel.tools import Runner
+from accel.tools import Runner, ToolResult
 
 from .._cli import ProcessesSurface, Snapshot, ToolSession, is_masked, source_info
+from .._cli._problems import problem_of, unread_units
 from ._parse import (
     ChipMapping,
     NpuChip,
@@ -59,7 +73,7 @@ from ._parse import (
     parse_topo,
 )
 
-__all__ = ["NPU_SMI_PATHS", "AscendBackend", "collect"]
+__all__ = ["NPU_SMI_PATHS", "AscendBackend", "AscendSnapshot", "collect"]
 
 VENDOR = "huawei"
 PLUGIN_VERSION = "0.1.0"
@@ -87,6 +101,38 @@ _HEALTH: dict[str, tuple[Severity, str, Action]] = {
     "critical": (Severity.CRITICAL, "NpuHealthCritical", Action.RESET_DEVICE),
     "fault": (Severity.CRITICAL, "NpuHealthFault", Action.REPLACE_HARDWARE),
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class AscendSnapshot(Snapshot):
+    """A :class:`Snapshot` that also carries the typed problems of its collection."""
+
+    typed_problems: tuple[Problem, ...] = ()
+
+    def inventory(self) -> HostInventory:
+        """The snapshot as a validated inventory, with ``problems`` filled in."""
+        inv = super().inventory()
+        known = {d.id for d in inv.devices}
+        problems = tuple(
+            p if p.device_id is None or p.device_id in known else p.model_copy(update={"device_id": None})
+            for p in self.typed_problems
+        )
+        return HostInventory.model_validate({**dict(inv), "problems": problems})
+
+
+_SHARED_NODES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
+
+
+def _binding(logic_id: int | None) -> Binding:
+    """How a runtime addresses a chip: ``ASCEND_RT_VISIBLE_DEVICES`` takes the logic id."""
+    return Binding(
+        visible_env="ASCEND_RT_VISIBLE_DEVICES",
+        visible_id=str(logic_id) if logic_id is not None else None,
+        torch_device_type="npu",
+        collective_backend="hccl",
+        ray_resource="NPU",
+        device_nodes=_SHARED_NODES,
+    )
 
 
 def _model_name(chip: NpuChip, mapped: ChipMapping | None) -> str:
@@ -138,6 +184,11 @@ def _conditions(chip: NpuChip, codes: Sequence[str]) -> list[HealthCondition]:
     return out
 
 
+def clean_health(chip: NpuChip) -> bool:
+    """Whether the chip's record printed a Health value."""
+    return bool((chip.health or "").strip())
+
+
 def _memory(chip: NpuChip) -> list[dict[str, Any]]:
     regions: list[dict[str, Any]] = []
     # 910B/910C print DDR "0 / 0": no DDR is visible to the runtime, so no region.
@@ -149,8 +200,7 @@ def _memory(chip: NpuChip) -> list[dict[str, Any]]:
 
 
 def _device_nodes(dev_no: int | None) -> tuple[str, ...]:
-    shared = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
-    return ((f"/dev/davinci{dev_no}",) if dev_no is not None else ()) + shared
+    return ((f"/dev/davinci{dev_no}",) if dev_no is not None else ()) + _SHARED_NODES
 
 
 def _build_device(
@@ -159,6 +209,7 @@ def _build_device(
     logic_id: int,
     mapped: ChipMapping | None,
     info: NpuSmiInfo,
+    now: datetime,
     uuid: str | None,
     dev_id: str,
     codes: Sequence[str],
@@ -173,6 +224,10 @@ def _build_device(
         "huawei.com/npuId": chip.npu_id,
         "huawei.com/chipId": chip.chip_id,
         "huawei.com/chipLogicId": logic_id,
+        # Where the logic id came from: "npu-smi info -m" (printed), else "table-order".
+        "huawei.com/chipLogicIdSource": "npu-smi info -m"
+        if mapped is not None and mapped.logic_id is not None
+        else "table-order",
     }
     if chip.phy_id is not None:
         extras["huawei.com/chipPhyId"] = chip.phy_id
@@ -214,7 +269,11 @@ def _build_device(
             "ray_resource": "NPU",
             "device_nodes": _device_nodes(dev_no),
         },
-        "health": {"conditions": _conditions(chip, codes)},
+        # The Health column is a health reading (OK / Warning / Alarm / Critical): earned, read
+        # now.  A record without a value read nothing.
+        "health": Health.read(now, tuple(_conditions(chip, codes)))
+        if clean_health(chip)
+        else {"monitored": False, "conditions": _conditions(chip, codes)},
         "extras": extras,
         "unsupported": frozenset({"architecture"} | ({"serial_number"} if uuid is None else set())),
     }
@@ -349,27 +408,78 @@ def _truthy(value: object) -> bool:
     return str(value).strip().lower() in {"1", "true", "yes", "on"}
 
 
+class _Problems:
+    """What one collection could not read, as typed errors with their problem kind."""
+
+    def __init__(self) -> None:
+        self.errors: list[tuple[AccelError, ProblemKind]] = []
+        self.notes: list[str] = []
+
+    def add(self, exc: AccelError, kind: ProblemKind) -> None:
+        self.errors.append((exc, kind))
+
+    def optional(self, session: ToolSession, *args: str) -> ToolResult | None:
+        """Run a secondary command: its failure is a ``command`` problem, not the snapshot's.
+
+        A hung tool still raises.  A command a replay never recorded was never run on the host
+        the replay comes from, so it is a note (``... : replay.missing``), not a problem."""
+        try:
+            return session.run(*args)
+        except ToolTimeoutError:
+            raise
+        except ReplayMissingError as exc:
+            self.notes.append(f"{' '.join([session.tool, *args])}: {exc.code}")
+            return None
+        except ToolError as exc:
+            self.add(exc, ProblemKind.COMMAND)
+            return None
+
+    def parsed(self, exc: ParseError, command: str) -> None:
+        """A secondary command's output that did not parse (the devices stand without it)."""
+        if exc.command is None:
+            exc.command = command
+        self.add(exc, ProblemKind.RECORD if exc.lineno is not None else ProblemKind.COMMAND)
+
+
+def _failed_logic_id(
+    exc: ParseError, info: NpuSmiInfo, mapping: dict[tuple[int, int], ChipMapping]
+) -> int | None:
+    """The logic id of a chip whose record did not parse: from ``-m`` when the record's NPU id
+    names exactly one chip there, else the record's place among the chip records."""
+    npu = exc.device_index  # what the record's first cell showed: the NPU id
+    if npu is not None and mapping:
+        chips = [m for (n, _c), m in mapping.items() if n == npu and not m.is_mcu]
+        if len(chips) == 1 and chips[0].logic_id is not None:
+            return chips[0].logic_id
+    return info.position_of(exc)
+
+
 def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
     """Run the tools once (see the module docstring) and build a :class:`Snapshot`."""
     start = session.invocations
     now = datetime.now(UTC)
-    notes: list[str] = []
+    found = _Problems()
     info = parse_info(session.run("info").stdout)
-    notes.extend(f"skipped: {e}" for e in info.errors)
     mapping: dict[tuple[int, int], ChipMapping] = {}
-    res = session.optional("info", "-m", notes=notes)
+    res = found.optional(session, "info", "-m")
     if res is not None:
         try:
             mapping = {(m.npu_id, m.chip_id): m for m in parse_mapping(res.stdout)}
         except ParseError as exc:
-            notes.append(f"ignored npu-smi info -m: {exc}")
+            found.parsed(exc, "npu-smi info -m")
+    for failed in info.errors:
+        # A chip record that did not parse: the chip is still identified by its logic id (its
+        # bus id, when the record showed one, names it first).  A stray line (no record) has no
+        # place; its leading number is an NPU id, which is a logic id only through -m.
+        failed.device_index = _failed_logic_id(failed, info, mapping)
+        found.add(failed, ProblemKind.RECORD)
     topo: TopoMatrix | None = None
-    res = session.optional("info", "-t", "topo", notes=notes)
+    res = found.optional(session, "info", "-t", "topo")
     if res is not None:
         try:
             topo = parse_topo(res.stdout)
         except ParseError as exc:
-            notes.append(f"ignored npu-smi info -t topo: {exc}")
+            found.parsed(exc, "npu-smi info -t topo")
     soft_sliced = any(c.npu_id == _HAMI_SOFT_SLICE_NPU_ID for c in info.chips) or any(
         "limiter" in ln for ln in info.preamble
     )
@@ -380,28 +490,42 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
         c for c in info.chips if not (mapping.get((c.npu_id, c.chip_id)) and mapping[(c.npu_id, c.chip_id)].is_mcu)
     ]
     used_ids: set[str] = set()
-    for position, chip in enumerate(chips):
+    for chip in chips:
+        mapped = mapping.get((chip.npu_id, chip.chip_id))
+        # ASCEND_RT_VISIBLE_DEVICES takes the chip logic id (docs/ascend.md): printed by -m;
+        # without it, the chip's place among the table's chip records (the runtime numbers the
+        # chips it sees 0..n-1 in that order; the NPU id is a card/slot number, not this).
+        logic_id = mapped.logic_id if mapped is not None and mapped.logic_id is not None else chip.position
         try:
-            mapped = mapping.get((chip.npu_id, chip.chip_id))
-            logic_id = mapped.logic_id if mapped is not None and mapped.logic_id is not None else position
             uuid = firmware = None
+            # Ascend 950 takes no -c (SwanHubX/SwanLab#1719); the others name the chip.
+            where = ("-i", str(chip.npu_id), "-c", str(chip.chip_id)) if chip.chip_printed else ("-i", str(chip.npu_id))
             if read_board:
-                b = session.optional(
-                    "info", "-t", "board", "-i", str(chip.npu_id), "-c", str(chip.chip_id), notes=notes
-                )
+                b = found.optional(session, "info", "-t", "board", *where)
                 if b is not None:
-                    board = parse_board(b.stdout)
-                    uuid, firmware = board.uuid, board.firmware_version
+                    try:
+                        board = parse_board(b.stdout)
+                        uuid, firmware = board.uuid, board.firmware_version
+                    except ParseError as exc:
+                        found.parsed(exc, " ".join(["npu-smi", "info", "-t", "board", *where]))
             codes: tuple[str, ...] = ()
             if (chip.health or "").upper() != "OK":
-                h = session.optional(
-                    "info", "-t", "health", "-i", str(chip.npu_id), "-c", str(chip.chip_id), notes=notes
-                )
+                h = found.optional(session, "info", "-t", "health", *where)
                 if h is not None:
-                    codes = parse_health(h.stdout).error_codes
+                    try:
+                        codes = parse_health(h.stdout).error_codes
+                    except ParseError as exc:
+                        found.parsed(exc, " ".join(["npu-smi", "info", "-t", "health", *where]))
             dev_id = device_id_for(VENDOR, uuid=uuid, bus_id=chip.bus_id) if (uuid or chip.bus_id) else None
             if dev_id is None:
-                raise ParseError(f"NPU {chip.npu_id} chip {chip.chip_id} has neither a die id nor a bus id")
+                raise ParseError(
+                    f"NPU {chip.npu_id} chip {chip.chip_id} has neither a die id nor a bus id "
+                    "(Bus-Id printed as NA; option board=true reads the die id)",
+                    tool="npu-smi",
+                    command="npu-smi info",
+                    line=chip.line.text,
+                    lineno=chip.line.lineno,
+                )
             if dev_id in used_ids:  # 310P Duo chips can share one BDF
                 dev_id = f"{dev_id}-chip{chip.chip_id}"
             affinity = None
@@ -415,6 +539,7 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
                 logic_id=logic_id,
                 mapped=mapped,
                 info=info,
+                now=now,
                 uuid=uuid,
                 dev_id=dev_id,
                 codes=codes,
@@ -428,7 +553,10 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
         except ToolError:
             raise  # a hung or broken tool is the snapshot's failure, not one device's
         except AccelError as exc:
-            notes.append(f"skipped NPU {chip.npu_id} chip {chip.chip_id}: {exc}")
+            if isinstance(exc, ParseError):
+                # Still identified by its logic id (a bus id, when it had one, made it a device).
+                exc.device_index, exc.bus_id = logic_id, None
+            found.add(exc, ProblemKind.DEVICE)
     order = [d.id for d in devices.values()]
     links: list[Link] = []
     domains: list[Domain] = []
@@ -440,18 +568,25 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
         for p in info.processes
         if (p.npu_id, p.chip_id) in devices
     ]
+    listed = list(devices.values())
+    unread = unread_units(
+        [exc for exc, _ in found.errors], listed, vendor=VENDOR, kind=DeviceKind.NPU, tool="npu-smi", binding=_binding
+    )
+    problems = tuple(problem_of("ascend", exc, kind=kind) for exc, kind in found.errors)
     source = source_info(
-        "ascend", version=PLUGIN_VERSION, api="npu-smi", api_version=info.tool_version, notes=notes,
+        "ascend", version=PLUGIN_VERSION, api="npu-smi", api_version=info.tool_version, notes=found.notes,
         calls=session.invocations - start,
     )
-    return Snapshot(
-        devices=tuple(devices.values()),
+    return AscendSnapshot(
+        devices=(*listed, *unread),
         telemetry=tuple(telemetry),
         links=tuple(links),
         domains=tuple(domains),
         processes=tuple(processes),
         source=source,
         collected_at=now,
+        problems=len(problems),
+        typed_problems=problems,
     )
 
 

@@ -5,8 +5,10 @@ shim log lines before the table, ``N/A``/``NA``/``-`` placeholders, masked ``xxx
 each sampled layout version are handled:
 
 * ``npu-smi info`` (:func:`parse_info`): 1.9.3 (910A, DDR + HBM), 20.2.0 / 22.0.3 / 25.5.1
-  (``Chip  Device`` header row, DDR only), 23.0 / 24.1 (910B, HBM), 25.3 A3/910C (``Chip
-  Phy-ID``, two dies per NPU id, second die power ``-``), plus the process table.
+  (``Chip  Device`` header row, DDR only), 23.0 / 24.1 / 26.0 (910B, HBM), 24.1 / 25.x A3/910C
+  (``Chip  Phy-ID``, two dies per NPU id, second die power ``-``), 25.6 / 25.7 Ascend 950
+  (header split as ``NPU ID | Name``, no Chip row: one chip per NPU, ``NPU Util(%)``, Bus-Id
+  may be ``NA``), plus the process table (``NPU  Chip`` or, on 950, ``NPU ID``).
 * ``npu-smi info -m`` (:func:`parse_mapping`): NPU ID / Chip ID / Chip Logic ID / Chip Name;
   MCU rows (logic id ``-``) are kept but flagged ``is_mcu``.
 * ``npu-smi info -t topo`` (:func:`parse_topo`): the link matrix with its CPU Affinity column.
@@ -24,13 +26,17 @@ that did parse; text with no recognisable table at all raises.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from accel.errors import ParseError
 
 from .._cli import (
     BoxRecord,
+    BoxRow,
+    BoxTable,
     KVSection,
     Matrix,
     ParseContext,
@@ -38,7 +44,9 @@ from .._cli import (
     clean,
     find_aligned_table,
     find_box_tables,
+    first_line,
     is_masked,
+    is_rule,
     parse_bus_id,
     parse_bytes,
     parse_celsius,
@@ -55,6 +63,7 @@ from .._cli import (
     split_lines,
     title_match,
 )
+from .._cli._problems import identify_text
 
 __all__ = [
     "BoardInfo",
@@ -107,6 +116,11 @@ class NpuChip:
     health: str | None
     bus_id: str | None
     line: SourceLine
+    #: Place of this chip's record among all chip records of the table (0-based), counting
+    #: records that failed to parse: the fallback logic id (see docs/ascend.md).
+    position: int = 0
+    #: False for the 950 layout, which prints no Chip row (its ``-t`` views take no ``-c``).
+    chip_printed: bool = True
     device_id: int | None = None  # "Device" column (old layouts): the /dev/davinciN number
     phy_id: int | None = None  # "Phy-ID" column (A3 / 910C)
     power_watts: float | None = None
@@ -142,20 +156,39 @@ class NpuSmiInfo:
     errors: tuple[ParseError, ...] = ()
     #: Lines printed before the table (a HAMi soft-slicing limiter logs there).
     preamble: tuple[str, ...] = ()
+    #: For each chip-record error in ``errors`` (by ``id()``), the record's position.
+    error_positions: tuple[tuple[int, int], ...] = ()
+
+    def position_of(self, exc: ParseError) -> int | None:
+        """Where the failed chip record ``exc`` stood among the chip records, if it was one."""
+        return next((pos for key, pos in self.error_positions if key == id(exc)), None)
 
 
 _VERSION = re.compile(r"npu-smi\s+(?P<tool>\S+)\s+Version:\s*(?P<driver>\S+)", re.IGNORECASE)
 
 
-def _chip_from_record(rec: BoxRecord, ctx: ParseContext) -> NpuChip:
+#: Ascend 950 (npu-smi 25.7) prints "NPU Util(%) Memory-Usage(MB)" with one space between the
+#: two headers, so they read as one column; its value is "<util> <used> / <total>".
+_UTIL_AND_MEMORY = "NPU Util(%) Memory-Usage(MB)"
+
+
+def _split_util_memory(value: str | None) -> tuple[str | None, str | None]:
+    if value is None:
+        return None, None
+    util, _, memory = value.strip().partition(" ")
+    return util or None, memory.strip() or None
+
+
+def _chip_from_record(rec: BoxRecord, ctx: ParseContext, position: int = 0) -> NpuChip:
     f = rec.fields
     line = rec.first_line
     if len(rec.rows) < 2:
         raise ctx.error("a chip record needs two rows (NPU/Name and Chip/Bus-Id)", line)
     with ctx.at(line):
-        npu_id = parse_int(f.get("NPU"))
+        npu_text = f.get("NPU") if "NPU" in f else f.get("NPU ID")
+        npu_id = parse_int(npu_text)
         if npu_id is None:
-            raise ParseError(f"no NPU id in {f.get('NPU')!r}")
+            raise ParseError(f"no NPU id in {npu_text!r}")
         power = parse_watts(f.get("Power(W)"), bare_unit="W")
         temp = parse_celsius(f.get("Temp(C)"), bare_unit="C")
         huge_used, huge_total = (None, None)
@@ -165,12 +198,18 @@ def _chip_from_record(rec: BoxRecord, ctx: ParseContext) -> NpuChip:
             huge_used, huge_total = parse_int(hu), parse_int(ht)
     line2 = rec.rows[1].line
     with ctx.at(line2):
-        chip_id = parse_int(f.get("Chip"))
-        if chip_id is None:
-            raise ParseError(f"no chip id in {f.get('Chip')!r}")
+        if "Chip" in f or "NPU" in f:
+            chip_id = parse_int(f.get("Chip"))
+            if chip_id is None:
+                raise ParseError(f"no chip id in {f.get('Chip')!r}")
+        else:
+            chip_id = 0  # one chip per NPU id, as the 950 layout prints no Chip row
         bus_id = parse_bus_id(f.get("Bus-Id"))
-        aicore = parse_ratio(f.get("AICore(%)"), bare_unit="%")
-        ddr_used, ddr_total = _used_total(f.get("Memory-Usage(MB)"))
+        util_text, memory_text = f.get("AICore(%)") or f.get("NPU Util(%)"), f.get("Memory-Usage(MB)")
+        if _UTIL_AND_MEMORY in f:
+            util_text, memory_text = _split_util_memory(f.get(_UTIL_AND_MEMORY))
+        aicore = parse_ratio(util_text, bare_unit="%")
+        ddr_used, ddr_total = _used_total(memory_text)
         hbm_used, hbm_total = _used_total(f.get("HBM-Usage(MB)"))
         device_id = parse_int(f.get("Device"))
         phy_id = parse_int(f.get("Phy-ID"))
@@ -184,6 +223,8 @@ def _chip_from_record(rec: BoxRecord, ctx: ParseContext) -> NpuChip:
         health=clean(f.get("Health")),
         bus_id=bus_id,
         line=line,
+        position=position,
+        chip_printed="Chip" in f or "NPU" in f,
         device_id=device_id,
         phy_id=phy_id,
         power_watts=power,
@@ -207,7 +248,9 @@ def _processes(rec: BoxRecord, ctx: ParseContext) -> tuple[list[NpuProcess], lis
     for row in rec.rows:
         if _NO_PROCS.search(row.text):
             continue
-        f = row.fields
+        f = dict(row.fields)
+        if "NPU ID" in f and "NPU" not in f:  # 950: "NPU ID | Process id | ...", one chip per NPU
+            f["NPU"], f["Chip"] = f["NPU ID"], "0"
         try:
             with ctx.at(row.line):
                 if f.get("NPU") is None or f.get("Chip") is None or f.get("Process id") is None:
@@ -225,17 +268,64 @@ def _processes(rec: BoxRecord, ctx: ParseContext) -> tuple[list[NpuProcess], lis
     return procs, errors
 
 
+def _rows_of(table: BoxTable) -> Iterable[BoxRow]:
+    yield from table.title
+    yield from table.header
+    for rec in table.records:
+        yield from rec.rows
+
+
+def _stray_lines(
+    lines: Sequence[SourceLine], tables: Sequence[BoxTable], dev_table: BoxTable, ctx: ParseContext
+) -> list[ParseError]:
+    """A located error for every line of the device table's region that belongs to no record.
+
+    A mangled border (``x 4  910A | OK ...``) unframes a record: the box reader then sees no
+    record, or a new table, where a chip was printed.  Such a line is not silently dropped; it is
+    one :class:`ParseError` naming the line (with the bus id or NPU id it still shows)."""
+    covered = {row.line.lineno for row in _rows_of(dev_table)}
+    start = max((row.line.lineno for row in dev_table.header), default=dev_table.start_lineno)
+    procs = [t for t in tables if "Process id" in t.column_names and t.start_lineno > start]
+    end = min((min((r.line.lineno for r in _rows_of(t)), default=t.start_lineno) for t in procs), default=None)
+    out: list[ParseError] = []
+    for ln in lines:
+        if ln.lineno <= start or (end is not None and ln.lineno >= end) or ln.lineno in covered:
+            continue
+        if ln.blank or is_rule(ln.text) or _NO_PROCS.search(ln.text) or set(ln.text.strip()) <= set("+-=| "):
+            continue
+        exc = ctx.error("line outside any device record (a mangled table row?)", ln)
+        exc.device_index, exc.bus_id = identify_text(ln.text)
+        out.append(exc)
+    return out
+
+
 def parse_info(text: str, *, command: str = "npu-smi info") -> NpuSmiInfo:
     """Parse ``npu-smi info``.  Raises :class:`ParseError` when no device table is found."""
     ctx = _ctx(command)
     lines = split_lines(text)
     tables = find_box_tables(lines)
-    dev_table = select_table(tables, ("NPU", "Health", "Bus-Id"), ctx, text, "device table")
-    if "Chip" not in dev_table.column_names:
+    dev_table = next(
+        (t for t in tables if {"Health", "Bus-Id"} <= set(t.column_names) and "Process id" not in t.column_names),
+        None,
+    ) or select_table(tables, ("NPU", "Health", "Bus-Id"), ctx, text, "device table")
+    names = set(dev_table.column_names)
+    if "NPU" not in names and "NPU ID" not in names:
+        raise ctx.error("device table has no 'NPU' or 'NPU ID' column", first_line(text))
+    if "NPU" in names and "Chip" not in names:
         raise ctx.error("device table has no 'Chip' column", dev_table.header[-1].line if dev_table.header else None)
     m = title_match(dev_table, _VERSION)
     tool_version, driver_version = (m.group("tool"), m.group("driver")) if m else (None, None)
-    chips, errors = read_records(dev_table.records, lambda rec: _chip_from_record(rec, ctx))
+    records = list(dev_table.records)
+    chips: list[NpuChip] = []
+    errors: list[ParseError] = []
+    positions: list[tuple[int, int]] = []
+    for position, rec in enumerate(records):
+        good, bad = read_records([rec], functools.partial(_chip_from_record, ctx=ctx, position=position))
+        chips.extend(good)
+        for exc in bad:
+            positions.append((id(exc), position))
+            errors.append(exc)
+    errors.extend(_stray_lines(lines, tables, dev_table, ctx))
     processes: list[NpuProcess] = []
     for t in tables:
         if "Process id" in t.column_names:
@@ -246,7 +336,9 @@ def parse_info(text: str, *, command: str = "npu-smi info") -> NpuSmiInfo:
     preamble = tuple(ln.text for ln in lines if ln.lineno < dev_table.start_lineno and not ln.blank)
     if not chips and errors:
         raise errors[0]
-    return NpuSmiInfo(tool_version, driver_version, tuple(chips), tuple(processes), tuple(errors), preamble)
+    return NpuSmiInfo(
+        tool_version, driver_version, tuple(chips), tuple(processes), tuple(errors), preamble, tuple(positions)
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ _ALL: dict[str, Any] = conformance_scenarios(
         "910a-8": ("8x Ascend 910A in two HCCS groups of four (npu-smi 24.1.RC2).", {}),
         "910c-16": ("Atlas A3: 8 NPUs x 2 dies paired by SIO (npu-smi 25.3.rc1).", {}),
         "310p3-2": ("2x Atlas 300I Duo (310P3, two chips per card), npu-smi 25.5.1.", {}),
+        "950pr-3": ("3x Ascend 950PR, two in Health Alarm, npu-smi 25.7.rc1 (NPU ID layout).", {}),
     },
 )
 #: Certified scenarios; the other shipped replays are partial views (one NPU, a container slice).
-CONFORMANCE_SCENARIOS: dict[str, Any] = {k: _ALL[k] for k in ("910b-8", "910a-8", "910c-16", "310p3-2")}
+CONFORMANCE_SCENARIOS: dict[str, Any] = {k: _ALL[k] for k in ("910b-8", "910a-8", "910c-16", "310p3-2", "950pr-3")}
