@@ -27,7 +27,6 @@ relation.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -42,11 +41,9 @@ from accel.model import (
     DomainKind,
     Health,
     HealthCondition,
-    HostInventory,
     Link,
     LinkType,
     MemoryKind,
-    Problem,
     ProblemKind,
     ProcessUsage,
     Severity,
@@ -73,7 +70,7 @@ from ._parse import (
     parse_topo,
 )
 
-__all__ = ["NPU_SMI_PATHS", "AscendBackend", "AscendSnapshot", "collect"]
+__all__ = ["NPU_SMI_PATHS", "AscendBackend", "collect"]
 
 VENDOR = "huawei"
 PLUGIN_VERSION = "0.1.0"
@@ -101,23 +98,6 @@ _HEALTH: dict[str, tuple[Severity, str, Action]] = {
     "critical": (Severity.CRITICAL, "NpuHealthCritical", Action.RESET_DEVICE),
     "fault": (Severity.CRITICAL, "NpuHealthFault", Action.REPLACE_HARDWARE),
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class AscendSnapshot(Snapshot):
-    """A :class:`Snapshot` that also carries the typed problems of its collection."""
-
-    typed_problems: tuple[Problem, ...] = ()
-
-    def inventory(self) -> HostInventory:
-        """The snapshot as a validated inventory, with ``problems`` filled in."""
-        inv = super().inventory()
-        known = {d.id for d in inv.devices}
-        problems = tuple(
-            p if p.device_id is None or p.device_id in known else p.model_copy(update={"device_id": None})
-            for p in self.typed_problems
-        )
-        return HostInventory.model_validate({**dict(inv), "problems": problems})
 
 
 _SHARED_NODES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
@@ -577,7 +557,7 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
         "ascend", version=PLUGIN_VERSION, api="npu-smi", api_version=info.tool_version, notes=found.notes,
         calls=session.invocations - start,
     )
-    return AscendSnapshot(
+    return Snapshot(
         devices=(*listed, *unread),
         telemetry=tuple(telemetry),
         links=tuple(links),
@@ -585,8 +565,8 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
         processes=tuple(processes),
         source=source,
         collected_at=now,
-        problems=len(problems),
-        typed_problems=problems,
+        unparsed=len(problems),
+        problems=problems,
     )
 
 
