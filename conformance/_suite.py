@@ -22,6 +22,7 @@ import contextlib
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn, TypeVar
@@ -87,6 +88,9 @@ _LINK_DOMAINS = frozenset(
 _PLACEHOLDER_MODELS = re.compile(r"^(n/?a|unknown|none|null|-+|\[?not supported\]?|[0-9]+|0x[0-9a-f]+)$", re.I)
 _VERSION = re.compile(r"^v?[0-9]+(\.[0-9]+)+")
 _MIB = 2**20
+#: How far a health reading's time may sit outside the read that returned it (clock granularity,
+#: a snapshot started just before the read).
+_EARNED_SKEW = timedelta(seconds=120)
 _TIB = 2**40
 #: Telemetry fields owned by a capability: declared -> a value (or listed unsupported per sample);
 #: undeclared -> ``None`` and listed unsupported.
@@ -1170,6 +1174,38 @@ class ConformanceSuite:
             if other in got and got[other].state is HealthState.UNKNOWN and got[other].monitored is False:
                 problems.append(f"{other} also became unknown")
         _check(problems, "map the vendor's NOT_SUPPORTED to Health(monitored=False), not to a failure condition")
+
+    @row("health.earned")
+    def test_health_earned(self, accel: _Harness) -> None:
+        # A scheduler places work on "healthy": that word must come from a reading taken now.
+        inv = accel.inventory
+        start = datetime.now(UTC)
+        got = accel.call("health()", accel.backend.health)
+        end = datetime.now(UTC)
+        problems: list[str] = []
+
+        def judge(where: str, h: Health, low: datetime, high: datetime) -> None:
+            if h.state is not HealthState.HEALTHY:
+                return
+            if not h.monitored:
+                problems.append(f"{where}: healthy with monitored=False")
+            elif h.checked_at is None:
+                problems.append(f"{where}: healthy without checked_at (nothing says when health was read)")
+            elif h.checked_at.tzinfo is None:
+                problems.append(f"{where}: checked_at {h.checked_at.isoformat()} has no timezone")
+            elif not low - _EARNED_SKEW <= h.checked_at <= high + _EARNED_SKEW:
+                problems.append(f"{where}: healthy from a reading at {h.checked_at.isoformat()}, not taken at this "
+                                f"read ({low.isoformat()} .. {high.isoformat()})")
+
+        collected = inv.collected_at if inv.collected_at.tzinfo is not None else inv.collected_at.replace(tzinfo=UTC)
+        for dev in inv.devices:
+            judge(f"inventory {dev.id}", dev.health, collected, end)
+        for part in inv.partitions:
+            judge(f"inventory partition {part.id}", part.health, collected, end)
+        for dev_id, h in got.items():
+            judge(f"health() {dev_id}", h, start, end)
+        _check(problems, "set checked_at (the read time) where the tool or library printed health (a health or "
+               "status column, ECC counters, a status call); otherwise leave it unset: the state is then unknown")
 
     @row("health.lost-device-isolated")
     def test_health_lost_device_isolated(self, accel: _Harness) -> None:

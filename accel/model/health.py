@@ -187,6 +187,10 @@ class Health(Model):
         if isinstance(data, dict) and "state" in data:
             data = dict(data)
             data.pop("state")
+        # No reading time, no reading: "monitored" without ``checked_at`` is not earned.
+        if isinstance(data, dict) and data.get("checked_at") is None and data.get("monitored", True):
+            data = dict(data)
+            data["monitored"] = False
         return data
 
     @computed_field  # type: ignore[prop-decorator]

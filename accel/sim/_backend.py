@@ -216,7 +216,11 @@ class SimBackend(Backend):
 
     def _health(self, position: int, tick: int) -> Health:
         operational, conds, monitored = self._conditions(position, tick)
-        return Health(operational=operational, conditions=conds, monitored=monitored)
+        # The simulator "reads" health on every call; a health-not-supported fault reads nothing.
+        return Health(
+            operational=operational, conditions=conds, monitored=monitored,
+            checked_at=datetime.now(UTC) if monitored else None,
+        )
 
     def _used(self, position: int, tick: int) -> int | None:
         dev = self._built.devices[position]

@@ -296,7 +296,9 @@ class CliBackend(Backend):
             first_seen=since,
             last_seen=now,
         )
-        return _with_health(known, Health(operational=Operational.LOST, monitored=True, conditions=(condition,)))
+        # Not being listed is a reading, taken now: the tool was asked and no longer shows it.
+        health = Health(operational=Operational.LOST, monitored=True, conditions=(condition,), checked_at=now)
+        return _with_health(known, health)
 
     def _unread_device(self, known: Device, now: datetime) -> Device:
         """``known`` when its row could not be read this time: health unknown, not lost."""

@@ -92,6 +92,7 @@ BREAKS: dict[str, set[str]] = {
     "health-filter-ignored": {"health.covers-devices"},
     "health-state-mismatch": {"health.state-derived"},
     "unsupported-is-unhealthy": {"health.not-supported-unknown"},
+    "health-stale": {"health.earned"},
     "lost-breaks-all": {"health.lost-device-isolated"},
     "vendor-code-foreign": {"health.vendor-codes"},
     "telemetry-filter-ignored": {"telemetry.one-per-device"},
@@ -200,20 +201,24 @@ class FakeBackend(Backend):
 
     def _health(self, dev_id: str) -> Health:
         if dev_id in self._lost:
-            return Health(operational=Operational.LOST, conditions=(HealthCondition(
+            return Health(operational=Operational.LOST, checked_at=datetime.now(UTC), conditions=(HealthCondition(
                 subsystem=Subsystem.DEVICE, reason="DeviceLost", severity=Severity.FATAL,
                 action=Action.RESET_DEVICE, vendor_code="acme.xid:79"),))
         if dev_id in self._unreadable:
             if "unsupported-is-unhealthy" in self._breaks:
-                return Health(conditions=(HealthCondition(subsystem=Subsystem.MONITORING, reason="NotSupported",
-                                                          severity=Severity.CRITICAL),))
+                bogus = HealthCondition(subsystem=Subsystem.MONITORING, reason="NotSupported",
+                                        severity=Severity.CRITICAL)
+                return Health.read(datetime.now(UTC), (bogus,))
             return Health.unknown()
         conds: tuple[HealthCondition, ...] = ()
         if dev_id == self._id(2):
             vendor = "nvidia" if "vendor-code-foreign" in self._breaks else "acme"
             conds = (HealthCondition(subsystem=Subsystem.MEMORY, reason="CorrectableMemoryError",
                                      severity=Severity.INFO, vendor_code=f"{vendor}.xid:48"),)
-        return Health(conditions=conds)
+        # Health is earned: this reading says it, at this time (Health() alone is ``unknown``).
+        if "health-stale" in self._breaks:  # a cached reading from yesterday passed off as now
+            return Health.read(datetime.now(UTC) - timedelta(days=1), conds)
+        return Health.read(datetime.now(UTC), conds)
 
     # -- Backend ---------------------------------------------------------------------------
     def inventory(self) -> HostInventory:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from accel.conformance import scenarios_for
+from accel.conformance import REQUIREMENTS, scenarios_for
 from tests.conformance._kit import failing_rows, run_suite_module
 
 #: simulator fault option -> the rows it must fail (a device that is lost from the first read
@@ -56,7 +56,7 @@ def test_every_profile_is_a_scenario() -> None:
 @pytest.mark.parametrize("profile", sorted(scenarios_for("sim")))
 def test_sim_passes_every_row(profile: str, sim_runs: dict[str, dict[str, Any]]) -> None:
     run = sim_runs[profile]
-    assert len(run["rows"]) == 51
+    assert len(run["rows"]) == len(REQUIREMENTS)
     # Known simulator deviations are strict xfails (they fail the run once fixed); nothing else
     # may be anything but a pass: no skip, no N/A.
     bad = {rid: (r["status"], r["message"]) for rid, r in run["rows"].items() if r["status"] not in ("pass", "xfail")}

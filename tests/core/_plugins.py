@@ -53,7 +53,7 @@ class TinyBackend(Backend):
         )
 
     def health(self, ids: Sequence[str] | None = None) -> dict[str, Health]:
-        return {d.id: Health() for d in self._devices() if ids is None or d.id in ids}
+        return {d.id: Health.read(datetime.now(UTC)) for d in self._devices() if ids is None or d.id in ids}
 
     def close(self) -> None:
         self.closed += 1

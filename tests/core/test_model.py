@@ -158,8 +158,15 @@ class TestUnknownIsNone:
 
 
 class TestHealthRule:
-    def test_no_conditions_is_healthy(self) -> None:
-        assert Health().state is HealthState.HEALTHY
+    def test_a_reading_with_no_conditions_is_healthy(self) -> None:
+        assert Health.read(NOW).state is HealthState.HEALTHY
+        assert Health(checked_at=NOW).monitored is True
+
+    def test_health_is_earned_nothing_read_is_unknown(self) -> None:
+        # No reading time, no reading: "monitored" without checked_at is not earned.
+        assert Health().state is HealthState.UNKNOWN and Health().monitored is False
+        assert Health(monitored=True).state is HealthState.UNKNOWN
+        assert Health.model_validate({"monitored": True, "checked_at": None}).monitored is False
 
     def test_unmonitored_is_unknown_not_healthy(self) -> None:
         assert Health.unknown().state is HealthState.UNKNOWN

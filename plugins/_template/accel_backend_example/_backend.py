@@ -84,7 +84,7 @@ class ExampleBackend(Backend):
     def _health(self, gpu: dict[str, Any]) -> Health:
         state = gpu.get("state", "ok")
         if state == "lost":
-            return Health(operational=Operational.LOST, conditions=(HealthCondition(
+            return Health(operational=Operational.LOST, checked_at=datetime.now(UTC), conditions=(HealthCondition(
                 subsystem=Subsystem.DEVICE, reason="DeviceLost", severity=Severity.FATAL,
                 action=Action.RESET_DEVICE, vendor_code="example.xid:79", message="fell off the bus"),))
         if state == "health_not_supported":
@@ -94,7 +94,8 @@ class ExampleBackend(Backend):
                             vendor_code=f"example.xid:{code}")
             for code in gpu.get("xids", [])
         )
-        return Health(conditions=conds)
+        # Health is earned: this reading says it, at this time (Health() alone is ``unknown``).
+        return Health.read(datetime.now(UTC), conds)
 
     # -- Backend -----------------------------------------------------------------------------
     def inventory(self) -> HostInventory:
