@@ -71,7 +71,8 @@ def _board(chip: MluChip, position: int) -> tuple[str, str]:
     return f"cambricon:card-{position}", "one-chip-per-card"
 
 
-def _device(chip: MluChip, position: int, info: CnmonInfo) -> Device:
+def _device(chip: MluChip, position: int, info: CnmonInfo, now: datetime | None = None) -> Device:
+    """One card as a Device; ``now`` stamps health only when cnmon printed a numeric Ecc-Error."""
     board, board_src = _board(chip, position)
     extras: dict[str, str | int | float | bool] = {
         "cambricon.com/card": chip.card,
@@ -120,7 +121,11 @@ def _device(chip: MluChip, position: int, info: CnmonInfo) -> Device:
             "ray_resource": "MLU",
             "device_nodes": (f"/dev/cambricon_dev{position}", "/dev/cambricon_ctl"),
         },
-        "health": {"conditions": _conditions(chip)},
+        # Health is earned: only a numeric Ecc-Error count is a health reading ("N/A" is not).
+        "health": {
+            "conditions": _conditions(chip),
+            "checked_at": now if chip.ecc_errors is not None else None,
+        },
         "extras": extras,
         "unsupported": frozenset({"uuid", "serial_number", "architecture"}),
     }
@@ -201,7 +206,7 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
     by_card: dict[int, Device] = {}
     for position, chip in enumerate(info.chips):
         try:
-            dev = _device(chip, position, info)
+            dev = _device(chip, position, info, now)
         except ToolError:
             raise
         except AccelError as exc:

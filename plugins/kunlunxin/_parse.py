@@ -123,6 +123,7 @@ def _reading5(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
     ecc = v.get(parse_int, "Volatile Uncorr. ECC")
     if ecc is not None:
         r.ecc_uncorrected_total = ecc
+        r.health_read = True  # a numeric uncorrected-ECC counter is a health reading
         if ecc > 0:
             r.conditions.append(ecc_condition(ecc))
     r.fan_ratio = v.get(parse_ratio, "Fan", 1)

@@ -158,3 +158,54 @@ def test_probe_by_pci_id(tmp_path: Path) -> None:
     fs.add_device("0000:39:00.0", vendor="cabc", device="0370", class_code="0x120000")
     res = PLUGIN.probe(BackendConfig(sysfs_root=fs.root, dev_root=tmp_path / "dev"))
     assert res.status is ProbeStatus.PRESENT and res.device_count == 1
+
+
+# -- samples2: more real cnmon outputs (issue 13) ----------------------------------------------
+
+
+def _inv(tmp_path: Path, name: str):  # type: ignore[no-untyped-def]
+    sc = ReplayScenario(tmp_path / "s")
+    sc.add(["cnmon"], stdout=text(name))
+    sc.add(["cnmon", "topo", "-m"], stdout=TOPO)
+    with PLUGIN.open(BackendConfig(runner=sc.runner())) as be:
+        return be.inventory()
+
+
+def test_v5_10_22_mlu370_x8_ecc_zero_mode_full() -> None:
+    r = parse_cnmon(text("cnmon_v5.10.22_mlu370-x8_2cards_ecc0.txt"))
+    assert (r.version, r.driver_version) == ("5.10.22", "5.10.22")
+    assert [(c.card, c.name, c.bus_id) for c in r.chips] == [
+        (0, "MLU370-X8", "0000:13:00.0"),
+        (1, "MLU370-X8", "0000:16:00.0"),
+    ]
+    c = r.chips[0]
+    assert (c.memory_used_bytes, c.memory_total_bytes) == (0, 20638 * MiB)
+    assert (c.power_watts, c.power_cap_watts, c.temperature_celsius) == (107.0, 250.0, 28.0)
+    assert r.chips[1].temperature_celsius == 32.0
+    assert c.utilization_ratio == 0.0 and c.ecc_errors == 0 and c.mode == "FULL"
+    assert r.processes == ()
+
+
+def test_v5_10_22_numeric_ecc_earns_health(tmp_path: Path) -> None:
+    inv = _inv(tmp_path, "cnmon_v5.10.22_mlu370-x8_2cards_ecc0.txt")
+    assert len(inv.devices) == 2
+    assert all(d.health.checked_at is not None for d in inv.devices)
+    assert inv.devices[1].memory[0].total_bytes == 20638 * MiB
+
+
+def test_v5_10_10_mlu370_x4_exclusive_ecc_na_off_column() -> None:
+    # Card 1 prints its Ecc-Error "N/A" one column left of the border ("N/A  |"): still N/A.
+    r = parse_cnmon(text("cnmon_v5.10.10_mlu370-x4_2cards_exclusive.txt"))
+    assert (r.version, r.driver_version) == ("5.10.10", "5.10.10")
+    assert [c.bus_id for c in r.chips] == ["0000:1b:00.0", "0000:36:00.0"]
+    c = r.chips[1]
+    assert c.name == "MLU370-X4" and c.firmware == "v1.1.6"
+    assert (c.memory_used_bytes, c.memory_total_bytes) == (0, 23308 * MiB)
+    assert (c.power_watts, c.power_cap_watts, c.temperature_celsius) == (27.0, 150.0, 41.0)
+    assert all(x.ecc_errors is None and x.compute_mode == "Exclusive" for x in r.chips)
+    assert r.processes == ()
+
+
+def test_v5_10_10_ecc_na_reads_no_health(tmp_path: Path) -> None:
+    inv = _inv(tmp_path, "cnmon_v5.10.10_mlu370-x4_2cards_exclusive.txt")
+    assert [d.health.checked_at for d in inv.devices] == [None, None]

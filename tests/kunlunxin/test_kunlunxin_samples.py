@@ -138,3 +138,48 @@ def test_backend_uses_xpu_dash_smi_when_only_that_name_exists() -> None:
 def test_bad_bus_id_drops_one_xpu() -> None:
     t = parse_xpu_smi(sample(R300).replace("0000:56:00.0", "0000:56:00.x"))
     assert len(t.readings) == 1 and t.problems[0].lineno == 8
+
+
+# -- samples2: more real xpu-smi outputs (issue 13) --------------------------------------------
+
+P800_26 = "xpu_smi_5.0.21.26_p800-oam_8xpu_paddlefleet.txt"
+P800_515 = "xpu_smi_515.58_p800-oam_8xpu_100mib-used.txt"
+
+
+def test_p800_driver_5_0_21_26_eight_idle_xpus() -> None:
+    t = parse_xpu_smi(sample(P800_26))
+    assert (t.layout, t.driver_version, t.runtime_version) == ("5.x", "5.0.21.26", "5.0.21")
+    assert len(t.readings) == 8
+    assert [r.bus_id for r in t.readings] == [
+        "0000:03:00.0", "0000:05:00.0", "0000:63:00.0", "0000:65:00.0",
+        "0000:83:00.0", "0000:85:00.0", "0000:a3:00.0", "0000:a5:00.0",
+    ]  # fmt: skip
+    assert [r.temperature_celsius for r in t.readings] == [37, 41, 34, 39, 37, 42, 35, 42]
+    assert [r.power_watts for r in t.readings] == [85, 86, 85, 88, 86, 86, 86, 88]
+    r = t.readings[3]
+    assert r.model == "P800 OAM"
+    assert (r.memory_used_bytes, r.memory_total_bytes) == (0, 98304 * MIB)
+    assert r.power_limit_watts == 400.0 and r.utilization_ratio == 0.0
+    assert r.ecc_uncorrected_total == 0 and r.health_read is True
+    assert t.processes == [] and t.problems == []
+
+
+def test_p800_driver_515_58_runtime_na_100mib_used() -> None:
+    t = parse_xpu_smi(sample(P800_515))
+    assert (t.layout, t.driver_version, t.runtime_version) == ("5.x", "515.58", None)
+    assert [r.bus_id for r in t.readings] == [
+        "0000:52:00.0", "0000:55:00.0", "0000:63:00.0", "0000:66:00.0",
+        "0000:9a:00.0", "0000:9b:00.0", "0000:aa:00.0", "0000:ab:00.0",
+    ]  # fmt: skip
+    assert all(r.memory_used_bytes == 100 * MIB for r in t.readings)
+    assert all(r.memory_total_bytes == 98304 * MIB for r in t.readings)
+    r = t.readings[0]
+    assert (r.power_watts, r.power_limit_watts, r.temperature_celsius) == (98.0, 400.0, 43.0)
+    assert r.utilization_ratio == 0.0 and r.ecc_uncorrected_total == 0
+    assert t.processes == [] and t.problems == []
+
+
+def test_p800_ecc_counter_earns_health() -> None:
+    inv = inventory({"xpu_smi": sample(P800_26)})
+    assert len(inv.devices) == 8
+    assert all(d.health.checked_at is not None for d in inv.devices)

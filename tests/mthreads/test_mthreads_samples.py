@@ -261,3 +261,23 @@ def test_a_known_gpu_whose_row_fails_later_keeps_its_id_and_last_reading() -> No
     assert [c.reason for c in again.health.conditions] == ["DeviceNotRead"]
     (problem,) = inv.problems
     assert problem.device_id == known.id and problem.line == 17
+
+
+# -- samples2: mthreads-gmi 2.3.2 table, quoted partially in vllm-omni#2337 (issue 13) ---------
+
+
+def test_gmi_232_s5000_partial_quote_reads_three_gpus() -> None:
+    table = parse_table(sample("mthreads-gmi_2.3.2_s5000_vllm-omni-2337_partial.txt"))
+    assert (table.gmi_version, table.driver_version) == ("2.3.2", "3.3.5-server")
+    units = [u.reading for u in table.units]
+    assert [u.index for u in units] == [0, 1, 2]
+    assert [u.bus_id for u in units] == ["0000:2a:00.0", "0000:3a:00.0", "0000:4c:00.0"]
+    assert all(u.model == "MTT S5000" for u in units)
+    assert all(u.memory_total_bytes == 81920 * MIB for u in units)
+    assert [u.memory_used_bytes for u in units] == [66641 * MIB, 64889 * MIB, 10 * MIB]
+    assert [u.temperature_celsius for u in units] == [52.0, 51.0, 52.0]
+    assert all(u.utilization_ratio == 0.0 for u in units)
+    assert units[0].ecc_enabled is True and units[0].extras["mthreads.com/eccMode"] == "On-die, EDC"
+    assert units[2].ecc_enabled is None  # the quote ends before GPU 2's ECC Mode cell
+    assert not any(u.health_read for u in units)  # an ECC *mode* is not a health reading
+    assert table.problems == []
