@@ -68,8 +68,19 @@ def test_k100ai_one_dcu_json_plus_rocminfo() -> None:
 def test_z100l_one_dcu() -> None:
     with PLUGIN.open(cfg("z100l-1dcu")) as b:
         (d,) = b.inventory().devices
-    assert d.id == "hygon:0xa000000000000000" and d.model == "Z100L"
+    # "Unique ID": "a000000000000000" is the firmware default every such card prints: never an
+    # id (issue 13, finding 3).  Without sysfs there is no bus id, so the id is the marked index.
+    assert d.id == "hygon:index-0" and d.model == "Z100L"
+    assert d.uuid is None and "hygon.com/rocrVisibleDevice" not in d.extras
     assert d.memory_total_bytes == 32752 * MIB and d.serial_number == "TRCW200000000000"
+
+
+def test_z100l_placeholder_unique_id_falls_back_to_pci(tmp_path: Path) -> None:
+    (bus,) = hygon_sysfs(tmp_path, 1)
+    with PLUGIN.open(cfg("z100l-1dcu", sysfs_root=tmp_path)) as b:
+        (d,) = b.inventory().devices
+    assert d.id == f"hygon:pci-{bus}"
+    assert d.id != "hygon:0xa000000000000000"
 
 
 def test_k100_8dcu_concise_with_sysfs_bus_ids(tmp_path: Path) -> None:
