@@ -223,3 +223,11 @@ def test_import_is_light() -> None:
     code = "import sys, accel.plugins.hygon; assert 'accel.plugins.hygon._backend' not in sys.modules"
     out = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0 and out.stdout == "" and out.stderr == ""
+
+
+@pytest.mark.parametrize("name", ["z100l-1dcu", "k100-8dcu", "k100ai-1dcu", "dtk23.10-4dcu"])
+def test_health_checked_at_only_where_health_was_read(name: str) -> None:
+    # Health is earned: checked_at is set exactly where the tool printed something that tells health.
+    with PLUGIN.open(cfg(name)) as b:
+        for h in b.health().values():
+            assert (h.checked_at is not None) == h.monitored
