@@ -26,6 +26,7 @@ from .device import (
     ThermalLimits,
     VersionInfo,
     device_id_for,
+    is_placeholder_identity,
 )
 from .health import (
     Action,
@@ -105,6 +106,7 @@ __all__ = [
     "derive_state",
     "device_id_for",
     "distance_matrix",
+    "is_placeholder_identity",
     "json_schema",
     "level_of",
     "normalize_bus_id",

@@ -39,6 +39,7 @@ __all__ = [
     "ThermalLimits",
     "VersionInfo",
     "device_id_for",
+    "is_placeholder_identity",
 ]
 
 #: ``<vendor>:<uuid>`` or ``<vendor>:pci-<dddd:bb:dd.f>``; a partition adds ``/<suffix>``.
@@ -95,15 +96,86 @@ class SharingMode(StrEnum):
     CONSUMABLE = "consumable"
 
 
+#: Words tools print where an identity is not available (compared case-insensitively).
+_PLACEHOLDER_WORDS = frozenset({
+    "", "-", "--", "n/a", "na", "[n/a]", "none", "null", "nil", "unknown", "not available",
+    "not supported", "[not supported]", "notsupported", "default", "invalid",
+})
+
+#: Firmware defaults that many cards of one vendor print alike (lower-case, prefixes stripped).
+#: Each comes with the real sample that shows it; docs/identity.md lists them.
+_VENDOR_PLACEHOLDERS: dict[str, frozenset[str]] = {
+    # Hygon Z100L: ``"Unique ID": "a000000000000000"`` (tests/fixtures/hygon/rocm-smi-json_z100l_1dcu.txt,
+    # from gpustack's detector docstring; every Z100L with unprogrammed fuses prints it).
+    "hygon": frozenset({"a000000000000000"}),
+}
+
+#: Prefixes a tool or plugin puts before the identity proper.
+_PREFIXES = ("gpu-", "mig-", "npu-", "dcu-", "sn-", "0x")
+_MASKED = re.compile(r"[x*?#]{3,}", re.I)
+_HEXDIGITS = re.compile(r"^[0-9a-f]{1,32}$")
+_SEPARATORS = re.compile(r"[-:._\s]")
+
+
+def is_placeholder_identity(vendor: str, value: object) -> bool:
+    """True when ``value`` (a UUID, unique id or serial) does not tell one device from another.
+
+    Placeholders are never made into a stable id: empty or ``N/A``-like words, author- or
+    tool-masked values (``xxxx``, ``CPU-XX``, ``****``), all-zero and all-F hex (``0x0``,
+    ``0xFFFFFFFFFFFFFFFF``, ``GPU-00000000-0000-...``), and per-vendor firmware defaults that
+    whole fleets print alike (Hygon ``a000000000000000``).  ``vendor`` selects the defaults;
+    see ``docs/identity.md`` for the list and the sample behind each entry.
+    """
+    if value is None:
+        return True
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        if value <= 0 or value >= 0xFFFFFFFFFFFFFFFF:
+            return True
+        value = f"{value:016x}"
+    if not isinstance(value, str):
+        return True
+    text = value.strip().lower()
+    if text.startswith(f"{vendor.lower()}:"):
+        text = text[len(vendor) + 1:]
+    if text in _PLACEHOLDER_WORDS:
+        return True
+    if _MASKED.search(text) or text.endswith("-xx") or text == "xx":
+        return True
+    for prefix in _PREFIXES:
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+            break
+    if text in _PLACEHOLDER_WORDS:
+        return True
+    bare = _SEPARATORS.sub("", text)
+    if not bare:
+        return True
+    if set(bare) <= {"0"} or set(bare) <= {"f"}:
+        return True
+    defaults = _VENDOR_PLACEHOLDERS.get(vendor.lower(), frozenset())
+    if bare in defaults:
+        return True
+    if _HEXDIGITS.match(bare):
+        return any(int(bare, 16) == int(d, 16) for d in defaults if _HEXDIGITS.match(d))
+    return False
+
+
 def device_id_for(vendor: str, *, uuid: str | None = None, bus_id: str | None = None) -> str:
     """The canonical stable id: ``<vendor>:<uuid>`` for a real UUID, else ``<vendor>:pci-<bdf>``.
 
-    Never the enumeration index: indices change with ``*_VISIBLE_DEVICES`` and reboots.
+    Never the enumeration index: indices change with ``*_VISIBLE_DEVICES`` and reboots.  A
+    placeholder ``uuid`` (:func:`is_placeholder_identity`: ``N/A``, masked, all-zero, all-F,
+    a vendor's firmware default) is ignored, so the id falls back to the PCI address; with no
+    bus id either this raises ``ValueError`` rather than give every such card one id.
     """
-    if uuid:
+    if uuid and not is_placeholder_identity(vendor, uuid):
         return f"{vendor}:{uuid}"
     if bus_id:
         return f"{vendor}:pci-{bus_id}"
+    if uuid:
+        raise ValueError(f"{uuid!r} is a placeholder identity and there is no PCI bus id to fall back to")
     raise ValueError("a stable device id needs a UUID or a PCI bus id")
 
 

@@ -474,9 +474,11 @@ class AmdBackend(Backend):
 
 
 def replace_checked(health: Health, now: datetime) -> Health:
-    """``health`` with ``checked_at`` set (built through the constructor, so it validates)."""
+    """``health`` with ``checked_at`` set where health was read (built through the constructor,
+    so it validates).  Health is earned: a device with nothing health-telling read
+    (``monitored`` False) keeps ``checked_at`` unset."""
     return Health(operational=health.operational, monitored=health.monitored,
-                  conditions=health.conditions, checked_at=now)
+                  conditions=health.conditions, checked_at=now if health.monitored else health.checked_at)
 
 
 def _device_level(r: GpuReading) -> GpuReading:

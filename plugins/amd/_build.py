@@ -37,6 +37,7 @@ from accel.model import (
     ThermalLimits,
     VersionInfo,
     device_id_for,
+    is_placeholder_identity,
     validate,
 )
 from accel.model import (
@@ -158,18 +159,22 @@ def unsupported_paths(parts: Iterable[str], device: Device) -> frozenset[str]:
     return frozenset(out)
 
 
-def _identity(r: GpuReading) -> str | None:
+def _identity(vendor: str, r: GpuReading) -> str | None:
     """The device's stable UUID: the ASIC unique id (what the simulator and ROCr use), else
-    the library's device UUID when it is real (not pyrsmi's BDF-derived stand-in)."""
-    if r.unique_id:
+    the library's device UUID when it is real (not pyrsmi's BDF-derived stand-in).
+
+    Placeholders (:func:`accel.model.is_placeholder_identity`: all-zero, all-F, a firmware
+    default such as Hygon's ``a000000000000000``, masked values) are never an identity.
+    """
+    if r.unique_id and not is_placeholder_identity(vendor, r.unique_id):
         return r.unique_id
-    if r.uuid and not r.uuid_synthesized:
+    if r.uuid and not r.uuid_synthesized and not is_placeholder_identity(vendor, r.uuid):
         return r.uuid
     return None
 
 
 def _device_id(flavor: Flavor, r: GpuReading) -> str:
-    uuid = _identity(r)
+    uuid = _identity(flavor.vendor, r)
     if uuid or r.bus_id:
         return device_id_for(flavor.vendor, uuid=uuid, bus_id=r.bus_id)
     # Last resort (a CLI that prints neither): the tool's index, marked as such in the id.
@@ -212,10 +217,12 @@ def _extras(flavor: Flavor, r: GpuReading) -> dict[str, str | int | float | bool
     out: dict[str, str | int | float | bool] = {}
     if r.xgmi_hive_id:
         out[f"{d}/xgmiHiveId"] = r.xgmi_hive_id
-    if r.unique_id:
-        # ROCr accepts this stable form in ROCR_VISIBLE_DEVICES (rocminfo prints it as Uuid).
+    if r.unique_id and not is_placeholder_identity(flavor.vendor, r.unique_id):
+        # ROCr accepts this stable form in ROCR_VISIBLE_DEVICES (rocminfo prints it as Uuid);
+        # a placeholder shared by many cards would select the wrong one, so it is left out.
         out[f"{d}/rocrVisibleDevice"] = "GPU-" + r.unique_id.removeprefix("0x")
-    if r.uuid and not r.uuid_synthesized and r.uuid != r.unique_id:
+    if (r.uuid and not r.uuid_synthesized and r.uuid != r.unique_id
+            and not is_placeholder_identity(flavor.vendor, r.uuid)):
         out[f"{d}/deviceUuid"] = r.uuid
     if r.pci_revision:
         out[f"{d}/pciRevision"] = r.pci_revision
@@ -311,7 +318,7 @@ def build_devices(
             "kind": flavor.kind,
             "model": model or f"{flavor.vendor.upper()} device",
             "index": indices[0] if indices else None,
-            "uuid": _identity(head),
+            "uuid": _identity(flavor.vendor, head),
             "serial_number": head.serial_number,
             "brand": brand_family(head.name)[0],
             "family": brand_family(head.name)[1],
@@ -350,6 +357,8 @@ def build_devices(
         }
         device = validate(Device, data, what=f"device {dev_id}")
         parts_never = never | set().union(*(r.not_supported for r in group))
+        if data["uuid"] is None and (head.unique_id or (head.uuid and not head.uuid_synthesized)):
+            parts_never.add("uuid")  # the tool printed a placeholder: no identity to report
         unsup = unsupported_paths(parts_never, device)
         if unsup:
             device = validate(Device, {**data, "unsupported": unsup}, what=f"device {dev_id}")

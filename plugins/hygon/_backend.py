@@ -332,7 +332,9 @@ class HygonBackend(CliBackend):
     def health(self, ids: Sequence[str] | None = None) -> dict[str, Health]:
         now = datetime.now(UTC)
         return {
-            i: Health(operational=h.operational, monitored=h.monitored, conditions=h.conditions, checked_at=now)
+            # Health is earned: checked_at only where something health-telling was read.
+            i: Health(operational=h.operational, monitored=h.monitored, conditions=h.conditions,
+                      checked_at=now if h.monitored else h.checked_at)
             for i, h in super().health(ids).items()
         }
 

@@ -47,7 +47,9 @@ __all__ = [
     "parse_showtopo",
 ]
 
-_HEADER = re.compile(r"^\s*(DCU|HCU|GPU)\s{2,}Temp\b")
+#: ``DCU  Temp ...`` (Hygon), ``GPU  Temp ...`` (ROCm 5/6) and the two-line ROCm 6.1+ layout
+#: ``Device  Node  IDs  Temp  Power  Partitions ...`` whose second line is units in parentheses.
+_HEADER = re.compile(r"^\s*((DCU|HCU|GPU)\s{2,}Temp\b|Device\s{2,}Node\s{2,}IDs\s{2,}Temp\b)")
 _RULE = re.compile(r"^\s*=+")
 
 
@@ -77,6 +79,17 @@ def _field(fields: dict[str, str], *names: str) -> str | None:
 def parse_concise(text: str, ctx: ParseContext) -> tuple[list[ConciseRow], list[ParseError]]:
     """Rows of the concise table; raises when there is no table or no row parses."""
     lines = split_lines(text)
+    head = next((i for i, ln in enumerate(lines) if _HEADER.search(ln.text)), None)
+    if head is not None:
+        # ROCm 6.1+: a units line in parentheses and a rule sit between header and rows.
+        drop = set()
+        j = head + 1
+        if j < len(lines) and lines[j].text.lstrip().startswith("("):
+            drop.add(j)
+            j += 1
+            if j < len(lines) and _RULE.search(lines[j].text):
+                drop.add(j)
+        lines = [ln for k, ln in enumerate(lines) if k not in drop]
     table = find_aligned_table(lines, _HEADER, stop=_RULE)
     if table is None:
         first = next((ln for ln in lines if not ln.blank), None)
@@ -86,7 +99,7 @@ def parse_concise(text: str, ctx: ParseContext) -> tuple[list[ConciseRow], list[
     label = table.header_line.text.split()[0]
     for line, raw in table.rows:
         fields = dict(raw)
-        idx_text = _field(fields, label, "DCU", "HCU", "GPU")
+        idx_text = _field(fields, label, "DCU", "HCU", "GPU", "Device")
         try:
             with ctx.at(line):
                 index = parse_int(idx_text)
@@ -96,7 +109,7 @@ def parse_concise(text: str, ctx: ParseContext) -> tuple[list[ConciseRow], list[
                     ConciseRow(
                         index=index,
                         temperature_celsius=parse_celsius(_field(fields, "Temp"), bare_unit="C"),
-                        power_watts=parse_watts(_field(fields, "AvgPwr"), bare_unit="W"),
+                        power_watts=parse_watts(_field(fields, "AvgPwr", "Power"), bare_unit="W"),
                         power_cap_watts=parse_watts(_field(fields, "PwrCap"), bare_unit="W"),
                         fan_ratio=parse_ratio(_field(fields, "Fan"), bare_unit="%"),
                         vram_used_ratio=parse_ratio(_field(fields, "VRAM%"), bare_unit="%"),

@@ -68,8 +68,19 @@ def test_k100ai_one_dcu_json_plus_rocminfo() -> None:
 def test_z100l_one_dcu() -> None:
     with PLUGIN.open(cfg("z100l-1dcu")) as b:
         (d,) = b.inventory().devices
-    assert d.id == "hygon:0xa000000000000000" and d.model == "Z100L"
+    # "Unique ID": "a000000000000000" is the firmware default every such card prints: never an
+    # id (issue 13, finding 3).  Without sysfs there is no bus id, so the id is the marked index.
+    assert d.id == "hygon:index-0" and d.model == "Z100L"
+    assert d.uuid is None and "hygon.com/rocrVisibleDevice" not in d.extras
     assert d.memory_total_bytes == 32752 * MIB and d.serial_number == "TRCW200000000000"
+
+
+def test_z100l_placeholder_unique_id_falls_back_to_pci(tmp_path: Path) -> None:
+    (bus,) = hygon_sysfs(tmp_path, 1)
+    with PLUGIN.open(cfg("z100l-1dcu", sysfs_root=tmp_path)) as b:
+        (d,) = b.inventory().devices
+    assert d.id == f"hygon:pci-{bus}"
+    assert d.id != "hygon:0xa000000000000000"
 
 
 def test_k100_8dcu_concise_with_sysfs_bus_ids(tmp_path: Path) -> None:
@@ -212,3 +223,11 @@ def test_import_is_light() -> None:
     code = "import sys, accel.plugins.hygon; assert 'accel.plugins.hygon._backend' not in sys.modules"
     out = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0 and out.stdout == "" and out.stderr == ""
+
+
+@pytest.mark.parametrize("name", ["z100l-1dcu", "k100-8dcu", "k100ai-1dcu", "dtk23.10-4dcu"])
+def test_health_checked_at_only_where_health_was_read(name: str) -> None:
+    # Health is earned: checked_at is set exactly where the tool printed something that tells health.
+    with PLUGIN.open(cfg(name)) as b:
+        for h in b.health().values():
+            assert (h.checked_at is not None) == h.monitored

@@ -279,20 +279,24 @@ class AmdSmiEvtNotificationType(IntEnum):
 
 
 class AmdSmiComputePartitionType(IntEnum):
-    SPX = 0
-    DPX = 1
-    TPX = 2
-    QPX = 3
-    CPX = 4
-    INVALID = 5
+    """Values as in amdsmi 7.0.2 (``AMDSMI_COMPUTE_PARTITION_*``): INVALID is 0."""
+
+    INVALID = 0
+    SPX = 1
+    DPX = 2
+    TPX = 3
+    QPX = 4
+    CPX = 5
 
 
 class AmdSmiMemoryPartitionType(IntEnum):
-    NPS1 = 0
-    NPS2 = 1
-    NPS4 = 2
-    NPS8 = 3
-    UNKNOWN = 4
+    """Values as in amdsmi 7.0.2 (``AMDSMI_MEMORY_PARTITION_*``): the value is the NPS count."""
+
+    UNKNOWN = 0
+    NPS1 = 1
+    NPS2 = 2
+    NPS4 = 4
+    NPS8 = 8
 
 
 class amdsmi_processor_handle(ctypes.c_void_p):
