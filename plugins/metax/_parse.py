@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from accel.model import Action, HealthCondition, Severity, Subsystem
 
+from .._cli._values import parse_power_pair
 from .._cli import (
     BoxRecord,
     ParseContext,
@@ -63,11 +64,6 @@ class MxSmi(ToolView):
     attached: int | None = None
 
 
-def _power(text: str) -> tuple[float | None, float | None]:
-    usage, sep, cap = text.partition("/")
-    return parse_watts(usage), parse_watts(cap) if sep else None
-
-
 def _state_condition(state: str) -> HealthCondition:
     return condition(
         Subsystem.DEVICE,
@@ -86,7 +82,7 @@ def _reading(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
     r.bus_id = v.strict(parse_bus_id, "Bus-id" if "Bus-id" in v.fields else "Bus-Id")
     r.utilization_ratio = v.get(parse_ratio, "GPU-Util")
     r.temperature_celsius = v.get(parse_celsius, "Temp", 1)
-    power = v.get(_power, "Pwr:Usage/Cap" if "Pwr:Usage/Cap" in v.fields else "Power", 1)
+    power = v.get(parse_power_pair, "Pwr:Usage/Cap" if "Pwr:Usage/Cap" in v.fields else "Power", 1)
     if power is not None:
         r.power_watts, r.power_limit_watts = power
     mem = v.get(parse_used_total, "Memory-Usage", 1)
