@@ -208,6 +208,8 @@ def _query_reading(sec: KVSection, index: int, ctx: ParseContext) -> UnitReading
     if clean(part):
         r.extras["enflame.com/partNumber"] = clean(part) or ""
     health, hline = _get(sec, "Device Info", "Health")
+    # Health is earned: only a printed Health field (True or otherwise) is a health reading.
+    r.health_read = clean(health) is not None
     if clean(health) is not None and clean(health) != "True":
         r.conditions.append(
             condition(

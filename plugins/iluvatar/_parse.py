@@ -225,7 +225,10 @@ def parse_query_csv(text: str, fields: Sequence[str], *, command: str | None = N
     for line in lines:
         if line.blank:
             continue
-        cells = [c.strip() for c in next(csv.reader([line.text], skipinitialspace=True), [])]
+        try:
+            cells = [c.strip() for c in next(csv.reader([line.text], skipinitialspace=True), [])]
+        except csv.Error as exc:  # a field over csv.field_size_limit(), a stray NUL...
+            raise ctx.error(f"unreadable CSV row: {exc}", line) from None
         if len(cells) != len(fields):
             raise ctx.error(f"expected {len(fields)} columns ({', '.join(fields)}), got {len(cells)}", line)
         row = dict(zip(fields, cells, strict=True))

@@ -89,6 +89,8 @@ def _reading(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
     if mem is not None:
         r.memory_used_bytes, r.memory_total_bytes = mem
     state = v.text("GPU-State")
+    # Health is earned: mx-smi 2.2+ prints a GPU-State column; older tables print none.
+    r.health_read = state is not None
     if state is not None and state.lower() != "available":
         r.conditions.append(_state_condition(state))
     v.extras(
