@@ -35,8 +35,8 @@ __all__ = [
     "SENTINELS",
     "clean",
     "is_masked",
-    "is_sentinel",
     "is_placeholder",
+    "is_sentinel",
     "parse_bus_id",
     "parse_bytes",
     "parse_celsius",
@@ -72,9 +72,7 @@ PLACEHOLDERS: frozenset[str] = frozenset(
 )
 
 #: Integers that mean "not available" in NVML-style tools (uint16/uint32/uint64 max, -1).
-SENTINELS: frozenset[int] = frozenset(
-    {0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF, 0x7FFFFFFF, 0x7FFFFFFFFFFFFFFF, -1}
-)
+SENTINELS: frozenset[int] = frozenset({0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF, 0x7FFFFFFF, 0x7FFFFFFFFFFFFFFF, -1})
 _SENTINEL_TEXT = re.compile(r"^\s*(?P<num>-?(?:0[xX][0-9a-fA-F]+|[0-9]+)(?:\.0*)?)\s*(?P<unit>[^\s\d.].*)?$")
 
 _MASK = re.compile(r"x{3,}", re.IGNORECASE)
@@ -184,9 +182,7 @@ _BINARY = {"b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 _AMBIGUOUS = {"kb": 10, "k": 10, "mb": 20, "m": 20, "gb": 30, "g": 30, "tb": 40, "t": 40}
 
 
-def parse_bytes(
-    text: str | None, *, bare_unit: str | None = None, binary_prefixes: bool | None = None
-) -> int | None:
+def parse_bytes(text: str | None, *, bare_unit: str | None = None, binary_prefixes: bool | None = None) -> int | None:
     """Bytes from ``"23374 MiB"``, ``"8192"`` (with ``bare_unit="MB"``), ``"32 GB"``...
 
     :param bare_unit: the unit of a number printed without one (from the column header).
@@ -344,8 +340,9 @@ def parse_used_total(
     return parse_pair(text, parse_bytes, bare_unit=bare_unit, binary_prefixes=binary_prefixes)
 
 
-def parse_power_pair(text: str | None, *, bare_unit: str | None = "W", space_separated: bool = False,
-                     single: bool = True) -> tuple[float | None, float | None]:
+def parse_power_pair(
+    text: str | None, *, bare_unit: str | None = "W", space_separated: bool = False, single: bool = True
+) -> tuple[float | None, float | None]:
     """``(usage_watts, cap_watts)`` from ``"93W / 350W"``, ``"N/A / N/A"``, ``"65535W / 250"``
     (sentinel usage → ``None``), ``"105W  300W"`` (``space_separated=True``) or a lone ``"45W"``."""
     return parse_pair(text, parse_watts, bare_unit=bare_unit, space_separated=space_separated, single=single)

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from accel.errors import ParseError
 from accel.model import Action, ConditionScope, HealthCondition, Severity, Subsystem
 
-from .._cli._values import parse_power_pair
 from .._cli import (
     BoxRecord,
     KVSection,
@@ -42,6 +41,7 @@ from .._cli import (
     split_lines,
     table_under_header,
 )
+from .._cli._values import parse_power_pair
 
 __all__ = ["EfsmiQuery", "EfsmiTable", "is_vf", "normalise_model", "parse_query", "parse_table", "rma_conditions"]
 

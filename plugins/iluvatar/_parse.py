@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 from accel.model import Action, HealthCondition, Severity, Subsystem
 
-from .._cli._values import is_sentinel, parse_power_pair
 from .._cli import (
     BoxRecord,
     Lenient,
@@ -46,6 +45,7 @@ from .._cli import (
     read_records,
     split_lines,
 )
+from .._cli._values import is_sentinel, parse_power_pair
 
 __all__ = [
     "DUAL_CHIP_MODELS",

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from accel.model import Action, HealthCondition, Severity, Subsystem
 
-from .._cli._values import parse_power_pair
 from .._cli import (
     BoxRecord,
     ParseContext,
@@ -33,11 +32,11 @@ from .._cli import (
     parse_process_rows,
     parse_ratio,
     parse_used_total,
-    parse_watts,
     read_records,
     select_table,
     split_lines,
 )
+from .._cli._values import parse_power_pair
 
 __all__ = ["MxSmi", "parse_mx_smi"]
 
