@@ -12,6 +12,10 @@ Rules every helper follows:
   seeing ``MB``/``GB``/``KB`` needs ``binary_prefixes=True`` (vendor means 2**20) or ``False``
   (SI, 10**6); left as ``None`` the text is refused rather than guessed.  ``MiB``/``GiB``/``KiB``
   are always binary.
+* **Sentinels are unknown, never a value.**  Tools built on NVML-style libraries print the
+  integer they got back for "not available": ``65535`` (uint16 max), ``0xFFFF``,
+  ``0xFFFFFFFF`` / ``4294967295`` (uint32 max), ``-1`` and the 64-bit forms.  Every unit parser
+  here gives ``None`` for them (:func:`is_sentinel`), whatever unit follows (``65535W``).
 * Failures raise :class:`accel.errors.ParseError` without a location; wrap the call in
   :meth:`ParseContext.at` to name tool, command and line.
 """
@@ -20,22 +24,27 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from accel.errors import ParseError, ValidationError
 from accel.model import normalize_bus_id
 
 __all__ = [
     "PLACEHOLDERS",
+    "SENTINELS",
     "clean",
     "is_masked",
     "is_placeholder",
+    "is_sentinel",
     "parse_bus_id",
     "parse_bytes",
     "parse_celsius",
     "parse_float",
     "parse_hertz",
     "parse_int",
+    "parse_pair",
+    "parse_power_pair",
     "parse_quantity",
     "parse_ratio",
     "parse_used_total",
@@ -61,6 +70,10 @@ PLACEHOLDERS: frozenset[str] = frozenset(
         "/",
     }
 )
+
+#: Integers that mean "not available" in NVML-style tools (uint16/uint32/uint64 max, -1).
+SENTINELS: frozenset[int] = frozenset({0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF, 0x7FFFFFFF, 0x7FFFFFFFFFFFFFFF, -1})
+_SENTINEL_TEXT = re.compile(r"^\s*(?P<num>-?(?:0[xX][0-9a-fA-F]+|[0-9]+)(?:\.0*)?)\s*(?P<unit>[^\s\d.].*)?$")
 
 _MASK = re.compile(r"x{3,}", re.IGNORECASE)
 # A number: sign, digits, optional fraction, optional exponent.  Thousands separators are not
@@ -88,8 +101,24 @@ def clean(text: str | None) -> str | None:
     return " ".join(text.split())
 
 
+def is_sentinel(text: str | None) -> bool:
+    """True when the text is a "not available" integer of :data:`SENTINELS`, with or without
+    a unit: ``65535``, ``65535W``, ``0xFFFFFFFF``, ``4294967295 MHz``, ``-1``, ``-1 C``."""
+    if text is None:
+        return False
+    m = _SENTINEL_TEXT.match(text)
+    if m is None:
+        return False
+    num = m.group("num").split(".")[0]
+    try:
+        value = int(num, 16) if num.lower().lstrip("-").startswith("0x") else int(num)
+    except ValueError:
+        return False
+    return value in SENTINELS
+
+
 def _unknown(text: str | None) -> bool:
-    return is_placeholder(text) or is_masked(text)
+    return is_placeholder(text) or is_masked(text) or is_sentinel(text)
 
 
 def parse_quantity(text: str) -> tuple[float, str]:
@@ -153,9 +182,7 @@ _BINARY = {"b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 _AMBIGUOUS = {"kb": 10, "k": 10, "mb": 20, "m": 20, "gb": 30, "g": 30, "tb": 40, "t": 40}
 
 
-def parse_bytes(
-    text: str | None, *, bare_unit: str | None = None, binary_prefixes: bool | None = None
-) -> int | None:
+def parse_bytes(text: str | None, *, bare_unit: str | None = None, binary_prefixes: bool | None = None) -> int | None:
     """Bytes from ``"23374 MiB"``, ``"8192"`` (with ``bare_unit="MB"``), ``"32 GB"``...
 
     :param bare_unit: the unit of a number printed without one (from the column header).
@@ -241,31 +268,84 @@ def parse_ratio(text: str | None, *, bare_unit: str | None = None) -> float | No
     return min(value / 100.0, 1.0)
 
 
+_T = TypeVar("_T")
+_NA_TOKEN = re.compile(r"(?<![A-Za-z])N/A(?![A-Za-z])", re.IGNORECASE)
+_NA_MARK = "\x00"
+
+
+def _split_pair(text: str, *, space_separated: bool) -> tuple[str, str] | None:
+    # "N/A" has a slash of its own: hide it before splitting ("N/A / N/A", "N/A/250W").
+    s = _NA_TOKEN.sub(_NA_MARK, text.strip())
+    if "/" in s:
+        left, _, right = s.partition("/")
+        if "/" in right:
+            raise ParseError(f"expected 'used / total', got {text!r}")
+    elif s.endswith(")") and "(" in s:
+        left, _, right = s[:-1].partition("(")
+    elif space_separated and len(s.split()) == 2:
+        left, right = s.split()
+    else:
+        return None
+    return left.strip().replace(_NA_MARK, "N/A"), right.strip().replace(_NA_MARK, "N/A")
+
+
+def parse_pair(
+    text: str | None,
+    parse_one: Callable[..., _T | None],
+    *,
+    bare_unit: str | None = None,
+    space_separated: bool = False,
+    single: bool = False,
+    **options: object,
+) -> tuple[_T | None, _T | None]:
+    """``(used, total)`` from a pair printed as ``"93W / 350W"``, ``"3318 / 65536"``,
+    ``"0MiB(81920MiB)"``, ``"N/A / N/A"``, ``"65535W / 250"`` or (``space_separated=True``)
+    ``"105W  300W"``, each side read by ``parse_one`` (:func:`parse_watts`, :func:`parse_bytes`...).
+
+    Either side may be a placeholder, masked or a sentinel: that side is ``None`` (not a value,
+    not an error).  A unit printed after the total applies to a bare used value and the other
+    way round (``"810/65536 MiB"``, ``"65535W / 250"``); ``bare_unit`` applies when neither side
+    prints one.  ``single=True`` accepts a lone value as ``(value, None)``.  Anything else
+    raises :class:`ParseError`.  ``options`` go to ``parse_one`` (``binary_prefixes=...``).
+    """
+    if text is None or (is_placeholder(text) and _NA_TOKEN.sub("", text).strip(" /") == ""):
+        return None, None
+    parts = _split_pair(text, space_separated=space_separated)
+    if parts is None:
+        if single:
+            return parse_one(text.strip(), bare_unit=bare_unit, **options), None
+        raise ParseError(f"expected 'used / total', got {text!r}")
+    left, right = parts
+    unit = bare_unit
+    for side in (right, left):
+        if not _unknown(side):
+            _, side_unit = parse_quantity(side)
+            if side_unit:
+                unit = side_unit
+                break
+    return (
+        parse_one(left, bare_unit=unit, **options),
+        parse_one(right, bare_unit=unit, **options),
+    )
+
+
 def parse_used_total(
     text: str | None, *, bare_unit: str | None = None, binary_prefixes: bool | None = None
 ) -> tuple[int | None, int | None]:
     """``(used_bytes, total_bytes)`` from ``"3318 / 65536"``, ``"0 MiB/ 23374 MiB"``,
     ``"46536/ 65536"``, ``"0MiB(81920MiB)"``.  A unit after the total applies to a bare used
-    value too (``"810/65536 MiB"``).  Either side may be a placeholder or masked (``None``).
+    value too (``"810/65536 MiB"``).  Either side may be a placeholder, masked or a sentinel
+    (``None``); see :func:`parse_pair`.
     """
-    if _unknown(text) and (text is None or ("/" not in text and "(" not in text)):
-        return None, None
-    assert text is not None
-    s = text.strip()
-    if "/" in s:
-        left, _, right = s.partition("/")
-    elif s.endswith(")") and "(" in s:
-        left, _, right = s[:-1].partition("(")
-    else:
-        raise ParseError(f"expected 'used / total', got {text!r}")
-    left, right = left.strip(), right.strip()
-    unit = bare_unit
-    if not _unknown(right):
-        _, right_unit = parse_quantity(right)
-        unit = right_unit or bare_unit
-    used = parse_bytes(left, bare_unit=unit, binary_prefixes=binary_prefixes)
-    total = parse_bytes(right, bare_unit=unit, binary_prefixes=binary_prefixes)
-    return used, total
+    return parse_pair(text, parse_bytes, bare_unit=bare_unit, binary_prefixes=binary_prefixes)
+
+
+def parse_power_pair(
+    text: str | None, *, bare_unit: str | None = "W", space_separated: bool = False, single: bool = True
+) -> tuple[float | None, float | None]:
+    """``(usage_watts, cap_watts)`` from ``"93W / 350W"``, ``"N/A / N/A"``, ``"65535W / 250"``
+    (sentinel usage → ``None``), ``"105W  300W"`` (``space_separated=True``) or a lone ``"45W"``."""
+    return parse_pair(text, parse_watts, bare_unit=bare_unit, space_separated=space_separated, single=single)
 
 
 def parse_bus_id(text: str | None) -> str | None:

@@ -41,6 +41,7 @@ from .._cli import (
     split_lines,
     table_under_header,
 )
+from .._cli._values import parse_power_pair
 
 __all__ = ["EfsmiQuery", "EfsmiTable", "is_vf", "normalise_model", "parse_query", "parse_table", "rma_conditions"]
 
@@ -87,15 +88,6 @@ def _on(text: str | None) -> bool | None:
     return value.lower() in ("enable", "enabled", "on", "true", "yes")
 
 
-def _power(text: str) -> tuple[float | None, float | None]:
-    parts = [p for p in re.split(r"[\s/]+", text.strip()) if p]
-    if len(parts) == 1:
-        return parse_watts(parts[0]), None
-    if len(parts) == 2:
-        return parse_watts(parts[0]), parse_watts(parts[1])
-    raise ParseError(f"expected 'usage cap' power, got {text!r}")
-
-
 def _table_reading(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
     fields = dict(rec.fields)
     # v1.2 squeezes "49120MiB Disable" (Mem and GCU Virt one space apart) into one chunk.
@@ -111,7 +103,7 @@ def _table_reading(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
     if fw:
         r.firmware["fw"] = fw
     r.temperature_celsius = v.get(parse_celsius, "TEMP", 1)
-    power = v.get(lambda s: _power(s.strip()) if clean(s) else (None, None), "Pwr(Usage/Cap)", 1)
+    power = v.get(lambda s: parse_power_pair(s, space_separated=True), "Pwr(Usage/Cap)", 1)
     if power is not None:
         r.power_watts, r.power_limit_watts = power
     r.memory_total_bytes = v.get(parse_bytes, "Mem", 1)
@@ -216,6 +208,8 @@ def _query_reading(sec: KVSection, index: int, ctx: ParseContext) -> UnitReading
     if clean(part):
         r.extras["enflame.com/partNumber"] = clean(part) or ""
     health, hline = _get(sec, "Device Info", "Health")
+    # Health is earned: only a printed Health field (True or otherwise) is a health reading.
+    r.health_read = clean(health) is not None
     if clean(health) is not None and clean(health) != "True":
         r.conditions.append(
             condition(

@@ -45,6 +45,7 @@ from .._cli import (
     read_records,
     split_lines,
 )
+from .._cli._values import is_sentinel, parse_power_pair
 
 __all__ = [
     "DUAL_CHIP_MODELS",
@@ -67,8 +68,6 @@ _KNOWN_HEADER = (
     "| Fan  Temp  Perf  Pwr:Usage/Cap|      Memory-Usage    | GPU-Util  Compute M. |",
 )
 _RESET = re.compile(r"^\s*GPU\s+(?P<bdf>\S+)\s+was successfully reset", re.IGNORECASE)
-#: uint16 max: what a hung card reports as its power draw.
-_POWER_SENTINEL = 65535.0
 #: Iluvatar models whose board carries two GPUs (power is reported once per board).
 DUAL_CHIP_MODELS = ("BI-V150",)
 
@@ -95,15 +94,6 @@ def wedged_condition(reasons: Sequence[str]) -> HealthCondition:
     )
 
 
-def _power_pair(text: str) -> tuple[float | None, float | None]:
-    # " / " first: the placeholder "N/A / N/A" has slashes of its own.
-    usage, sep, cap = text.partition(" / ") if " / " in text else text.partition("/")
-    if not sep:
-        return parse_watts(usage), None
-    # "65535W / 250": the cap lost its unit when the sentinel widened the column.
-    return parse_watts(usage.strip(), bare_unit="W"), parse_watts(cap.strip(), bare_unit="W")
-
-
 def _reading(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
     v = RecordReader.start(rec, ctx, index="GPU")
     r = v.reading
@@ -113,7 +103,7 @@ def _reading(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
     mem_clock = v.get(parse_hertz, "Clock-Mem")
     r.fan_ratio = v.get(parse_ratio, "Fan", 1)
     r.temperature_celsius = v.get(parse_celsius, "Temp", 1)
-    power = v.get(_power_pair, "Pwr:Usage/Cap", 1)
+    power = v.get(parse_power_pair, "Pwr:Usage/Cap", 1)
     if power is not None:
         r.power_watts, r.power_limit_watts = power
     mem = v.get(parse_used_total, "Memory-Usage", 1)
@@ -122,8 +112,10 @@ def _reading(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
     r.utilization_ratio = v.get(parse_ratio, "GPU-Util", 1)
     v.extras("iluvatar.com", {"Perf": "perfState", "Compute M.": "computeMode"})
     sentinels = []
-    if r.power_watts is not None and r.power_watts >= _POWER_SENTINEL:
-        sentinels.append(f"power {r.power_watts:g} W")
+    raw_power = v.fields.get("Pwr:Usage/Cap") or ""
+    raw_usage = raw_power.partition("/")[0]
+    if is_sentinel(raw_usage):
+        sentinels.append(f"power {raw_usage.strip()}")
     if r.temperature_celsius == 0 and r.utilization_ratio == 1.0:
         sentinels.append("0 C at 100% utilisation")
     if sentinels:
@@ -233,7 +225,10 @@ def parse_query_csv(text: str, fields: Sequence[str], *, command: str | None = N
     for line in lines:
         if line.blank:
             continue
-        cells = [c.strip() for c in next(csv.reader([line.text], skipinitialspace=True), [])]
+        try:
+            cells = [c.strip() for c in next(csv.reader([line.text], skipinitialspace=True), [])]
+        except csv.Error as exc:  # a field over csv.field_size_limit(), a stray NUL...
+            raise ctx.error(f"unreadable CSV row: {exc}", line) from None
         if len(cells) != len(fields):
             raise ctx.error(f"expected {len(fields)} columns ({', '.join(fields)}), got {len(cells)}", line)
         row = dict(zip(fields, cells, strict=True))

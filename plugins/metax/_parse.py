@@ -32,11 +32,11 @@ from .._cli import (
     parse_process_rows,
     parse_ratio,
     parse_used_total,
-    parse_watts,
     read_records,
     select_table,
     split_lines,
 )
+from .._cli._values import parse_power_pair
 
 __all__ = ["MxSmi", "parse_mx_smi"]
 
@@ -63,11 +63,6 @@ class MxSmi(ToolView):
     attached: int | None = None
 
 
-def _power(text: str) -> tuple[float | None, float | None]:
-    usage, sep, cap = text.partition("/")
-    return parse_watts(usage), parse_watts(cap) if sep else None
-
-
 def _state_condition(state: str) -> HealthCondition:
     return condition(
         Subsystem.DEVICE,
@@ -86,13 +81,15 @@ def _reading(rec: BoxRecord, ctx: ParseContext) -> UnitReading:
     r.bus_id = v.strict(parse_bus_id, "Bus-id" if "Bus-id" in v.fields else "Bus-Id")
     r.utilization_ratio = v.get(parse_ratio, "GPU-Util")
     r.temperature_celsius = v.get(parse_celsius, "Temp", 1)
-    power = v.get(_power, "Pwr:Usage/Cap" if "Pwr:Usage/Cap" in v.fields else "Power", 1)
+    power = v.get(parse_power_pair, "Pwr:Usage/Cap" if "Pwr:Usage/Cap" in v.fields else "Power", 1)
     if power is not None:
         r.power_watts, r.power_limit_watts = power
     mem = v.get(parse_used_total, "Memory-Usage", 1)
     if mem is not None:
         r.memory_used_bytes, r.memory_total_bytes = mem
     state = v.text("GPU-State")
+    # Health is earned: mx-smi 2.2+ prints a GPU-State column; older tables print none.
+    r.health_read = state is not None
     if state is not None and state.lower() != "available":
         r.conditions.append(_state_condition(state))
     v.extras(
