@@ -47,7 +47,8 @@ def test_equal_overlap_tie_keeps_all_four_chips() -> None:
         (215, 2, 2),
         (215, 3, 3),
     ]
-    assert [c.bus_id for c in info.chips] == ["0000:da:00.0", "0000:dc:00.0", "0000:dd:00.0", "0000:db:00.0"]  # normalised
+    # bus ids come back normalised to lower case
+    assert [c.bus_id for c in info.chips] == ["0000:da:00.0", "0000:dc:00.0", "0000:dd:00.0", "0000:db:00.0"]
     assert [c.temperature_celsius for c in info.chips] == [56.0, 57.0, 57.0, 55.0]
     assert all(c.power_watts == 12.8 for c in info.chips)
     assert all(c.health == "OK" for c in info.chips)

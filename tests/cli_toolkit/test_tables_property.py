@@ -62,7 +62,7 @@ def tables(draw: st.DrawFn) -> Table:
     columns = tuple(
         Column(name, draw(st.sampled_from(_ALIGN)), len(name) + draw(st.integers(0, 8))) for name in names
     )
-    gaps = (draw(st.integers(0, 3)),) + tuple(draw(st.integers(2, 4)) for _ in range(n - 1))
+    gaps = (draw(st.integers(0, 3)), *(draw(st.integers(2, 4)) for _ in range(n - 1)))
     cells_of: list[int] = []
     left = n
     while left:
@@ -105,7 +105,9 @@ def _distance(s: int, e: int, a: int, b: int) -> float:
     return min(abs(a - s), abs(b - e), abs((a + b) - (s + e)) / 2)
 
 
-def _render_group(cols: tuple[Column, ...], gaps: tuple[int, ...], rows: list[tuple[tuple[str, int] | None, ...]]) -> Rendered | None:
+def _render_group(
+    cols: tuple[Column, ...], gaps: tuple[int, ...], rows: list[tuple[tuple[str, int] | None, ...]]
+) -> Rendered | None:
     """One independent positioning context (a box cell, or a whole aligned table)."""
     xs, x = [], 0
     for col, gap in zip(cols, gaps, strict=True):
@@ -151,7 +153,8 @@ def render_box(t: Table) -> tuple[str, list[dict[str, str]], tuple[str, ...]] | 
     groups: list[Rendered] = []
     i = 0
     for k in t.cells_of:
-        g = _render_group(t.columns[i : i + k], (1 + t.gaps[i],) + t.gaps[i + 1 : i + k], [r[i : i + k] for r in t.rows])
+        gaps = (1 + t.gaps[i], *t.gaps[i + 1 : i + k])
+        g = _render_group(t.columns[i : i + k], gaps, [r[i : i + k] for r in t.rows])
         if g is None:
             return None
         groups.append(g)
