@@ -19,6 +19,20 @@ their columns overlap most, and chunks landing on the same field are joined with
 That keeps ``0    / 0`` together, tolerates right-aligned
 values (``Bus-Id``, ``Ecc-Error``), a value shifted by a column, and a missing value (the field
 is simply absent from the result, so a caller's ``get`` returns ``None``).
+
+Column spans and the tie rule.  Field *i*'s span runs from its header name's start to the next
+name's start (the last one to the end of the line); a chunk's overlap with a field is the
+number of columns it shares with that span.  When a chunk overlaps two or more fields equally
+(a value wider than its column, or shifted by one so it straddles a boundary: ``57`` printed
+one column left of ``Temp(C)``), the tie is decided by alignment, from the header name's
+start ``s``, end ``e`` and the chunk's start ``a`` and end ``b``: a left-aligned cell starts
+where its name starts, a right-aligned cell ends where its name ends, a centred cell shares
+its name's centre.  The chunk goes to the tied field whose nearest alignment anchor is
+closest, ``min(|a - s|, |b - e|, |(a + b) - (s + e)| / 2)``; only when that distance is also
+equal (a layout that is genuinely ambiguous) does the leftmost field win.  The rule is
+property-tested (``tests/cli_toolkit/test_tables_property.py``): any table whose every value
+overlaps its own column at least as much as any other, and, where tied, is strictly nearer
+its own column's anchor, parses back to exactly its cells.
 """
 
 from __future__ import annotations
@@ -82,8 +96,15 @@ def header_fields(text: str) -> tuple[HeaderField, ...]:
     return tuple(HeaderField(name, s, e) for s, e, name in _chunks(text))
 
 
+def _alignment_distance(f: HeaderField, start: int, end: int) -> float:
+    """How far the chunk ``[start, end)`` is from being left-, right- or centre-aligned with
+    the header name ``f`` (0 when it is exactly one of them)."""
+    return min(abs(start - f.start), abs(end - f.end), abs((start + end) - (f.start + f.end)) / 2)
+
+
 def assign_fields(header: Sequence[HeaderField], text: str, *, label: str | None = None) -> dict[str, str]:
-    """Map each chunk of ``text`` to the header field it overlaps most (see the module doc).
+    """Map each chunk of ``text`` to the header field it overlaps most, ties decided by
+    alignment (see the module doc).
 
     A field's span runs from its start to the next field's start (the last one to the end of
     the line).  A chunk that ends before the first field starts goes to ``label`` when given
@@ -99,11 +120,11 @@ def assign_fields(header: Sequence[HeaderField], text: str, *, label: str | None
         if label is not None and end <= header[0].start:
             result.setdefault(label, []).append(chunk)
             continue
-        best, best_overlap = 0, -1
-        for i, (lo, hi) in enumerate(bounds):
-            overlap = min(end, hi) - max(start, lo)
-            if overlap > best_overlap:
-                best, best_overlap = i, overlap
+        overlaps = [min(end, hi) - max(start, lo) for lo, hi in bounds]
+        top = max(overlaps)
+        tied = [i for i, o in enumerate(overlaps) if o == top]
+        # min() keeps the first (leftmost) of equal distances: the documented last resort.
+        best = min(tied, key=lambda i: _alignment_distance(header[i], start, end))
         result.setdefault(header[best].name, []).append(chunk)
     return {k: " ".join(v) for k, v in result.items()}
 
