@@ -362,7 +362,9 @@ class AmdBackend(Backend):
             first_seen=since,
             last_seen=datetime.now(UTC),
         )
-        health = Health(operational=Operational.LOST, monitored=True, conditions=(condition,))
+        health = Health(
+            operational=Operational.LOST, monitored=True, conditions=(condition,), checked_at=datetime.now(UTC)
+        )
         return Device.model_validate({**dict(known), "health": health})
 
     def _pairs(self, handles: dict[str, Any], devices: Sequence[Device]) -> list[tuple[str, str]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from accel.model import (
     Binding,
@@ -183,10 +183,13 @@ def _device_id(flavor: Flavor, r: GpuReading) -> str:
 
 def health_for(r: GpuReading, flavor: Flavor, *, operational: _Operational | None = None) -> Health:
     """The health of one reading: conditions from the mapping table, monitored if anything was read."""
+    monitored = health_monitored(r)
+    # Health is earned: a reading time only where a health-telling value (RAS, ECC) was read.
     return Health(
         operational=operational or _Operational.ONLINE,
-        monitored=health_monitored(r),
+        monitored=monitored,
         conditions=conditions_for(r, flavor.vendor),
+        checked_at=datetime.now(UTC) if monitored else None,
     )
 
 
@@ -410,7 +413,7 @@ def _group_health(group: Sequence[GpuReading], flavor: Flavor) -> Health:
             if key not in seen:
                 seen[key] = c
                 conds.append(c)
-    return Health(monitored=monitored, conditions=tuple(conds))
+    return Health(monitored=monitored, conditions=tuple(conds), checked_at=datetime.now(UTC) if monitored else None)
 
 
 def links_for(pairs: Iterable[tuple[str, str]], devices: Sequence[Device]) -> list[Link]:
