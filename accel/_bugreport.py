@@ -5,8 +5,10 @@ every run as a replay recording) and :func:`write_bundle` (writes the recordings
 ``ReplayRunner`` JSON format, plus ``MANIFEST`` (JSON, but not named ``*.json``: the replayer
 loads every ``*.json`` file as a recording) into a directory, atomically: a temporary
 sibling directory renamed into place, so a failure leaves no half bundle; size-capped, over the
-cap a typed :class:`~accel.errors.ConfigError` and nothing written).  Not yet: the sysfs copy,
-the tarball form and the ``accel bugreport`` subcommand.
+cap a typed :class:`~accel.errors.ConfigError` and nothing written).  ``accel bugreport --out DIR``
+(:func:`accel.cli` ``cmd_bugreport``) wraps every backend's runner in a :class:`RecordingRunner`,
+reads the inventory once, and writes the bundle with that inventory as ``INVENTORY``.  Not yet:
+a copy of the sysfs files the backends read (a replay has no sysfs enrichment) and a tarball form.
 
 No environment variables and no hostname are written: only argv, exit status, stdout and
 stderr of each run (what the replay needs), and the manifest fields.
@@ -91,6 +93,7 @@ def write_bundle(
     version: str,
     backends: Sequence[str],
     max_bytes: int = DEFAULT_MAX_BYTES,
+    extra: Mapping[str, bytes] | None = None,
 ) -> Path:
     """Write ``recordings`` and ``MANIFEST`` into the new directory ``out``; return its path.
 
@@ -114,6 +117,11 @@ def write_bundle(
         "files": {name: len(data) for name, data in files.items()},
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    for name, data in (extra or {}).items():
+        if name.endswith(".json") or "/" in name or name in files or name == "MANIFEST":
+            raise ConfigError(f"bug report: extra file name {name!r} is not allowed")
+        files[name] = data
+    manifest["extra"] = sorted(extra or ())
     files["MANIFEST"] = json.dumps(manifest, indent=2).encode("utf-8")
     total = sum(len(d) for d in files.values())
     if total > max_bytes:

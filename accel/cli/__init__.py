@@ -99,6 +99,16 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     dra.add_argument("--domain", default="accel.dev", help="attribute domain; drivers are <vendor>.<domain>")
     dra.add_argument("--node", help="node name (default: the hostname in the inventory)")
     _selection_args(dra)
+    bug = sub.add_parser(
+        "bugreport", help="record every vendor tool run into a bundle `accel ls --replay` replays",
+        description="record every vendor tool run of the present backends (argv, exit status, stdout, stderr; no "
+        "environment) and the inventory into a new directory, size-capped and written atomically: attach it "
+        "when a device misparses",
+    )
+    bug.add_argument("--out", required=True, metavar="DIR", help="the bundle directory to create (must not exist)")
+    bug.add_argument("--max-bytes", type=int, default=64 * 1024 * 1024, metavar="N",
+                     help="refuse to write a bundle larger than N bytes (default 64 MiB)")
+    _selection_args(bug)
     schema = sub.add_parser("schema", help="print the versioned JSON Schema of the model")
     schema.add_argument("--kind", choices=["inventory", "telemetry"], default="inventory")
     schema.add_argument("--json", action="store_true", help="accepted for symmetry; the schema is JSON")

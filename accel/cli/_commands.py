@@ -303,7 +303,39 @@ def cmd_sim(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bugreport(args: argparse.Namespace) -> int:
+    """Record every tool run of the present backends into a bundle ``accel ls --replay`` replays."""
+    import dataclasses
+
+    from .. import __version__
+    from .._bugreport import RecordingRunner, write_bundle
+    from ..tools import SubprocessRunner
+
+    if "scenario" in _parse_options(getattr(args, "option", []) or []) or getattr(args, "sim", None):
+        raise ConfigError("bugreport records real tool runs (or a --replay directory); a shipped scenario or the "
+                          "simulator is already reproducible by name")
+    if args.max_bytes <= 0:
+        raise ConfigError("--max-bytes must be positive")
+    backends, configs, base = _configs(args)
+    recorder = RecordingRunner(base.runner or SubprocessRunner())
+    base = dataclasses.replace(base, runner=recorder)
+    configs = {name: dataclasses.replace(cfg, runner=recorder) for name, cfg in configs.items()}
+    session = open_session(configs, default_config=base, backends=backends)
+    with session:
+        inv = session.inventory()
+        names = sorted(session.backends)
+    # What this machine showed, for the maintainer (not named *.json: the replayer loads those).
+    extra = {"INVENTORY": inv.model_dump_json(indent=2).encode("utf-8")}
+    out = write_bundle(args.out, recorder.recordings, version=__version__, backends=names,
+                       max_bytes=args.max_bytes, extra=extra)
+    _warn_problems(inv)
+    print(f"accel: wrote {out} ({len(recorder.recordings)} tool runs, {len(inv.devices)} devices, "
+          f"{len(inv.problems)} problems); replay it with `accel ls --replay {out}`", file=sys.stderr)
+    return _read_code(inv)
+
+
 _COMMANDS = {
+    "bugreport": cmd_bugreport,
     "ls": cmd_ls,
     "show": cmd_show,
     "topo": cmd_topo,
