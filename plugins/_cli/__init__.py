@@ -41,6 +41,11 @@ given columns; ``read_records`` reads every record collecting per-record errors.
 **Problems.**  A record that fails to parse is a typed problem of the snapshot (``Snapshot.problems``,
 ``HostInventory.problems``), and a device it still identifies (``identify_record``: bus id,
 index) stays listed with health ``unknown`` (``unread_units``, which ``ToolBackend.build`` applies).
+Under every table reader sits a census (``census``, ``with_census``, applied by ``ToolBackend``
+after ``collect``): a PCI address a device list prints in a table row that no parsed unit has is
+a ``record`` problem and a listed device, so a chip whose record a mangled rule or header merged
+away is never silently missing.  The box readers keep a mangled row inside its table (a line
+between two table lines, ``mangled_rule``) instead of ending the table there.
 
 **Plugins.**  ``CliBackendPlugin`` is the entry-point base: set ``info``, ``probe_spec``,
 ``package`` and implement ``open_with(config, runner)``.
@@ -73,13 +78,14 @@ from ._backend import (
     ToolView,
     cli_plugin_info,
     conformance_scenarios,
+    with_census,
 )
 from ._kv import KVEntry, KVSection, parse_kv
 from ._listing import Listed, ProcessRow, parse_listing, parse_process_rows, processes_of
 from ._matrix import Matrix, first_line, read_matrix, read_records, select_table, title_match
 from ._plugin import CliBackendPlugin
 from ._probe import CliProbeSpec, probe_cli
-from ._problems import identify_record, identify_text, problem_of, problems_of, unread_units
+from ._problems import census, identify_record, identify_text, problem_of, problems_of, unread_units
 from ._records import (
     Lenient,
     RecordReader,
@@ -104,6 +110,7 @@ from ._tables import (
     find_aligned_table,
     find_box_tables,
     header_fields,
+    mangled_rule,
 )
 from ._text import ParseContext, SourceLine, split_lines
 from ._topo import PCIE_CODES, link_domains, matrix_links, topo_links
@@ -172,6 +179,7 @@ __all__ = [
     "assign_fields",
     "build_unit",
     "build_units",
+    "census",
     "clean",
     "cli_plugin_info",
     "condition",
@@ -189,6 +197,7 @@ __all__ = [
     "is_rule",
     "is_sentinel",
     "link_domains",
+    "mangled_rule",
     "matrix_links",
     "memory_condition",
     "merge_readings",
@@ -228,4 +237,5 @@ __all__ = [
     "unread_units",
     "unreadable",
     "visible_binding",
+    "with_census",
 ]

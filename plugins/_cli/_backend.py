@@ -33,6 +33,7 @@ from accel.errors import (
 )
 from accel.model import (
     Action,
+    Binding,
     Device,
     DeviceKind,
     Domain,
@@ -58,7 +59,7 @@ from accel.tools import ReplayRunner, Runner
 
 from ._listing import ProcessRow, parse_listing
 from ._plugin import CliBackendPlugin
-from ._problems import problems_of, unread_units
+from ._problems import census, problems_of, unread_units
 from ._session import ToolSession
 from ._text import ParseContext
 from ._unit import UnitReading, build_units, merge_readings, source_info, visible_binding
@@ -75,6 +76,7 @@ __all__ = [
     "ToolView",
     "cli_plugin_info",
     "conformance_scenarios",
+    "with_census",
 ]
 
 
@@ -462,7 +464,18 @@ class ToolBackend(CliBackend):
         )
         col = Collection(self.backend_name, self.version, session)
         snap = self.collect(col)
-        return dataclasses.replace(snap, unparsed=max(snap.unparsed, len(col.problems)))
+        binding = visible_binding(self.visible_env, torch=self.torch_device_type, collective=self.collective_backend)
+        snap = with_census(
+            snap,
+            col.outputs,
+            read=col.read_bus_ids,
+            errors=col.problems,
+            vendor=self.backend_name,
+            kind=self.kind,
+            tool=session.tool,
+            binding=lambda index: binding(UnitReading(index=index)),
+        )
+        return dataclasses.replace(snap, unparsed=max(snap.unparsed, len(snap.problems), len(col.problems)))
 
     @abc.abstractmethod
     def collect(self, col: Collection) -> Snapshot:
@@ -484,6 +497,8 @@ class ToolBackend(CliBackend):
         and no telemetry sample: one unreadable row never makes a chip disappear.
         """
         binding = visible_binding(self.visible_env, torch=self.torch_device_type, collective=self.collective_backend)
+        readings = list(readings)
+        col.read_bus_ids.update(r.bus_id for r in readings if r.bus_id is not None)
         devices, samples = build_units(
             readings,
             vendor=self.backend_name,
@@ -510,6 +525,40 @@ class ToolBackend(CliBackend):
         return devices, samples
 
 
+def with_census(
+    snap: Snapshot,
+    outputs: Iterable[tuple[str, str]],
+    *,
+    read: Iterable[str],
+    errors: Iterable[AccelError],
+    vendor: str,
+    kind: DeviceKind,
+    tool: str,
+    binding: Callable[[int | None], Binding] | None = None,
+) -> Snapshot:
+    """``snap`` checked against the device lists it came from (:func:`census`).
+
+    ``outputs`` are the ``(command, stdout)`` of the views devices are listed from, ``read``
+    the bus ids of every unit parsed from them (devices and VFs), ``errors`` the failed records
+    already reported.  A bus id printed in a table row and in none of those is a chip the
+    parser lost (a mangled rule merged its record into the next, a lost header row ended the
+    table early): it becomes a ``record`` problem and a listed device with health ``unknown``
+    (:func:`unread_units`), so the snapshot is partial, loudly, instead of short, silently.
+    """
+    errs = list(errors)
+    known = {*read, *(d.pci.bus_id for d in snap.devices if d.pci is not None)}
+    missed: list[ParseError] = []
+    for command, text in outputs:
+        missed.extend(census(text, known, tool=tool, command=command, errors=[*errs, *missed]))
+    if not missed:
+        return snap
+    unread = unread_units(missed, snap.devices, vendor=vendor, kind=kind, tool=tool, binding=binding)
+    devices = snap.devices
+    if unread:
+        devices = tuple(sorted([*devices, *unread], key=lambda d: (d.index is None, d.index or 0)))
+    return dataclasses.replace(snap, devices=devices, problems=(*snap.problems, *problems_of(vendor, missed)))
+
+
 P = TypeVar("P")
 
 
@@ -530,6 +579,12 @@ class Collection:
         self.problems: list[AccelError] = []
         #: Main commands that failed (exit status, missing, refused): typed problems too.
         self.failures: list[AccelError] = []
+        #: ``(command, stdout)`` of every main view that ran: the device lists :func:`census`
+        #: checks the built devices against.
+        self.outputs: list[tuple[str, str]] = []
+        #: Bus ids of every unit :meth:`ToolBackend.build` was given (devices and the VFs that
+        #: become partitions alike): what the census counts as read.
+        self.read_bus_ids: set[str] = set()
         self.now = datetime.now(UTC)
         self._first: AccelError | None = None
 
@@ -547,6 +602,8 @@ class Collection:
             return None
         if result is None:
             return None
+        if not optional:
+            self.outputs.append((command, result.stdout))
         try:
             return parse(result.stdout, command)
         except ParseError as exc:

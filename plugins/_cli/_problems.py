@@ -31,11 +31,11 @@ from accel.model import (
 
 from ._tables import BoxRecord
 
-__all__ = ["identify_record", "identify_text", "problem_of", "problems_of", "unread_units"]
+__all__ = ["census", "identify_record", "identify_text", "problem_of", "problems_of", "unread_units"]
 
-# A PCI address in any of the forms tools print: 0000:3b:00.0, 00000000:3B:00.0, 3b:00.0.
-# Bounded repetitions only: this runs on untrusted text.
-_BUS = re.compile(r"(?<![0-9A-Fa-f:])(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7](?![0-9A-Fa-f])")
+# A PCI address in any of the forms tools print: 0000:3b:00.0, 00000000:3B:00.0, 3b:00.0,
+# efsmi's 00:01:00.0.  Bounded repetitions only: this runs on untrusted text.
+_BUS = re.compile(r"(?<![0-9A-Fa-f:])(?:[0-9A-Fa-f]{2,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7](?![0-9A-Fa-f])")
 _INDEX = re.compile(r"[0-9]{1,6}")
 
 
@@ -67,6 +67,57 @@ def identify_text(text: str) -> tuple[int | None, str | None]:
 def identify_record(rec: BoxRecord) -> tuple[int | None, str | None]:
     """:func:`identify_text` over every row of a box record."""
     return identify_text("\n".join(row.line.text for row in rec.rows))
+
+
+def census(
+    text: str,
+    listed: Iterable[str | None],
+    *,
+    tool: str,
+    command: str,
+    errors: Iterable[AccelError] = (),
+) -> list[ParseError]:
+    """A located error for every PCI address a table row (a line with ``|``) of the device
+    list ``text`` prints that no device of ``listed`` (their bus ids) and no failed record of
+    ``errors`` accounts for.
+
+    The safety net under every table reader: whatever a mangled output does to the framing
+    (a lost rule that merges two records, a lost header row that ends the table early), a
+    chip whose bus id is still printed is never silently missing.  Each error carries the bus
+    id, so :func:`unread_units` lists the chip with health ``unknown``.  Only for the output
+    devices are listed in (a tool's device table prints one address per device, and no other).
+    """
+    known: set[str] = set()
+    for bus in [*listed, *(getattr(exc, "bus_id", None) for exc in errors)]:
+        if isinstance(bus, str):
+            try:
+                known.add(normalize_bus_id(bus))
+            except (ValueError, AccelError):
+                known.add(bus)
+    out: list[ParseError] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if "|" not in line:
+            # Only table rows: a message under the table ("GPU 0000:14:00.0 was successfully
+            # reset") names a device without listing it.
+            continue
+        for match in _BUS.finditer(line):
+            try:
+                bus = normalize_bus_id(match.group(0))
+            except (ValueError, AccelError):
+                continue
+            if bus in known:
+                continue
+            known.add(bus)
+            exc = ParseError(
+                f"{tool} prints a device at {bus} that no record of its table was read for",
+                tool=tool,
+                command=command,
+                line=line,
+                lineno=lineno,
+            )
+            exc.bus_id = bus
+            out.append(exc)
+    return out
 
 
 def _unread_condition(exc: AccelError, tool: str) -> HealthCondition:

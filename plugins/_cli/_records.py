@@ -16,7 +16,7 @@ from accel.model import (
 )
 
 from ._matrix import read_records
-from ._tables import BoxRecord, BoxRow, assign_fields, header_fields
+from ._tables import BoxRecord, BoxRow, assign_fields, header_fields, mangled_rule
 from ._text import ParseContext, SourceLine, split_lines
 from ._unit import UnitReading
 from ._values import clean, parse_int
@@ -39,8 +39,9 @@ _RULE_LINE = re.compile(r"^\s*[+|]?[-=+| ]*$")
 
 
 def is_rule(text: str) -> bool:
-    """A horizontal rule of a table (``+----+``, ``|====|``, a bare ``-----``)."""
-    return bool(_RULE_LINE.match(text)) and ("---" in text or "===" in text)
+    """A horizontal rule of a table (``+----+``, ``|====|``, a bare ``-----``), also with a few
+    stray characters in it (:func:`~accel.plugins._cli.mangled_rule`)."""
+    return (bool(_RULE_LINE.match(text)) and ("---" in text or "===" in text)) or mangled_rule(text, bare=True)
 
 
 def split_cells(text: str) -> tuple[str, ...]:
@@ -69,9 +70,10 @@ def read_header_records(
     ``header`` holds the header row texts (taken from the output by a landmark, or a known
     layout when the output is a headerless fragment).  Rules separate records (several rules
     in a row count as one); data row *k* of a record is read against header row *k* when their
-    cell counts agree, else against any header row of the same shape.  The first line that is
-    neither a rule nor a row of a known shape (a blank line, a ``Processes:`` banner) ends the
-    table.
+    cell counts agree, else against any header row of the same shape.  A ``|`` row of no
+    header's shape is kept without fields (its record then fails to read, loudly).  The first
+    line that is neither a rule nor a ``|`` row (a blank line, a ``Processes:`` banner) ends
+    the table.
     """
     parsed = [tuple(header_fields(c) for c in split_cells(h)) for h in header]
     shapes = {len(h) for h in parsed}
@@ -87,12 +89,19 @@ def read_header_records(
             i += 1
             continue
         cells = split_cells(line.text)
-        if line.blank or "|" not in line.text or len(cells) not in shapes:
+        if line.blank or "|" not in line.text:
             break
         if len(current) == len(parsed):
             # A record has as many rows as the header (one-row tables have no rules between).
             records.append(BoxRecord(tuple(current)))
             current = []
+        if len(cells) not in shapes:
+            # A mangled row inside the table (a cell border lost or doubled): it stays in its
+            # record without fields, so that record fails to read and is reported, instead of
+            # silently ending the table and dropping every device below it.
+            current.append(BoxRow(line, cells, {}))
+            i += 1
+            continue
         hdr = parsed[len(current)]
         if len(hdr) != len(cells):
             hdr = next(h for h in parsed if len(h) == len(cells))

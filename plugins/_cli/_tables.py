@@ -53,6 +53,7 @@ __all__ = [
     "find_aligned_table",
     "find_box_tables",
     "header_fields",
+    "mangled_rule",
 ]
 
 _GAP = re.compile(r"\S+(?: \S+)*")  # maximal runs of text with single spaces inside
@@ -197,7 +198,24 @@ _RULE = re.compile(r"^\s*[+|][-=+|: ]*[-=][-=+|: ]*$")
 
 def _is_rule(text: str) -> bool:
     # At least three dashes or equals: a cell holding a lone "-" placeholder is not a rule.
-    return bool(_RULE.match(text)) and ("---" in text or "===" in text)
+    return (bool(_RULE.match(text)) and ("---" in text or "===" in text)) or mangled_rule(text, bare=False)
+
+
+def mangled_rule(text: str, *, bare: bool) -> bool:
+    """A long rule with a few stray characters (``0+-----+-----+``, a rule with text pasted
+    into it): still a rule.  Read as the end of the table instead, it would silently drop
+    every record below it; a rule carries no data, so reading it as one loses nothing.
+
+    At least 20 characters with a run of five dashes or equals, at most one in ten characters
+    that are not rule characters, and (unless ``bare``) a ``+`` or ``|`` joint.
+    """
+    s = text.strip()
+    if len(s) < 20 or ("-----" not in s and "=====" not in s):
+        return False
+    if not bare and "+" not in s and "|" not in s:
+        return False
+    stray = sum(1 for c in s if c not in "-=+|: ")
+    return 0 < stray * 10 <= len(s)
 
 
 def _is_content(text: str) -> bool:
@@ -207,7 +225,9 @@ def _is_content(text: str) -> bool:
 
 def _cells(text: str) -> tuple[str, ...]:
     s = text.strip()
-    inner = s[1:-1] if s.endswith("|") and len(s) > 1 else s[1:]
+    if s.startswith("|"):
+        s = s[1:]
+    inner = s[:-1] if s.endswith("|") else s
     return tuple(inner.split("|"))
 
 
@@ -353,7 +373,8 @@ def find_box_tables(text: str | Iterable[SourceLine]) -> list[BoxTable]:
     """Every box-drawing table in ``text``, in order.
 
     A table is a run of rule and ``|`` lines; anything else (a blank line, a log line, a date)
-    ends it.  Two rules in a row also end one table and start the next (``npu-smi info``
+    ends it, unless a table line follows at once (then it is a mangled line of the table).
+    Two rules in a row also end one table and start the next (``npu-smi info``
     prints the process table right under the device table).
     """
     lines = split_lines(text) if isinstance(text, str) else list(text)
@@ -367,14 +388,27 @@ def find_box_tables(text: str | Iterable[SourceLine]) -> list[BoxTable]:
                 tables.append(table)
             block.clear()
 
-    for line in lines:
+    def table_line(k: int) -> bool:
+        return k < len(lines) and (_is_rule(lines[k].text) or _is_content(lines[k].text))
+
+    for k, line in enumerate(lines):
         rule = _is_rule(line.text)
+        if not rule and block and not line.blank and not _is_content(line.text) and table_line(k + 1):
+            # A line that is no table line between two table lines is a mangled one (a rule
+            # with text pasted into it, a row without borders): the table goes on.  Ending it
+            # here would silently cut every record below into a headerless table of its own.
+            rule = "---" in line.text or "===" in line.text
+            if not rule:
+                block.append((line, False))
+                continue
         if rule:
             if block and block[-1][1] and len(block) > 1:
                 # Two consecutive rules: the previous table ended at the first one.
                 flush()
             block.append((line, True))
-        elif _is_content(line.text):
+        elif _is_content(line.text) or (block and line.text.count("|") >= 2):
+            # Inside a table, a row that lost its left border is still a row (mangled: its
+            # record then fails to read, loudly), not the end of the table.
             block.append((line, False))
         else:
             flush()

@@ -27,6 +27,7 @@ relation.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -56,7 +57,7 @@ from accel.model import (
 from accel.plugin import BackendConfig
 from accel.tools import Runner, ToolResult
 
-from .._cli import ProcessesSurface, Snapshot, ToolSession, is_masked, source_info
+from .._cli import ProcessesSurface, Snapshot, ToolSession, is_masked, source_info, with_census
 from .._cli._problems import problem_of, unread_units
 from ._parse import (
     ChipMapping,
@@ -439,7 +440,8 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
     start = session.invocations
     now = datetime.now(UTC)
     found = _Problems()
-    info = parse_info(session.run("info").stdout)
+    info_text = session.run("info").stdout
+    info = parse_info(info_text)
     mapping: dict[tuple[int, int], ChipMapping] = {}
     res = found.optional(session, "info", "-m")
     if res is not None:
@@ -477,6 +479,19 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
         # chips it sees 0..n-1 in that order; the NPU id is a card/slot number, not this).
         logic_id = mapped.logic_id if mapped is not None and mapped.logic_id is not None else chip.position
         try:
+            if (chip.npu_id, chip.chip_id) in devices:
+                # Two records claim one chip (a mangled NPU id): neither may silently replace
+                # the other.  This one is reported and, by its bus id, still listed.
+                err = ParseError(
+                    f"NPU {chip.npu_id} chip {chip.chip_id} is printed twice",
+                    tool="npu-smi",
+                    command="npu-smi info",
+                    line=chip.line.text,
+                    lineno=chip.line.lineno,
+                )
+                err.device_index, err.bus_id = None, chip.bus_id
+                found.add(err, ProblemKind.RECORD)
+                continue
             uuid = firmware = None
             # Ascend 950 takes no -c (SwanHubX/SwanLab#1719); the others name the chip.
             where = ("-i", str(chip.npu_id), "-c", str(chip.chip_id)) if chip.chip_printed else ("-i", str(chip.npu_id))
@@ -557,7 +572,7 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
         "ascend", version=PLUGIN_VERSION, api="npu-smi", api_version=info.tool_version, notes=found.notes,
         calls=session.invocations - start,
     )
-    return Snapshot(
+    snap = Snapshot(
         devices=(*listed, *unread),
         telemetry=tuple(telemetry),
         links=tuple(links),
@@ -565,9 +580,21 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
         processes=tuple(processes),
         source=source,
         collected_at=now,
-        unparsed=len(problems),
         problems=problems,
     )
+    # A bus id the chip table prints that no chip record was read for (a lost rule merged two
+    # records, the header swallowed one) is a chip lost by the parser: listed, unknown, loud.
+    snap = with_census(
+        snap,
+        [("npu-smi info", info_text)],
+        read=[c.bus_id for c in info.chips if c.bus_id is not None],
+        errors=[exc for exc, _ in found.errors],
+        vendor=VENDOR,
+        kind=DeviceKind.NPU,
+        tool="npu-smi",
+        binding=_binding,
+    )
+    return dataclasses.replace(snap, unparsed=len(snap.problems))
 
 
 class AscendBackend(ProcessesSurface):

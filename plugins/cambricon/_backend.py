@@ -7,18 +7,20 @@ PCI address; ``cnmon`` prints no UUID in its default table, and v4 prints no Bus
 in which case the id falls back to the card number (``cambricon:card-N``, flagged in extras).
 
 Card relation: an MLU370-X8 board carries two chips that ``cnmon`` lists as consecutive
-rows; ``board_id`` is ``cambricon:card-<row // 2>`` for that model (source noted in
+rows; ``board_id`` is ``cambricon:card-<Card // 2>`` for that model (source noted in
 ``cambricon.com/boardIdSource``), and the chip's own row otherwise.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
 from accel.errors import AccelError, ParseError, ToolError
 from accel.model import (
     Action,
+    Binding,
     Device,
     DeviceKind,
     Domain,
@@ -38,7 +40,15 @@ from accel.model import (
 from accel.plugin import BackendConfig
 from accel.tools import Runner
 
-from .._cli import ProcessesSurface, Snapshot, ToolSession, source_info
+from .._cli import (
+    ProcessesSurface,
+    Snapshot,
+    ToolSession,
+    problems_of,
+    source_info,
+    unread_units,
+    with_census,
+)
 from ._parse import CnmonInfo, MluChip, MluTopo, parse_cnmon, parse_topo
 
 __all__ = ["CNMON_PATHS", "CambriconBackend", "collect"]
@@ -65,15 +75,30 @@ def _conditions(chip: MluChip) -> list[HealthCondition]:
     return []
 
 
-def _board(chip: MluChip, position: int) -> tuple[str, str]:
+def _board(chip: MluChip) -> tuple[str, str]:
     if chip.name in _TWO_CHIP_CARDS:
-        return f"cambricon:card-{position // 2}", "model-two-chips-per-card"
-    return f"cambricon:card-{position}", "one-chip-per-card"
+        return f"cambricon:card-{chip.card // 2}", "model-two-chips-per-card"
+    return f"cambricon:card-{chip.card}", "one-chip-per-card"
 
 
-def _device(chip: MluChip, position: int, info: CnmonInfo, now: datetime | None = None) -> Device:
-    """One card as a Device; ``now`` stamps health only when cnmon printed a numeric Ecc-Error."""
-    board, board_src = _board(chip, position)
+def _binding(index: int | None) -> dict[str, Any]:
+    """How a runtime selects chip ``index`` (the number cnmon prints in its Card column)."""
+    out: dict[str, Any] = {"torch_device_type": "mlu", "collective_backend": "cncl", "ray_resource": "MLU"}
+    if index is not None:
+        out.update(
+            visible_env="MLU_VISIBLE_DEVICES",
+            visible_id=str(index),
+            device_nodes=(f"/dev/cambricon_dev{index}", "/dev/cambricon_ctl"),
+        )
+    return out
+
+
+def _device(chip: MluChip, info: CnmonInfo, now: datetime | None = None) -> Device:
+    """One card as a Device; ``now`` stamps health only when cnmon printed a numeric Ecc-Error.
+
+    The index is the printed Card number, not the row's position: a row that failed to parse
+    must not shift the binding of every chip below it onto its neighbour."""
+    board, board_src = _board(chip)
     extras: dict[str, str | int | float | bool] = {
         "cambricon.com/card": chip.card,
         "cambricon.com/boardIdSource": board_src,
@@ -99,7 +124,7 @@ def _device(chip: MluChip, position: int, info: CnmonInfo, now: datetime | None 
         "vendor": VENDOR,
         "kind": DeviceKind.MLU,
         "model": chip.name or "unknown",
-        "index": position,
+        "index": chip.card,
         "pci": {"bus_id": chip.bus_id, "vendor_id": "cabc"} if chip.bus_id else None,
         "board_id": board,
         "versions": {
@@ -113,14 +138,7 @@ def _device(chip: MluChip, position: int, info: CnmonInfo, now: datetime | None 
             "ecc": True if chip.ecc_errors is not None else None,
         },
         "partition_mode": {"scheme": PartitionScheme.NONE, "compute_mode": chip.mode} if chip.mode is not None else {},
-        "binding": {
-            "visible_env": "MLU_VISIBLE_DEVICES",
-            "visible_id": str(position),
-            "torch_device_type": "mlu",
-            "collective_backend": "cncl",
-            "ray_resource": "MLU",
-            "device_nodes": (f"/dev/cambricon_dev{position}", "/dev/cambricon_ctl"),
-        },
+        "binding": _binding(chip.card),
         # Health is earned: only a numeric Ecc-Error count is a health reading ("N/A" is not).
         "health": {
             "conditions": _conditions(chip),
@@ -199,18 +217,23 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
     start = session.invocations
     now = datetime.now(UTC)
     notes: list[str] = []
-    info = parse_cnmon(session.run().stdout)
+    stdout = session.run().stdout
+    info = parse_cnmon(stdout)
     notes.extend(f"skipped: {e}" for e in info.errors)
+    errors: list[AccelError] = list(info.errors)
     devices: list[Device] = []
     telemetry: list[Telemetry] = []
     by_card: dict[int, Device] = {}
-    for position, chip in enumerate(info.chips):
+    for chip in info.chips:
         try:
-            dev = _device(chip, position, info, now)
+            dev = _device(chip, info, now)
         except ToolError:
             raise
         except AccelError as exc:
             notes.append(f"skipped card {chip.card}: {exc}")
+            err = ParseError(f"card {chip.card}: {exc.message}", tool="cnmon", command="cnmon", lineno=chip.line.lineno)
+            err.device_index, err.bus_id = chip.card, chip.bus_id
+            errors.append(err)
             continue
         devices.append(dev)
         by_card[chip.card] = dev
@@ -234,15 +257,34 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
         "cambricon", version=PLUGIN_VERSION, api="cnmon", api_version=info.version, notes=notes,
         calls=session.invocations - start,
     )
-    return Snapshot(
-        devices=tuple(devices),
+    # A record that failed but names its chip is still listed (health unknown), and a bus id
+    # the table prints that no record was read for is a problem too (the census).
+    listed = unread_units(errors, devices, vendor=VENDOR, kind=DeviceKind.MLU, tool="cnmon", binding=_unread_binding)
+    snap = Snapshot(
+        devices=tuple(sorted([*devices, *listed], key=lambda d: (d.index is None, d.index or 0))),
         telemetry=tuple(telemetry),
         links=tuple(links),
         domains=tuple(domains),
         processes=tuple(processes),
         source=source,
         collected_at=now,
+        problems=problems_of(VENDOR, errors),
     )
+    snap = with_census(
+        snap,
+        [("cnmon", stdout)],
+        read=[c.bus_id for c in info.chips if c.bus_id is not None],
+        errors=errors,
+        vendor=VENDOR,
+        kind=DeviceKind.MLU,
+        tool="cnmon",
+        binding=_unread_binding,
+    )
+    return dataclasses.replace(snap, unparsed=len(snap.problems))
+
+
+def _unread_binding(index: int | None) -> Binding:
+    return Binding(**_binding(index))
 
 
 class CambriconBackend(ProcessesSurface):

@@ -26,6 +26,7 @@ from .._cli import (
     SourceLine,
     clean,
     find_box_tables,
+    first_line,
     parse_bus_id,
     parse_bytes,
     parse_celsius,
@@ -102,8 +103,9 @@ def _pair(text: str | None, sep: str = "/") -> tuple[str | None, str | None]:
 def _chip(rec: BoxRecord, ctx: ParseContext) -> MluChip:
     f = rec.fields
     line = rec.first_line
-    if len(rec.rows) < 2:
-        raise ctx.error("a card record needs two rows", line)
+    if len(rec.rows) != 2:
+        # Fewer: a row was lost; more: a lost rule merged two cards' records into one.
+        raise ctx.error(f"a card record has two rows, this one {len(rec.rows)}", line)
     with ctx.at(line):
         card = parse_int(f.get("Card"))
         if card is None:
@@ -159,6 +161,8 @@ def parse_cnmon(text: str, *, command: str = "cnmon") -> CnmonInfo:
     table = select_table(tables, ("Card", "Name", "Memory-Usage"), ctx, text, "card table")
     m = title_match(table, _VERSION)
     version, driver = (m.group("v"), m.group("d")) if m else (None, None)
+    if not table.records:
+        raise ctx.error("the card table has a header but no card rows", first_line(text))
     chips, errors = read_records(table.records, lambda rec: _chip(rec, ctx))
     procs: list[MluProcess] = []
     for t in tables:

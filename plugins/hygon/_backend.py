@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 
 from accel.errors import AccelError, BackendUnavailableError, ParseError, ToolError, ToolTimeoutError
 from accel.model import (
+    Binding,
     Device,
     DeviceKind,
     Domain,
@@ -44,7 +45,7 @@ from accel.model import (
     SourceInfo,
 )
 from accel.plugin import BackendConfig
-from accel.plugins._cli import CliBackend, Snapshot, ToolSession, is_masked
+from accel.plugins._cli import CliBackend, Snapshot, ToolSession, is_masked, problems_of, unread_units
 from accel.plugins.amd.layers import Flavor, GpuReading, build_devices, merge, read_cards, telemetry_for
 from accel.sysfs import enrich_inventory, scan_pci
 from accel.tools import Runner, ToolResult
@@ -103,8 +104,20 @@ class _Snapshot:
     notes: list[str]
     invocations: int
     tool: str
-    #: Records (and whole outputs) that failed to parse: see ``Snapshot.problems``.
-    problems: int = 0
+    #: Records (and whole outputs) that failed to parse: ``Snapshot.problems``.
+    errors: tuple[AccelError, ...] = ()
+
+
+def _unread_binding(index: int | None) -> Binding:
+    """The binding of a DCU known only by its index (its row failed to parse)."""
+    return Binding(
+        visible_env=HYGON.visible_env,
+        visible_id=str(index) if index is not None else None,
+        torch_device_type=HYGON.torch_device_type,
+        collective_backend=HYGON.collective_backend,
+        ray_resource=HYGON.ray_resource,
+        device_nodes=("/dev/kfd",),
+    )
 
 
 class HygonBackend(CliBackend):
@@ -141,8 +154,13 @@ class HygonBackend(CliBackend):
         main, *notes = self._sources(snap)
         self._notes = notes[0] if notes else None
         now = datetime.now(UTC)
+        # A concise row that failed to parse but names its DCU is listed, health unknown.
+        unread = unread_units(
+            snap.errors, snap.devices, vendor="hygon", kind=HYGON.kind, tool=snap.tool, binding=_unread_binding
+        )
+        problems = problems_of("hygon", snap.errors)
         return Snapshot(
-            devices=tuple(snap.devices),
+            devices=(*snap.devices, *unread),
             telemetry=tuple(
                 telemetry_for(d, g, now, unsupported=("clocks_hertz", "throttle_reasons"))
                 for d, g in zip(snap.devices, snap.groups, strict=True)
@@ -151,7 +169,8 @@ class HygonBackend(CliBackend):
             domains=tuple(snap.domains),
             source=main,
             collected_at=now,
-            unparsed=snap.problems,
+            unparsed=len(problems),
+            problems=problems,
         )
 
     def _run_tools(self) -> _Snapshot:
@@ -159,34 +178,34 @@ class HygonBackend(CliBackend):
         start = smi.invocations + (self._rocminfo.invocations if self._rocminfo else 0)
         notes: list[str] = []
         failures: list[AccelError] = []
-        problems = 0
+        errors: list[AccelError] = []
         json_readings: dict[int, GpuReading] = {}
         json_ok = False
         res = self._optional(smi, JSON_ARGS, notes, failures)
         if res is not None:
             try:
-                readings, errors, unit = parse_json(res.stdout, smi.context(*JSON_ARGS))
+                readings, found, unit = parse_json(res.stdout, smi.context(*JSON_ARGS))
                 json_readings = {r.index or 0: r for r in readings}
                 json_ok = True
-                problems += len(errors)
-                notes += [str(e) for e in errors]
+                errors += found
+                notes += [str(e) for e in found]
                 if unit:
                     notes.append(f"memory unit in the JSON keys: {unit}")
             except ParseError as exc:
                 failures.append(exc)
-                problems += 1
+                errors.append(exc)
                 notes.append(str(exc))
         concise: dict[int, ConciseRow] = {}
         res = self._optional(smi, (), notes, failures)
         if res is not None:
             try:
-                rows, errors = parse_concise(res.stdout, smi.context())
+                rows, found_rows = parse_concise(res.stdout, smi.context())
                 concise = {r.index: r for r in rows}
-                problems += len(errors)
-                notes += [str(e) for e in errors]
+                errors += found_rows
+                notes += [str(e) for e in found_rows]
             except ParseError as exc:
                 failures.append(exc)
-                problems += 1
+                errors.append(exc)
                 notes.append(str(exc))
         if not json_readings and not concise:
             raise failures[0] if failures else ParseError(f"{smi.tool} reported no DCU", tool=smi.tool)
@@ -217,7 +236,7 @@ class HygonBackend(CliBackend):
         devices, _, _ = build_devices(groups, HYGON, unsupported=never)
         links, domains = _topology(devices, groups, topo)
         invocations = smi.invocations + (self._rocminfo.invocations if self._rocminfo else 0) - start
-        return _Snapshot(devices, groups, links, domains, notes, invocations, smi.tool, problems)
+        return _Snapshot(devices, groups, links, domains, notes, invocations, smi.tool, tuple(errors))
 
     @staticmethod
     def _optional(
@@ -326,6 +345,7 @@ class HygonBackend(CliBackend):
             domains=snap.domains,
             collected_at=snap.collected_at,
             sources=tuple(s for s in (snap.source, self._notes) if s is not None),
+            problems=snap.problems,
         )
         return enrich_inventory(inv, self._config.sysfs_root)
 

@@ -28,6 +28,7 @@ from accel.plugins._cli import (
     SourceLine,
     clean,
     find_aligned_table,
+    identify_text,
     is_masked,
     parse_celsius,
     parse_int,
@@ -119,6 +120,8 @@ def parse_concise(text: str, ctx: ParseContext) -> tuple[list[ConciseRow], list[
                     )
                 )
         except ParseError as exc:
+            # The row's leading number still names the DCU: it stays listed, health unknown.
+            exc.device_index, exc.bus_id = identify_text(line.text)
             errors.append(exc)
     if not rows:
         if errors:

@@ -57,6 +57,7 @@ _DRIVER4 = re.compile(r"^\s*Driver Version:\s*(?P<v>\S+)")
 _BANNER5 = re.compile(r"XPU-SMI\s+Driver Version:\s*(?P<driver>\S+)(?:\s+XPU-RT Version:\s*(?P<rt>\S+))?")
 _DEVICES4 = re.compile(r"\|\s*DevID\s*\|\s*PCI Addr\s*\|")
 _PROCS4 = re.compile(r"\|\s*DevID\s*\|\s*PID\s*\|")
+_VIDEO4 = re.compile(r"\|\s*DevID\s*\|\s*Model\s*\|\s*DEC\s*\|")
 
 
 @dataclass
@@ -184,6 +185,18 @@ def parse_xpu_smi(text: str, *, command: str = "xpu_smi") -> XpuSmi:
                 out.driver_version = m4.group("v")
         records, _end = _records4(lines, _DEVICES4)
         out.readings, out.problems = read_records(records, lambda rec: _reading4(rec, ctx))
+        # The VIDEO table lists every device again, one row each: a DevID there that the
+        # DEVICES table did not yield (a row lost to a mangled line) is a device, not read.
+        video, _ = _records4(lines, _VIDEO4)
+        read = {r.index for r in out.readings} | {e.device_index for e in out.problems}
+        for rec in video:
+            dev_text = clean(rec.fields.get("DevID"))
+            dev = int(dev_text) if dev_text is not None and dev_text.isdigit() and len(dev_text) <= 6 else None
+            if dev is not None and dev not in read:
+                err = ctx.error(f"DevID {dev} is in the VIDEO table but no DEVICES row was read for it", rec.first_line)
+                err.device_index = dev
+                out.problems.append(err)
+                read.add(dev)
         procs, _ = _records4(lines, _PROCS4)
         for rec in procs:
             f = rec.fields
