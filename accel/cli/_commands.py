@@ -39,6 +39,8 @@ def _configs(args: argparse.Namespace) -> tuple[list[str] | None, dict[str, Back
             raise ConfigError(f"--replay: {args.replay!r} is not a directory")
         runner = ReplayRunner(args.replay)
     sysfs = getattr(args, "sysfs", None)
+    if sysfs is None and runner is not None and (Path(args.replay) / "sysfs").is_dir():
+        sysfs = str(Path(args.replay) / "sysfs")  # a bug-report bundle carries its sysfs copy
     if sysfs is not None and not Path(sysfs).is_dir():
         raise ConfigError(f"--sysfs: {sysfs!r} is not a directory")
     timeout = float(getattr(args, "timeout", 10.0) or 10.0)
@@ -308,7 +310,7 @@ def cmd_bugreport(args: argparse.Namespace) -> int:
     import dataclasses
 
     from .. import __version__
-    from .._bugreport import RecordingRunner, write_bundle
+    from .._bugreport import RecordingRunner, SysfsCopy, collect_sysfs, write_bundle
     from ..tools import SubprocessRunner
 
     if "scenario" in _parse_options(getattr(args, "option", []) or []) or getattr(args, "sim", None):
@@ -326,8 +328,11 @@ def cmd_bugreport(args: argparse.Namespace) -> int:
         names = sorted(session.backends)
     # What this machine showed, for the maintainer (not named *.json: the replayer loads those).
     extra = {"INVENTORY": inv.model_dump_json(indent=2).encode("utf-8")}
+    # The sysfs attributes the enrichment read for these devices, when it read this host's.
+    buses = [d.pci.bus_id for d in inv.devices if d.pci is not None]
+    tree = collect_sysfs(base.sysfs_root, buses) if base.enrich_from_sysfs else SysfsCopy()
     out = write_bundle(args.out, recorder.recordings, version=__version__, backends=names,
-                       max_bytes=args.max_bytes, extra=extra)
+                       max_bytes=args.max_bytes, extra=extra, sysfs=tree)
     _warn_problems(inv)
     print(f"accel: wrote {out} ({len(recorder.recordings)} tool runs, {len(inv.devices)} devices, "
           f"{len(inv.problems)} problems); replay it with `accel ls --replay {out}`", file=sys.stderr)
