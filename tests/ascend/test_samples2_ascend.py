@@ -60,8 +60,6 @@ def test_a3_25_5_0_one_die() -> None:
     r = parse_info(text(A3_25_5_0))
     assert r.tool_version == "25.5.0" and r.errors == ()
     (c,) = r.chips
-    assert (c.npu_id, c.chip_id, c.phy_id, c.name, c.health, c.bus_id) == (
-        0, 0, 0, "Ascend910", "OK", "0000:84:00.0"
-    )
+    assert (c.npu_id, c.chip_id, c.phy_id, c.name, c.health, c.bus_id) == (0, 0, 0, "Ascend910", "OK", "0000:84:00.0")
     assert c.power_watts == 173.8 and c.temperature_celsius == 34.0
     assert c.hbm_used_bytes == 3144 * MiB and c.hbm_total_bytes == 65536 * MiB
