@@ -29,8 +29,11 @@ start ``s``, end ``e`` and the chunk's start ``a`` and end ``b``: a left-aligned
 where its name starts, a right-aligned cell ends where its name ends, a centred cell shares
 its name's centre.  The chunk goes to the tied field whose nearest alignment anchor is
 closest, ``min(|a - s|, |b - e|, |(a + b) - (s + e)| / 2)``; only when that distance is also
-equal (a layout that is genuinely ambiguous) does the leftmost field win.  The rule is
-property-tested (``tests/cli_toolkit/test_tables_property.py``): any table whose every value
+equal (a layout that is genuinely ambiguous) does the leftmost field win.  Then a repair by
+alignment: when two chunks land on one field and a neighbouring field got
+none, a chunk exactly left- or right-aligned with that neighbour's name (and not with its own
+field's) moves there (mx-smi 2.2.9 prints ``0     MetaX C500`` under ``Board       Name``).  The
+rule is property-tested (``tests/cli_toolkit/test_tables_property.py``): any table whose every value
 overlaps its own column at least as much as any other, and, where tied, is strictly nearer
 its own column's anchor, parses back to exactly its cells.
 """
@@ -117,6 +120,7 @@ def assign_fields(header: Sequence[HeaderField], text: str, *, label: str | None
     bounds = [
         (f.start, header[i + 1].start if i + 1 < len(header) else 1 << 30) for i, f in enumerate(header)
     ]
+    placed: list[tuple[int, int, int, str]] = []  # (field, start, end, chunk)
     for start, end, chunk in _value_chunks(text):
         if label is not None and end <= header[0].start:
             result.setdefault(label, []).append(chunk)
@@ -126,6 +130,20 @@ def assign_fields(header: Sequence[HeaderField], text: str, *, label: str | None
         tied = [i for i, o in enumerate(overlaps) if o == top]
         # min() keeps the first (leftmost) of equal distances: the documented last resort.
         best = min(tied, key=lambda i: _alignment_distance(header[i], start, end))
+        placed.append((best, start, end, chunk))
+    # Alignment repair: two chunks on one field while a neighbouring field got none, and one of
+    # them is exactly aligned with that field's name (``Board       Name`` over
+    # ``0     MetaX C500``: the right-aligned name ends where ``Name`` ends) -> it is that field's.
+    for k, (best, start, end, chunk) in enumerate(placed):
+        if sum(1 for p in placed if p[0] == best) < 2:
+            continue
+        for j in (best - 1, best + 1):
+            if 0 <= j < len(header) and not any(p[0] == j for p in placed):
+                f = header[j]
+                if (end == f.end or start == f.start) and not (end == header[best].end or start == header[best].start):
+                    placed[k] = (j, start, end, chunk)
+                    break
+    for best, _, _, chunk in placed:
         result.setdefault(header[best].name, []).append(chunk)
     return {k: " ".join(v) for k, v in result.items()}
 

@@ -44,7 +44,8 @@ TOOL = "mx-smi"
 #: The driver package installs mx-smi here (searched before PATH).
 SEARCH_PATH = ("/opt/mxdriver/bin", "/usr/bin", "/usr/local/bin")
 
-_VERSION = re.compile(r"mx-smi\s+version:\s*(?P<v>\S+)", re.IGNORECASE)
+# "mx-smi  version: 2.1.12" in the preamble, or only the banner "| MX-SMI 2.2.9  Kernel Mode ...".
+_VERSION = re.compile(r"mx-smi(?:\s+version:\s*|\s+)(?P<v>[0-9]\S*)", re.IGNORECASE)
 _KMD = re.compile(r"Kernel Mode Driver Version:\s*(?P<v>\S+)")
 _MACA = re.compile(r"MACA Version:\s*(?P<v>\S+)")
 _BIOS = re.compile(r"BIOS Version:\s*(?P<v>\S+)")

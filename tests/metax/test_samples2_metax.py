@@ -51,12 +51,6 @@ def test_mx_smi_229_inventory_health_read_from_gpu_state() -> None:
     assert inv.devices[0].versions.driver == "3.4.4" and inv.devices[0].versions.runtime == "3.3.0.15"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mx-smi 2.2.9 Board/GPU layout: the first cell '0     MetaX C500' (board index + name under "
-    "'Board       Name') is not read as the model: UnitReading.model is None and Device.model is "
-    "'unknown', with no problem reported (inv.complete stays True)",
-)
 def test_mx_smi_229_board_layout_model_is_read() -> None:
     t = parse_mx_smi(text())
     assert {r.model for r in t.readings} == {"MetaX C500"}
@@ -64,10 +58,5 @@ def test_mx_smi_229_board_layout_model_is_read() -> None:
     assert {d.model for d in inv.devices} == {"MetaX C500"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the tool version is read only from the 'mx-smi  version:' preamble line; this sample has "
-    "just the banner 'MX-SMI 2.2.9', so MxSmi.mx_smi_version is None",
-)
 def test_mx_smi_229_version_from_banner() -> None:
     assert parse_mx_smi(text()).mx_smi_version == "2.2.9"
