@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from accel.model import HealthState
 from accel.plugin import BackendConfig
 from accel.plugins.metax import PLUGIN
