@@ -1,7 +1,7 @@
 """Bug-report bundles: record what the backends ran, so ``accel ls --replay BUNDLE`` replays it.
 
-Work in progress (issue 13).  Present: :class:`RecordingRunner` (wraps any runner and keeps
-every run as a replay recording) and :func:`write_bundle` (writes the recordings, in the
+:class:`~accel.tools.RecordingRunner` without a directory (wraps any runner and keeps every
+completed run in memory as a replay recording) and :func:`write_bundle` (writes the recordings, in the
 ``ReplayRunner`` JSON format, plus ``MANIFEST`` (JSON, but not named ``*.json``: the replayer
 loads every ``*.json`` file as a recording) into a directory, atomically: a temporary
 sibling directory renamed into place, so a failure leaves no half bundle; size-capped, over the
@@ -32,60 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError
-from .tools import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_S, Recording, Runner, StrPath, ToolResult
+from .tools import Recording, RecordingRunner, StrPath
 
 __all__ = ["DEFAULT_MAX_BYTES", "RecordingRunner", "SysfsCopy", "collect_sysfs", "write_bundle"]
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 """The default size cap of a bundle (64 MiB of recordings and manifest)."""
-
-
-@dataclass
-class RecordingRunner:
-    """A runner that delegates to ``inner`` and keeps every completed run as a :class:`Recording`."""
-
-    inner: Runner
-    recordings: list[Recording] = field(default_factory=list)
-
-    @property
-    def calls(self) -> list[tuple[str, ...]]:
-        """The argv of recent runs, as the inner runner saw them."""
-        return self.inner.calls
-
-    @property
-    def call_count(self) -> int:
-        """How many runs the inner runner has seen."""
-        return self.inner.call_count
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
-        env: Mapping[str, str] | None = None,
-        search_path: Sequence[str] = (),
-        cwd: StrPath | None = None,
-        check: bool = True,
-    ) -> ToolResult:
-        """Run through ``inner`` (never checking there), record the outcome, then check."""
-        result = self.inner.run(
-            argv,
-            timeout_s=timeout_s,
-            max_output_bytes=max_output_bytes,
-            env=env,
-            search_path=search_path,
-            cwd=cwd,
-            check=False,
-        )
-        self.recordings.append(
-            Recording(argv=tuple(argv), stdout=result.stdout, stderr=result.stderr, returncode=result.returncode)
-        )
-        return result.check() if check else result
-
-    def which(self, name: str, search_path: Sequence[str] = ()) -> str | None:
-        """Where ``name`` would be found (asks ``inner``)."""
-        return self.inner.which(name, search_path)
 
 
 #: The attributes of a PCI function :mod:`accel.sysfs` reads (nothing else is copied).

@@ -931,24 +931,30 @@ class RecordingRunner(_CallLog):
     found, timeout, output too large) are not recorded; their error propagates.  Writes are
     atomic.  ``which`` is passed through to ``inner``.
 
+    Without ``directory`` nothing is written: every completed run is kept, in order, in
+    :attr:`recordings` (what ``accel bugreport`` bundles).
+
     :param inner: the runner that really runs the tools, usually :class:`SubprocessRunner`.
-    :param directory: where recordings go; created if missing.
+    :param directory: where recordings go; created if missing.  ``None``: in memory only.
     :param history: how many recent argv ``calls`` keeps.
     """
 
-    def __init__(self, inner: Runner, directory: StrPath, *, history: int = _DEFAULT_HISTORY) -> None:
+    def __init__(self, inner: Runner, directory: StrPath | None = None, *, history: int = _DEFAULT_HISTORY) -> None:
         super().__init__(history)
         self._inner = inner
-        self._dir = Path(directory)
+        self._dir = Path(directory) if directory is not None else None
         self._write_lock = threading.Lock()
-        try:
-            self._dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(f"cannot create recording directory {str(self._dir)!r}: {exc}") from exc
+        #: Every completed run, in order, when recording in memory (no ``directory``).
+        self.recordings: list[Recording] = []
+        if self._dir is not None:
+            try:
+                self._dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot create recording directory {str(self._dir)!r}: {exc}") from exc
 
     @property
-    def directory(self) -> Path:
-        """The directory recordings are written to."""
+    def directory(self) -> Path | None:
+        """The directory recordings are written to (``None``: in memory)."""
         return self._dir
 
     def run(
@@ -977,6 +983,12 @@ class RecordingRunner(_CallLog):
         return result.check() if check else result
 
     def _write(self, result: ToolResult) -> None:
+        if self._dir is None:
+            rec = Recording(argv=tuple(result.argv), stdout=result.stdout, stderr=result.stderr,
+                            returncode=result.returncode)
+            with self._write_lock:
+                self.recordings.append(rec)
+            return
         record = {
             "argv": list(result.argv),
             "returncode": result.returncode,
@@ -1008,4 +1020,5 @@ class RecordingRunner(_CallLog):
         return self._inner.which(name, search_path)
 
     def __repr__(self) -> str:
-        return f"RecordingRunner({self._inner!r}, {str(self._dir)!r}, call_count={self.call_count})"
+        where = str(self._dir) if self._dir is not None else None
+        return f"RecordingRunner({self._inner!r}, {where!r}, call_count={self.call_count})"
