@@ -44,6 +44,7 @@ __all__ = [
     "IncompatiblePluginError",
     "LibraryNotFoundError",
     "NotSupportedError",
+    "OutOfBoundsError",
     "ParseError",
     "PermissionDeniedError",
     "PluginError",
@@ -88,6 +89,22 @@ class ValidationError(AccelError):
     def __init__(self, message: str, *, field: str | None = None, code: str | None = None) -> None:
         super().__init__(message, code=code)
         self.field = field
+
+
+class OutOfBoundsError(ValidationError):
+    """A reading no device can have (outside the unit's physical bounds, or not finite).
+
+    Not raised by reads: toolkit plugins collect it, leave the value out (``None``: unknown)
+    and report it as a ``field`` problem naming ``device_id`` and ``field``.
+    """
+
+    code = "model.out-of-bounds"
+
+    def __init__(
+        self, message: str, *, field: str | None = None, device_id: str | None = None, code: str | None = None
+    ) -> None:
+        super().__init__(message, field=field, code=code)
+        self.device_id = device_id
 
 
 class ProfileError(AccelError):

@@ -5,9 +5,10 @@ All models are frozen pydantic v2 models with SI units in field names (``*_bytes
 backend can never report is named in ``unsupported``.
 """
 
+from ._base import BOUNDS, bound_of, extra_problem
 from ._pci import normalize_bus_id
 from ._schema import json_schema
-from ._validate import validate
+from ._validate import OutOfBounds, validate, validate_reading
 from .device import (
     Binding,
     Capabilities,
@@ -57,6 +58,7 @@ from .topology import (
 )
 
 __all__ = [
+    "BOUNDS",
     "FAST_LINKS",
     "SCHEMA_VERSION",
     "Action",
@@ -84,6 +86,7 @@ __all__ = [
     "MemoryRegion",
     "NumaNode",
     "Operational",
+    "OutOfBounds",
     "Partition",
     "PartitionFamily",
     "PartitionMode",
@@ -103,13 +106,16 @@ __all__ = [
     "Telemetry",
     "ThermalLimits",
     "VersionInfo",
+    "bound_of",
     "derive_state",
     "device_id_for",
     "distance_matrix",
+    "extra_problem",
     "is_placeholder_identity",
     "json_schema",
     "level_of",
     "normalize_bus_id",
     "pcie_level",
     "validate",
+    "validate_reading",
 ]

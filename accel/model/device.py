@@ -11,12 +11,14 @@ from pydantic import Field, field_validator, model_validator
 from ._base import (
     QUALIFIED_NAME,
     Bytes,
+    BytesPerSecond,
     Celsius,
+    Count,
     Hertz,
     Model,
-    NonNegInt,
     VendorExtras,
     Watts,
+    extra_problem,
 )
 from ._pci import BUS_ID
 from .health import Health
@@ -192,10 +194,10 @@ class PciInfo(Model):
     pcie_root: str | None = Field(default=None, pattern=r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
     #: Bus ids of the bridges from the root port down to (not including) the device.
     bridge_path: tuple[str, ...] | None = None
-    link_gen_max: NonNegInt | None = None
-    link_width_max: NonNegInt | None = None
-    link_gen_current: NonNegInt | None = None
-    link_width_current: NonNegInt | None = None
+    link_gen_max: Count | None = None
+    link_width_max: Count | None = None
+    link_gen_current: Count | None = None
+    link_width_current: Count | None = None
     is_virtual_function: bool | None = None
     parent_bus_id: str | None = None
 
@@ -225,8 +227,8 @@ class MemoryRegion(Model):
     used_bytes: Bytes | None = None
     reserved_bytes: Bytes | None = None
     generation: str | None = None
-    bus_width_bits: NonNegInt | None = None
-    max_bandwidth_bytes_per_s: NonNegInt | None = None
+    bus_width_bits: Count | None = None
+    max_bandwidth_bytes_per_s: BytesPerSecond | None = None
     ecc_supported: bool | None = None
     ecc_enabled: bool | None = None
     ecc_pending: bool | None = None
@@ -252,11 +254,11 @@ class MemoryRegion(Model):
 class ComputeInfo(Model):
     """Compute resources: SMs, CUs, AI cores, clusters... ``unit_kind`` says which."""
 
-    units: NonNegInt | None = None
+    units: Count | None = None
     unit_kind: str | None = None
     max_clock_hertz: Hertz | None = None
     memory_max_clock_hertz: Hertz | None = None
-    engines: dict[str, NonNegInt] = Field(default_factory=dict)
+    engines: dict[str, Count] = Field(default_factory=dict)
 
 
 class PowerLimits(Model):
@@ -298,7 +300,7 @@ class SharingInfo(Model):
     """How the device may be shared by several workloads (software shares)."""
 
     mode: SharingMode = SharingMode.EXCLUSIVE
-    replicas: NonNegInt | None = None
+    replicas: Count | None = None
     #: The scheduler may divide memory and compute: a share is (memory bytes, compute ratio).
     divisible_memory: bool = False
     divisible_compute: bool = False
@@ -336,7 +338,7 @@ class Device(Model):
     vendor: str = Field(pattern=r"^[a-z][a-z0-9_-]*$")
     kind: DeviceKind
     model: str = Field(min_length=1)
-    index: NonNegInt | None = None
+    index: Count | None = None
     uuid: str | None = None
     uuid_synthesized: bool = False
     serial_number: str | None = None
@@ -347,7 +349,7 @@ class Device(Model):
     isa: str | None = None
     form_factor: FormFactor | None = None
     pci: PciInfo | None = None
-    numa_node: int | None = Field(default=None, ge=0)
+    numa_node: Count | None = None
     cpu_affinity: str | None = Field(default=None, pattern=r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
     #: The board (card) this unit sits on, when one card carries several (Ascend 310P Duo, MLU370-X8).
     board_id: str | None = None
@@ -377,6 +379,9 @@ class Device(Model):
         for key in value:
             if not QUALIFIED_NAME.match(key):
                 raise ValueError(f"vendor extra keys are qualified names '<domain>/<name>', got {key!r}")
+            why = extra_problem(key, value[key])
+            if why is not None:
+                raise ValueError(f"vendor extra {key!r} = {value[key]!r} is {why}")
         return value
 
     @field_validator("unsupported")

@@ -8,7 +8,7 @@ from typing import Final, Literal
 
 from pydantic import Field, model_validator
 
-from ._base import Bytes, Model, NonNegInt
+from ._base import Bytes, Count, Model
 from .device import Device
 from .partition import Partition, PartitionProfile
 from .telemetry import ProcessUsage
@@ -22,16 +22,16 @@ SCHEMA_VERSION: Final = "1.1"
 
 
 class NumaNode(Model):
-    id: NonNegInt
+    id: Count
     cpuset: str | None = Field(default=None, pattern=r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
     memory_bytes: Bytes | None = None
-    socket: NonNegInt | None = None
+    socket: Count | None = None
 
 
 class Host(Model):
     hostname: str = Field(min_length=1)
     machine_id: str | None = None
-    cpu_count: NonNegInt | None = None
+    cpu_count: Count | None = None
     memory_bytes: Bytes | None = None
     numa_nodes: tuple[NumaNode, ...] = ()
     rack: str | None = None
@@ -45,7 +45,7 @@ class SourceInfo(Model):
     api: str | None = None
     api_version: str | None = None
     detail: str | None = None
-    tool_invocations: NonNegInt | None = None
+    tool_invocations: Count | None = None
 
 
 class ProblemKind(StrEnum):

@@ -6,7 +6,7 @@ from enum import StrEnum
 
 from pydantic import Field, model_validator
 
-from ._base import Bytes, Model, NonNegInt, Ratio
+from ._base import Bytes, Count, Model, Ratio
 from .device import Binding
 from .health import Health
 
@@ -22,7 +22,7 @@ class PartitionFamily(StrEnum):
 class Placement(Model):
     """A slot range on the parent: ``start`` and ``size`` in the parent's memory slices."""
 
-    start: NonNegInt
+    start: Count
     size: int = Field(gt=0)
 
     @property
@@ -39,12 +39,12 @@ class PartitionProfile(Model):
     name: str = Field(min_length=1)
     parent_id: str
     family: PartitionFamily = PartitionFamily.HARDWARE_ISOLATED
-    profile_id: NonNegInt | None = None
+    profile_id: Count | None = None
     memory_bytes: Bytes | None = None
-    compute_units: NonNegInt | None = None
+    compute_units: Count | None = None
     compute_ratio: Ratio | None = None
-    memory_slices: NonNegInt | None = None
-    max_instances: NonNegInt | None = None
+    memory_slices: Count | None = None
+    max_instances: Count | None = None
     placements: tuple[Placement, ...] = ()
 
 
@@ -57,10 +57,10 @@ class Partition(Model):
     family: PartitionFamily = PartitionFamily.HARDWARE_ISOLATED
     placement: Placement | None = None
     uuid: str | None = None
-    gi_id: NonNegInt | None = None
-    ci_id: NonNegInt | None = None
+    gi_id: Count | None = None
+    ci_id: Count | None = None
     memory_bytes: Bytes | None = None
-    compute_units: NonNegInt | None = None
+    compute_units: Count | None = None
     compute_ratio: Ratio | None = None
     binding: Binding = Field(default_factory=Binding)
     health: Health = Field(default_factory=Health)

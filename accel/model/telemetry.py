@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import Field, field_validator, model_validator
 
-from ._base import Bytes, Celsius, Hertz, Joules, Model, NonNegInt, Ratio, Watts
+from ._base import Bytes, BytesPerSecond, Celsius, Counter, Hertz, Joules, Model, NonNegInt, Ratio, Watts
 
 __all__ = ["LinkCounters", "ProcessUsage", "Telemetry"]
 
@@ -15,11 +15,11 @@ class LinkCounters(Model):
     """Counters of one device link (NVLink, xGMI...), monotonic ``*_total``."""
 
     link: str
-    rx_bytes_total: NonNegInt | None = None
-    tx_bytes_total: NonNegInt | None = None
-    crc_errors_total: NonNegInt | None = None
-    replay_errors_total: NonNegInt | None = None
-    recovery_errors_total: NonNegInt | None = None
+    rx_bytes_total: Counter | None = None
+    tx_bytes_total: Counter | None = None
+    crc_errors_total: Counter | None = None
+    replay_errors_total: Counter | None = None
+    recovery_errors_total: Counter | None = None
 
 
 class Telemetry(Model):
@@ -39,12 +39,12 @@ class Telemetry(Model):
     clocks_hertz: dict[str, Hertz] = Field(default_factory=dict)
     fan_ratio: Ratio | None = None
     throttle_reasons: tuple[str, ...] = ()
-    pcie_rx_bytes_per_s: NonNegInt | None = None
-    pcie_tx_bytes_per_s: NonNegInt | None = None
-    pcie_replay_total: NonNegInt | None = None
-    ecc_corrected_total: NonNegInt | None = None
-    ecc_uncorrected_total: NonNegInt | None = None
-    retired_pages_total: NonNegInt | None = None
+    pcie_rx_bytes_per_s: BytesPerSecond | None = None
+    pcie_tx_bytes_per_s: BytesPerSecond | None = None
+    pcie_replay_total: Counter | None = None
+    ecc_corrected_total: Counter | None = None
+    ecc_uncorrected_total: Counter | None = None
+    retired_pages_total: Counter | None = None
     links: tuple[LinkCounters, ...] = ()
     unsupported: frozenset[str] = frozenset()
 

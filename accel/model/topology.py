@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
-from ._base import Model, NonNegInt
+from ._base import BytesPerSecond, Count, Model
 
 if TYPE_CHECKING:
     from .device import Device
@@ -144,11 +144,11 @@ class Link(Model):
     a: str
     b: str
     type: LinkType
-    count: NonNegInt = 1
-    bandwidth_bytes_per_s: NonNegInt | None = None
+    count: Count = 1
+    bandwidth_bytes_per_s: BytesPerSecond | None = None
     state: LinkState = LinkState.UP
     via: str | None = None
-    generation: NonNegInt | None = None
+    generation: Count | None = None
 
     @model_validator(mode="after")
     def _distinct(self) -> Link:
@@ -183,7 +183,7 @@ class Domain(Model):
     id: str = Field(min_length=1)
     kind: DomainKind
     members: tuple[str, ...] = Field(min_length=1)
-    bandwidth_bytes_per_s: NonNegInt | None = None
+    bandwidth_bytes_per_s: BytesPerSecond | None = None
 
     @property
     def size(self) -> int:

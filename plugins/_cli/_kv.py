@@ -11,7 +11,6 @@ are kept in :attr:`KVSection.loose` so callers can reject or ignore them knowing
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -19,7 +18,21 @@ from ._text import SourceLine, split_lines
 
 __all__ = ["KVEntry", "KVSection", "parse_kv"]
 
-_SEP = re.compile(r"\s*:(?=\s|$)\s*")
+
+
+def _separator(body: str) -> tuple[int, int] | None:
+    """``(start, end)`` of the first ``:`` followed by whitespace or the end of ``body``, with
+    the whitespace around it; ``None`` when there is none.  Linear in ``body`` (a regex with
+    ``\\s*:`` and ``search`` rescans every run of spaces, quadratic on one long line)."""
+    i = body.find(":")
+    while i != -1:
+        after = i + 1
+        if after == len(body) or body[after].isspace():
+            start = len(body[:i].rstrip())
+            end = len(body) - len(body[after:].lstrip())
+            return start, end
+        i = body.find(":", after)
+    return None
 
 
 @dataclass(frozen=True)
@@ -103,6 +116,14 @@ def parse_kv(text: str | Sequence[SourceLine]) -> KVSection:
     stack: list[tuple[int, KVSection]] = [(-1, root)]
     block = 0
     pending_blank = False
+    # The indent of the next non-blank line after each position, computed once (looking ahead
+    # from every line would be quadratic in the number of lines).
+    next_indent: list[int | None] = [None] * len(lines)
+    following: int | None = None
+    for pos in range(len(lines) - 1, -1, -1):
+        next_indent[pos] = following
+        if not lines[pos].blank:
+            following = _indent(lines[pos].text)
     for pos, line in enumerate(lines):
         if line.blank:
             pending_blank = True
@@ -115,13 +136,13 @@ def parse_kv(text: str | Sequence[SourceLine]) -> KVSection:
             stack.pop()
         current = stack[-1][1]
         body = line.text.strip()
-        m = _SEP.search(body)
-        if m and m.start() > 0:
-            key = " ".join(body[: m.start()].split())
-            current.entries.append(KVEntry(key, body[m.end() :].strip(), line, block))
+        sep = _separator(body)
+        if sep is not None and sep[0] > 0:
+            key = " ".join(body[: sep[0]].split())
+            current.entries.append(KVEntry(key, body[sep[1] :].strip(), line, block))
             continue
-        nxt = next((ln for ln in lines[pos + 1 :] if not ln.blank), None)
-        if nxt is not None and _indent(nxt.text) > indent:
+        nxt = next_indent[pos]
+        if nxt is not None and nxt > indent:
             sec = KVSection(body.rstrip(":").strip(), line)
             current.sections.append(sec)
             stack.append((indent, sec))

@@ -83,10 +83,37 @@ class ProcessRow:
     line: SourceLine
 
 
-_PROC_ROW = re.compile(
-    r"^\s*\|?\s*(?P<dev>[0-9]+)\s+(?:(?:N/A|[0-9]+)\s+(?:N/A|[0-9]+)\s+)?(?P<pid>[0-9]+)\s+"
-    r"(?:[CGM+]{1,3}\s+)?(?P<name>\S.*?)\s+(?P<mem>[0-9]+(?:\.[0-9]+)?\s*(?:[KMG]i?B)?)\s*\|?\s*$"
+# ``<dev> [GI CI] <pid> [type]`` at the start of a row; possessive quantifiers, so a long
+# line that is no process row fails in linear time.  The name and the memory at the end are
+# split off without a regex (a lazy name before ``\s+<mem>$`` is quadratic on long lines).
+_PROC_HEAD = re.compile(
+    r"\s*+(?:\|\s*+)?(?P<dev>[0-9]++)\s++(?:(?:N/A|[0-9]++)\s++(?:N/A|[0-9]++)\s++)?(?P<pid>[0-9]++)\s++"
+    r"(?:[CGM+]{1,3}\s++)?(?=\S)"
 )
+_PROC_MEM = re.compile(r"[0-9]++(?:\.[0-9]++)?(?:[KMG]i?B)?")
+_PROC_UNIT = re.compile(r"[KMG]i?B")
+
+
+def _process_row(text: str) -> tuple[int, int, str, str] | None:
+    """``(dev, pid, name, memory text)`` of a process row, or ``None``."""
+    m = _PROC_HEAD.match(text)
+    if m is None:
+        return None
+    body = text[m.end() :].rstrip()
+    if body.endswith("|"):
+        body = body[:-1].rstrip()
+    parts = body.rsplit(None, 1)
+    if len(parts) != 2:
+        return None
+    name, mem = parts
+    if _PROC_UNIT.fullmatch(mem):
+        more = name.rsplit(None, 1)
+        if len(more) != 2:
+            return None
+        name, mem = more[0], more[1] + mem
+    if not _PROC_MEM.fullmatch(mem) or not name.strip():
+        return None
+    return int(m.group("dev")), int(m.group("pid")), name, mem
 
 
 def parse_process_rows(lines: Sequence[SourceLine], ctx: ParseContext, *, bare_unit: str = "MiB") -> list[ProcessRow]:
@@ -103,12 +130,13 @@ def parse_process_rows(lines: Sequence[SourceLine], ctx: ParseContext, *, bare_u
         if not seen_banner:
             seen_banner = "process" in line.text.lower()
             continue
-        m = _PROC_ROW.match(line.text)
-        if not m or "process" in line.text.lower():
+        row = _process_row(line.text)
+        if row is None or "process" in line.text.lower():
             continue
+        dev, pid, name, mem_text = row
         with ctx.at(line):
-            mem = parse_bytes(m.group("mem").replace(" ", ""), bare_unit=bare_unit, binary_prefixes=True)
-        rows.append(ProcessRow(int(m.group("dev")), int(m.group("pid")), clean(m.group("name")), mem, line))
+            mem = parse_bytes(mem_text, bare_unit=bare_unit, binary_prefixes=True)
+        rows.append(ProcessRow(dev, pid, clean(name), mem, line))
     return rows
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-from accel.errors import AccelError, ParseError, ToolError
+from accel.errors import AccelError, OutOfBoundsError, ParseError, ToolError
 from accel.model import (
     Action,
     Binding,
@@ -186,6 +186,8 @@ def unread_units(
 
 
 def _kind_of(exc: AccelError) -> ProblemKind:
+    if isinstance(exc, OutOfBoundsError):
+        return ProblemKind.FIELD
     if isinstance(exc, ToolError):
         return ProblemKind.COMMAND
     if isinstance(exc, ParseError):

@@ -35,7 +35,8 @@ __all__ = [
 ]
 
 
-_RULE_LINE = re.compile(r"^\s*[+|]?[-=+| ]*$")
+# Possessive quantifiers: a long line of spaces that is no rule fails in linear time.
+_RULE_LINE = re.compile(r"^\s*+[-=+| ]*+$")
 
 
 def is_rule(text: str) -> bool:

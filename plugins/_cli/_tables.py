@@ -211,7 +211,9 @@ def find_aligned_table(
 # Box-drawing tables
 # --------------------------------------------------------------------------------------------
 
-_RULE = re.compile(r"^\s*[+|][-=+|: ]*[-=][-=+|: ]*$")
+# Possessive: a long line of dashes with one stray character fails in linear time (the dash
+# that must be there is checked by ``_is_rule``'s "---" / "===").
+_RULE = re.compile(r"^\s*+[+|][-=+|: ]*+$")
 
 
 def _is_rule(text: str) -> bool:

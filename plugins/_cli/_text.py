@@ -13,7 +13,13 @@ from dataclasses import dataclass
 
 from accel.errors import ParseError
 
-__all__ = ["ParseContext", "SourceLine", "split_lines"]
+__all__ = ["MAX_LINE_CHARS", "ParseContext", "SourceLine", "split_lines"]
+
+#: The longest line a text parser accepts.  The widest line of every sampled tool is under
+#: 700 characters (a 64-device topology matrix would be ~900); a longer line is garbage, and
+#: refusing it up front keeps every parser's time linear in the output (a tool timeout
+#: covers the tool, not our parsing).
+MAX_LINE_CHARS = 8192
 
 # Characters that break naive parsers but carry no meaning in a table: BOM, NUL, ANSI colour.
 _INVISIBLE = str.maketrans({"\ufeff": None, "\x00": None})
@@ -59,20 +65,39 @@ def split_lines(text: str, *, expand_tabs: int | None = 8) -> list[SourceLine]:
     (column positions matter for aligned tables), ANSI colour sequences, BOMs and NULs are
     removed, and tabs are expanded to ``expand_tabs`` columns (``None`` keeps them) so that a
     header starting with a TAB (``npu-smi info -t topo``) lines up with its rows.
+
+    A line longer than :data:`MAX_LINE_CHARS` (after tab expansion) raises
+    :class:`~accel.errors.ParseError` naming its number and length: no tool prints one, and
+    table parsers would spend time per character on it again and again.
     """
     result: list[SourceLine] = []
     for i, raw in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), start=1):
+        if len(raw) > MAX_LINE_CHARS:
+            _too_long(raw, i)
         line = (
             _strip_ansi(raw.translate(_INVISIBLE))
             if ("\x1b" in raw or "\ufeff" in raw or "\x00" in raw)
             else raw
         )
         if expand_tabs is not None and "\t" in line:
+            if line.count("\t") * expand_tabs + len(line) > MAX_LINE_CHARS:
+                _too_long(line, i)
             line = line.expandtabs(expand_tabs)
+            if len(line) > MAX_LINE_CHARS:
+                _too_long(line, i)
         result.append(SourceLine(line, i))
     if result and not result[-1].text:
         result.pop()  # the newline at the end of the output is not a line
     return result
+
+
+def _too_long(line: str, lineno: int) -> None:
+    raise ParseError(
+        f"line {lineno} is {len(line)} characters long; no tool output line is longer than "
+        f"{MAX_LINE_CHARS} (garbage in the output)",
+        line=line[:80] + "...",
+        lineno=lineno,
+    )
 
 
 @dataclass(frozen=True)

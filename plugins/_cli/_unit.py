@@ -3,12 +3,14 @@ with the same rules for every vendor (stable ids, ``used > total`` as a conditio
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-from accel.errors import AccelError, ParseError
+from accel.errors import AccelError, OutOfBoundsError, ParseError
 from accel.model import (
     Action,
     Binding,
@@ -17,12 +19,15 @@ from accel.model import (
     DeviceKind,
     HealthCondition,
     MemoryKind,
+    OutOfBounds,
     Severity,
     SourceInfo,
     Subsystem,
     Telemetry,
+    bound_of,
     device_id_for,
-    validate,
+    extra_problem,
+    validate_reading,
 )
 
 __all__ = [
@@ -129,13 +134,18 @@ def build_unit(
     unsupported: Iterable[str] = (),
     timestamp: datetime,
     telemetry_unsupported: Iterable[str] = (),
+    problems: list[AccelError] | None = None,
 ) -> tuple[Device, Telemetry]:
     """The :class:`Device` and its :class:`Telemetry` sample for one reading.
 
-    Raises :class:`ParseError` (no stable id) or :class:`accel.errors.ValidationError` (a value
-    the model refuses); the caller turns either into "this device is bad" without hiding others.
+    A value outside the model's physical bounds (:data:`accel.model.BOUNDS`) is left out
+    (unknown) and appended to ``problems`` as an :class:`~accel.errors.OutOfBoundsError`
+    (a ``field`` problem of the snapshot); without ``problems`` it is an error.  Raises
+    :class:`ParseError` (no stable id) or :class:`accel.errors.ValidationError` (a value the
+    model refuses); the caller turns either into "this device is bad" without hiding others.
     """
     dev_id = reading.stable_id(vendor)
+    reading, out_of_bounds = _bounded(reading)
     conditions = list(reading.conditions)
     used = reading.memory_used_bytes
     cond = memory_condition(reading.memory_total_bytes, used, tool=tool)
@@ -202,8 +212,8 @@ def build_unit(
         "unsupported": frozenset(unsupported),
     }
     data["unsupported"] = frozenset(unsupported) | _silent_device_fields(data)
-    device = validate(Device, data, what=f"{vendor} device {dev_id}")
-    sample = validate(
+    device, dropped = validate_reading(Device, data, what=f"{vendor} device {dev_id}")
+    sample, dropped_t = validate_reading(
         Telemetry,
         {
             "device_id": dev_id,
@@ -222,7 +232,66 @@ def build_unit(
         },
         what=f"{vendor} telemetry of {dev_id}",
     )
+    _report_dropped(vendor, dev_id, tool, (*out_of_bounds, *dropped, *dropped_t), problems)
     return device, sample
+
+
+def _report_dropped(
+    vendor: str, dev_id: str, tool: str, dropped: Sequence[OutOfBounds], problems: list[AccelError] | None
+) -> None:
+    for item in dropped:
+        err = OutOfBoundsError(
+            f"{tool} printed {item.field} = {item.value!r} for {dev_id}, which no device can have "
+            f"({item.reason}); left out as unknown",
+            field=item.field,
+            device_id=dev_id,
+        )
+        if problems is None:
+            raise err
+        problems.append(err)
+
+
+def _bounded(reading: UnitReading) -> tuple[UnitReading, list[OutOfBounds]]:
+    """``reading`` without the values outside their unit's physical bounds (by the unit suffix
+    of the field: ``memory_total_bytes``, ``power_watts``, ``clocks_hertz``...), and those."""
+    dropped: list[OutOfBounds] = []
+    changes: dict[str, Any] = {}
+    for f in fields(UnitReading):
+        value = getattr(reading, f.name)
+        bound = bound_of(f.name)
+        if isinstance(value, dict):
+            if f.name == "extras":
+                kept = {k: v for k, v in value.items() if extra_problem(k, v) is None}
+                dropped.extend(
+                    OutOfBounds(f"extras[{k!r}]", v, str(extra_problem(k, v)))
+                    for k, v in value.items()
+                    if k not in kept
+                )
+            else:
+                kept = {k: v for k, v in value.items() if _within(v, bound)}
+                dropped.extend(
+                    OutOfBounds(f"{f.name}[{k!r}]", v, _why(bound)) for k, v in value.items() if k not in kept
+                )
+            if len(kept) != len(value):
+                changes[f.name] = kept
+        elif not _within(value, bound):
+            dropped.append(OutOfBounds(f.name, value, _why(bound)))
+            changes[f.name] = None
+    if not changes:
+        return reading, dropped
+    return dataclasses.replace(reading, **changes), dropped
+
+
+def _within(value: object, bound: tuple[float, float] | None) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return True
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return bound is None or bound[0] <= value <= bound[1]
+
+
+def _why(bound: tuple[float, float] | None) -> str:
+    return "not a finite number" if bound is None else f"outside {bound[0]:g}..{bound[1]:g}"
 
 
 #: Device fields a CLI view either prints or never prints (architecture: none of these tools).
@@ -276,7 +345,7 @@ def build_units(
     for reading in readings:
         try:
             options = {**common, **(per_unit(reading) if per_unit is not None else {})}
-            device, sample = build_unit(reading, vendor=vendor, **options)
+            device, sample = build_unit(reading, vendor=vendor, problems=problems, **options)
         except AccelError as exc:
             problems.append(exc)
             continue
