@@ -96,10 +96,6 @@ class _Outcome(Generic[T]):
     timed_out: bool = False
     elapsed_s: float = 0.0
 
-    @property
-    def ok(self) -> bool:
-        return self.error is None and not self.timed_out
-
 
 def _call_with_deadline(fn: Callable[[], T], deadline_s: float, *, name: str = "accel-plugin-call") -> _Outcome[T]:
     """Call ``fn()`` in a daemon thread and wait at most ``deadline_s`` seconds for it.
