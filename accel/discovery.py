@@ -5,24 +5,30 @@
     >>> with accel.open_session() as session:     # every present backend
     ...     inv = session.inventory()             # one HostInventory, all vendors
 
-Backends come from the ``accel.backends`` entry points (loaded with stevedore, nothing
-constructed at load) and from :func:`accel.plugin.register`.  Every failure (an import that
-raises, a probe that raises or hangs, an incompatible plugin API, an open that fails) becomes
-an entry of the :class:`DiscoveryReport`; it never stops the other backends.
+Backends come from the ``accel.backends`` entry points (read with :mod:`importlib.metadata`,
+nothing imported until a backend is considered) and from :func:`accel.plugin.register`.  Every
+failure (an import that raises anything or hangs, a probe that raises or hangs, an incompatible
+plugin API, a name declared by two distributions, an open or read that fails, hangs or returns
+the wrong type) becomes an entry of the :class:`DiscoveryReport`; it never stops the other
+backends.  Every call into plugin code runs under a deadline in a worker thread
+(``_call_with_deadline``); what that costs and cannot do is in ``docs/isolation.md``.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import math
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Generic, Self, TypeVar
 
 from .errors import (
     AccelError,
@@ -39,6 +45,7 @@ from .plugin import (
     Backend,
     BackendConfig,
     BackendPlugin,
+    PluginInfo,
     ProbeResult,
     ProbeStatus,
     negotiate,
@@ -47,11 +54,16 @@ from .plugin import (
 from .sysfs import enrich_inventory
 
 __all__ = [
+    "CODE_DUPLICATE",
+    "CODE_INVALID_RETURN",
+    "CODE_TIMEOUT",
+    "OWN_DISTRIBUTION",
     "BackendEntry",
     "DiscoveryReport",
     "EntryStatus",
     "Session",
     "Stage",
+    "call_deadline",
     "discover",
     "open_session",
     "parse_selection",
@@ -59,6 +71,69 @@ __all__ = [
 ]
 
 ENV_SELECTION = "ACCEL_BACKENDS"
+
+
+# --- Isolation: one call into plugin code under a deadline, in a daemon worker thread. ---------
+#
+# Discovery and Session call into plugins (import, factory, probe, open, every read, close) only
+# through _call_with_deadline.  The call runs in a fresh daemon thread; the caller waits at most
+# the deadline and gets an _Outcome: the value, the exception (any BaseException: SystemExit and
+# KeyboardInterrupt raised by plugin code included; a real Ctrl-C is delivered to the main thread,
+# never to a worker, so one seen in a worker was raised by the plugin), or timed_out.  Python
+# cannot cancel a thread: a call past its deadline keeps its thread (and what it holds) until it
+# returns by itself or the process exits, and the caller never calls that plugin object again; a
+# late value is dropped.  A plugin calling os._exit or crashing the interpreter cannot be stopped.
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Outcome(Generic[T]):
+    """The result of one call under a deadline: exactly one of the three is set."""
+
+    value: T | None = None
+    error: BaseException | None = None
+    timed_out: bool = False
+    elapsed_s: float = 0.0
+
+
+def _call_with_deadline(fn: Callable[[], T], deadline_s: float, *, name: str = "accel-plugin-call") -> _Outcome[T]:
+    """Call ``fn()`` in a daemon thread and wait at most ``deadline_s`` seconds for it.
+
+    Never raises for what ``fn`` does; a ``KeyboardInterrupt`` of the *caller's* thread (the
+    user pressing Ctrl-C while it waits) propagates as usual.  ``fn`` runs in a copy of the
+    caller's :mod:`contextvars` context.
+    """
+    box: dict[str, object] = {}
+    done = threading.Event()
+    ctx = contextvars.copy_context()
+
+    def target() -> None:
+        try:
+            box["value"] = ctx.run(fn)
+        except BaseException as exc:  # noqa: BLE001 - plugin code must never take the caller down
+            box["error"] = exc
+        finally:
+            done.set()
+
+    start = time.monotonic()
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    finished = done.wait(deadline_s if math.isfinite(deadline_s) else None)
+    elapsed = time.monotonic() - start
+    if not finished:
+        return _Outcome(timed_out=True, elapsed_s=elapsed)
+    if "error" in box:
+        err = box["error"]
+        assert isinstance(err, BaseException)
+        return _Outcome(error=err, elapsed_s=elapsed)
+    return _Outcome(value=box.get("value"), elapsed_s=elapsed)  # type: ignore[arg-type]
+
+
+def _describe(exc: BaseException) -> str:
+    """``TypeName: message`` on one line (``SystemExit: 3``, ``KeyboardInterrupt``)."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class EntryStatus(StrEnum):
@@ -169,93 +244,135 @@ def parse_selection(text: str | None) -> Selection:
     return Selection(frozenset(allow) if allow else None, frozenset(deny))
 
 
+#: The distribution accel itself ships in: its backends win a name clash (see ``docs/isolation.md``).
+OWN_DISTRIBUTION = "accel-sdk"
+
+#: Error codes of the isolation layer (on :class:`~accel.errors.PluginError` subclasses).
+CODE_TIMEOUT = "plugin.timeout"
+CODE_INVALID_RETURN = "plugin.invalid-return"
+CODE_DUPLICATE = "plugin.duplicate-name"
+
+
+def call_deadline(config: BackendConfig) -> float:
+    """Seconds one call into a plugin may take (import, open, each read, close).
+
+    ``config.call_timeout_s`` when set, else ``2 * tool_timeout_s + 1``: a read may run a
+    vendor tool up to its own timeout and parse it; the probe keeps ``probe_timeout_s``.
+    """
+    if config.call_timeout_s is not None:
+        return _seconds(config.call_timeout_s, "call_timeout_s")
+    return 2.0 * _seconds(config.tool_timeout_s, "tool_timeout_s") + 1.0
+
+
+def _seconds(value: float, what: str) -> float:
+    """A positive number of seconds (``inf``: no deadline) or a :class:`ConfigError`."""
+    seconds = float(value)
+    if math.isnan(seconds) or seconds <= 0:
+        raise ConfigError(f"BackendConfig.{what} must be a positive number of seconds, got {value!r}")
+    return seconds
+
+
 def refresh() -> None:
     """Forget cached entry points so a plugin installed while the process runs is seen."""
-    import stevedore
+    import importlib
+    import sys
 
-    cache = getattr(stevedore.ExtensionManager, "ENTRY_POINT_CACHE", None)
+    importlib.invalidate_caches()  # importlib.metadata's path cache included
+    stevedore = sys.modules.get("stevedore")
+    cache = getattr(getattr(stevedore, "ExtensionManager", None), "ENTRY_POINT_CACHE", None)
     if isinstance(cache, dict):
         cache.clear()
 
 
-def _load_entry_points(report: DiscoveryReport, selection: Selection) -> dict[str, Callable[[], object]]:
-    """Stevedore over the group; failures of import are recorded, nothing is constructed."""
-    import stevedore
+def _dist_label(ep: Any) -> str:
+    """``name version`` of the distribution that declares ``ep`` (``?`` when unknown)."""
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return "an unknown distribution"
+    try:
+        name = dist.metadata["Name"] or "?"
+        return f"{name} {dist.version}"
+    except Exception:  # noqa: BLE001 - broken metadata is still a distribution we can name
+        return "a distribution with unreadable metadata"
 
-    # stevedore keeps a class-level cache per namespace; without this a plugin installed (or a
-    # dist-info added to sys.path) while the process runs would stay invisible.
+
+def _is_own(ep: Any) -> bool:
+    dist = getattr(ep, "dist", None)
+    try:
+        name = str(dist.metadata["Name"] or "") if dist is not None else ""
+    except Exception:  # noqa: BLE001
+        return False
+    return name.replace("_", "-").lower() == OWN_DISTRIBUTION
+
+
+def _entry_points_by_name() -> dict[str, list[Any]]:
+    """Every ``accel.backends`` entry point, grouped by name (same name and value: once)."""
+    from importlib.metadata import entry_points
+
+    out: dict[str, list[Any]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        same = out.setdefault(ep.name, [])
+        if all(other.value != ep.value for other in same):
+            same.append(ep)
+    return out
+
+
+def _load_entry_points(report: DiscoveryReport, selection: Selection) -> dict[str, Callable[[], object]]:
+    """Read the group's metadata; nothing is imported here (the loaders import, under a deadline).
+
+    A denied name is a ``disabled`` entry and is never imported.  A name declared by several
+    distributions: the one of accel's own distribution wins and each other becomes a
+    ``rejected`` entry ``NAME@DIST``; without one of accel's, none is loaded and the name is a
+    ``failed`` entry naming every distribution.
+    """
     refresh()
     loaders: dict[str, Callable[[], object]] = {}
-    failures: list[tuple[str, BaseException]] = []
-
-    def on_failure(_mgr: object, ep: Any, exc: BaseException) -> None:
-        failures.append((str(getattr(ep, "name", ep)), exc))
-
-    mgr: stevedore.ExtensionManager[Any]
-    if selection.allow is None and not selection.deny:
-        mgr = stevedore.ExtensionManager(
-            namespace=ENTRY_POINT_GROUP,
-            invoke_on_load=False,
-            on_load_failure_callback=on_failure,
-        )
-    else:
-        # Only the permitted names are loaded, so a denied plugin is never imported.
-        names = _entry_point_names()
-        allowed = [n for n in names if selection.permits(n)]
-        for n in names:
-            if not selection.permits(n):
-                report._set(BackendEntry(n, EntryStatus.DISABLED, f"excluded by {ENV_SELECTION}"))
-        mgr = stevedore.NamedExtensionManager(
-            namespace=ENTRY_POINT_GROUP,
-            names=allowed,
-            invoke_on_load=False,
-            on_load_failure_callback=on_failure,
-            name_order=True,
-        )
-    for ext in mgr.extensions:
-        loaders[ext.name] = _constant(ext.plugin)
-    for name, exc in failures:
-        err = PluginLoadError(f"importing backend {name!r} failed: {type(exc).__name__}: {exc}", plugin=name)
-        err.__cause__ = exc
-        report._set(BackendEntry(name, EntryStatus.FAILED, err.message, Stage.LOAD, error=err))
+    for name, eps in sorted(_entry_points_by_name().items()):
+        if not selection.permits(name):
+            report._set(BackendEntry(name, EntryStatus.DISABLED, f"excluded by {ENV_SELECTION}"))
+            continue
+        chosen = eps[0]
+        if len(eps) > 1:
+            listed = "; ".join(f"{_dist_label(ep)} ({ep.value})" for ep in eps)
+            own = [ep for ep in eps if _is_own(ep)]
+            if len(own) != 1:
+                dup = PluginLoadError(
+                    f"backend {name!r} is registered by {len(eps)} distributions: {listed}; none of them is "
+                    "loaded: uninstall all but one",
+                    plugin=name,
+                    code=CODE_DUPLICATE,
+                )
+                report._set(BackendEntry(name, EntryStatus.FAILED, dup.message, Stage.LOAD, error=dup))
+                continue
+            chosen = own[0]
+            for ep in eps:
+                if ep is chosen:
+                    continue
+                label = _dist_label(ep)
+                shadow = PluginLoadError(
+                    f"backend {name!r} is also registered by {label} ({ep.value}); accel's own "
+                    f"{_dist_label(chosen)} ({chosen.value}) is used and this one is ignored",
+                    plugin=name,
+                    code=CODE_DUPLICATE,
+                )
+                key = f"{name}@{label.split(' ')[0]}"
+                report._set(BackendEntry(key, EntryStatus.REJECTED, shadow.message, Stage.LOAD, error=shadow))
+        loaders[name] = chosen.load
     return loaders
 
 
-def _constant(obj: object) -> Callable[[], object]:
-    def factory() -> object:
-        return obj
-
-    return factory
-
-
-def _entry_point_names() -> list[str]:
-    from importlib.metadata import entry_points
-
-    return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
-
-
-def _probe_with_timeout(plugin: BackendPlugin, config: BackendConfig) -> ProbeResult:
-    """Run ``probe`` in a daemon thread; a probe that hangs past the timeout is an error."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = plugin.probe(config)
-        except BaseException as exc:  # noqa: BLE001 - a probe must never break discovery
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name=f"accel-probe-{plugin.info.name}", daemon=True)
-    thread.start()
-    thread.join(config.probe_timeout_s)
-    if thread.is_alive():
+def _probe_with_timeout(plugin: BackendPlugin, config: BackendConfig, name: str | None = None) -> ProbeResult:
+    """Run ``probe`` under ``probe_timeout_s``; a probe that hangs, raises or returns junk is an error."""
+    label = name or str(getattr(getattr(plugin, "info", None), "name", "?"))
+    limit = _seconds(config.probe_timeout_s, "probe_timeout_s")
+    out = _call_with_deadline(lambda: plugin.probe(config), limit, name=f"accel-probe-{label}")
+    if out.timed_out:
         return ProbeResult.error(f"probe timed out after {config.probe_timeout_s:g} s")
-    if "error" in box:
-        exc = box["error"]
-        return ProbeResult.error(f"probe raised {type(exc).__name__}: {exc}")
-    result = box.get("result")
-    if not isinstance(result, ProbeResult):
-        return ProbeResult.error(f"probe returned {type(result).__name__}, not ProbeResult")
-    return result
+    if out.error is not None:
+        return ProbeResult.error(f"probe raised {_describe(out.error)}")
+    if not isinstance(out.value, ProbeResult):
+        return ProbeResult.error(f"probe returned {type(out.value).__name__}, not ProbeResult")
+    return out.value
 
 
 def discover(
@@ -271,6 +388,11 @@ def discover(
     ``backends`` (or ``selection``, in ``ACCEL_BACKENDS`` syntax, default the environment
     variable) limits which are considered; an unknown name in an explicit allow list is a
     :class:`~accel.errors.ConfigError`.  ``configs`` gives per-backend configuration.
+
+    Every plugin stage runs under a deadline (see :func:`call_deadline` and
+    ``docs/isolation.md``): an import that hangs or raises anything (``SystemExit`` included),
+    a factory or probe that does, or a plugin object of the wrong type is an entry of the
+    report, never an exception of this call.
     """
     configs = dict(configs or {})
     default = default_config or BackendConfig()
@@ -288,6 +410,7 @@ def discover(
             why = f"excluded by {ENV_SELECTION}"
             report._set(BackendEntry(name, EntryStatus.DISABLED, why, origin="register"))
             continue
+        # An in-process registration deliberately overrides an entry point of the same name.
         loaders[name] = ("register", factory)
     if sel.allow is not None:
         known = set(loaders) | {e.name for e in report.entries}
@@ -301,6 +424,26 @@ def discover(
     return report
 
 
+def _load_failure(
+    report: DiscoveryReport, name: str, origin: str, what: str, out: _Outcome[Any], deadline: float
+) -> bool:
+    """Record a failed load step (``what``: importing / creating); ``True`` when it failed."""
+    if out.timed_out:
+        err = PluginLoadError(
+            f"{what} backend {name!r} did not finish within {deadline:g} s (abandoned; it may still hold its "
+            "import lock)",
+            plugin=name,
+            code=CODE_TIMEOUT,
+        )
+    elif out.error is not None:
+        err = PluginLoadError(f"{what} backend {name!r} failed: {_describe(out.error)}", plugin=name)
+        err.__cause__ = out.error
+    else:
+        return False
+    report._set(BackendEntry(name, EntryStatus.FAILED, err.message, Stage.LOAD, origin, error=err))
+    return True
+
+
 def _consider(
     report: DiscoveryReport,
     name: str,
@@ -308,31 +451,47 @@ def _consider(
     loader: Callable[[], object],
     config: BackendConfig,
 ) -> None:
-    try:
-        obj = loader()
-        plugin = obj() if isinstance(obj, type) else obj
-    except Exception as exc:  # noqa: BLE001 - a broken plugin factory is reported, not raised
-        err = PluginLoadError(f"creating backend {name!r} failed: {type(exc).__name__}: {exc}", plugin=name)
-        err.__cause__ = exc
-        report._set(BackendEntry(name, EntryStatus.FAILED, err.message, Stage.LOAD, origin, error=err))
+    deadline = call_deadline(config)
+    what = "importing" if origin == "entry-point" else "creating"
+    loaded = _call_with_deadline(loader, deadline, name=f"accel-load-{name}")
+    if _load_failure(report, name, origin, what, loaded, deadline):
         return
+    obj = loaded.value
+
+    def construct() -> tuple[object, object, object]:
+        plugin = obj() if isinstance(obj, type) else obj
+        info = getattr(plugin, "info", None)
+        return plugin, info, getattr(info, "api_versions", None)
+
+    built = _call_with_deadline(construct, deadline, name=f"accel-create-{name}")
+    if _load_failure(report, name, origin, "creating", built, deadline):
+        return
+    assert built.value is not None
+    plugin, info, offered = built.value
     if not isinstance(plugin, BackendPlugin):
         what = type(plugin).__name__
         bad = PluginLoadError(f"backend {name!r} is a {what}, not a BackendPlugin", plugin=name)
         report._set(BackendEntry(name, EntryStatus.REJECTED, bad.message, Stage.LOAD, origin, error=bad))
         return
-    info = getattr(plugin, "info", None)
-    offered = getattr(info, "api_versions", None)
-    chosen = negotiate(offered) if offered else None
-    if info is None or chosen is None:
+    if info is not None and not isinstance(info, PluginInfo):
+        bad = PluginLoadError(
+            f"backend {name!r}: info is a {type(info).__name__}, not a PluginInfo",
+            plugin=name,
+            code=CODE_INVALID_RETURN,
+        )
+        report._set(BackendEntry(name, EntryStatus.REJECTED, bad.message, Stage.LOAD, origin, error=bad))
+        return
+    chosen = negotiate(offered) if isinstance(info, PluginInfo) and offered else None  # type: ignore[arg-type]
+    if not isinstance(info, PluginInfo) or chosen is None:
         supported = ", ".join(str(v) for v in sorted(SUPPORTED_API_VERSIONS))
-        got = ", ".join(str(v) for v in sorted(offered or ())) or "none"
+        versions = info.api_versions if isinstance(info, PluginInfo) else frozenset()
+        got = ", ".join(str(v) for v in sorted(versions)) or "none"
         inc = IncompatiblePluginError(
             f"backend {name!r} speaks plugin API {got}; this accel supports {supported}", plugin=name
         )
         report._set(BackendEntry(name, EntryStatus.REJECTED, inc.message, Stage.LOAD, origin, error=inc))
         return
-    result = _probe_with_timeout(plugin, config)
+    result = _probe_with_timeout(plugin, config, name)
     status = {
         ProbeStatus.PRESENT: EntryStatus.PRESENT,
         ProbeStatus.ABSENT: EntryStatus.ABSENT,
@@ -355,11 +514,50 @@ def _consider(
         report.plugins[name] = plugin
 
 
+#: Says what is wrong with a value a plugin returned (``None``: nothing).
+_Check = Callable[[object], "str | None"]
+
+
+def _check_inventory(value: object) -> str | None:
+    if not isinstance(value, HostInventory):
+        return f"a {type(value).__name__}, not a HostInventory"
+    try:  # one level deep: catches a model_construct()-ed inventory with junk fields
+        validate(HostInventory, {k: getattr(value, k) for k in HostInventory.model_fields}, what="inventory")
+    except (AccelError, AttributeError) as exc:
+        return f"an invalid HostInventory: {exc}"
+    return None
+
+
+def _check_telemetry(value: object) -> str | None:
+    if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+        return f"a {type(value).__name__}, not a sequence of Telemetry"
+    bad = next((v for v in value if not isinstance(v, Telemetry)), None)
+    if bad is not None:
+        return f"a {type(value).__name__} holding a {type(bad).__name__}, not only Telemetry"
+    return None
+
+
+def _check_health(value: object) -> str | None:
+    if not isinstance(value, Mapping):
+        return f"a {type(value).__name__}, not a mapping of device id to Health"
+    for key, item in value.items():
+        if not isinstance(key, str) or not isinstance(item, Health):
+            return f"a mapping with a {type(key).__name__} -> {type(item).__name__} item, not str -> Health"
+    return None
+
+
+def _check_backend(value: object) -> str | None:
+    return None if isinstance(value, Backend) else f"a {type(value).__name__}, not a Backend"
+
+
 class Session:
     """Open backends over one host; reads merge every vendor into one view.
 
     A backend whose read fails is recorded in :attr:`report` (stage ``read``) and the others
-    still answer.  Use as a context manager, or call :meth:`close`.
+    still answer.  Every call into a backend (``open``, each read, ``close``) runs under
+    :func:`call_deadline`; a backend that passes it is ``failed``, leaves :attr:`backends` and
+    is never called again (its thread is abandoned, see ``docs/isolation.md``).  Use as a
+    context manager, or call :meth:`close`.
     """
 
     def __init__(self, report: DiscoveryReport, configs: Mapping[str, BackendConfig], default: BackendConfig) -> None:
@@ -369,19 +567,13 @@ class Session:
         self.backends: dict[str, Backend] = {}
         self._owned: dict[str, set[str]] = {}
         self._closed = False
+        self._lock = threading.Lock()
+        #: Backends that passed a deadline: never called again.
+        self._abandoned: set[str] = set()
         for name, plugin in sorted(report.plugins.items()):
             config = self._configs.get(name, default)
-            try:
-                backend = plugin.open(config)
-            except AccelError as exc:
-                self._fail(name, Stage.OPEN, exc)
-                continue
-            except Exception as exc:  # noqa: BLE001 - a plugin bug must not hide other vendors
-                err = BackendUnavailableError(
-                    f"opening backend {name!r} failed: {type(exc).__name__}: {exc}", plugin=name
-                )
-                err.__cause__ = exc
-                self._fail(name, Stage.OPEN, err)
+            backend = self._run(name, Stage.OPEN, "open", functools.partial(plugin.open, config), _check_backend)
+            if backend is None:
                 continue
             self.backends[name] = backend
             entry = report.entry(name)
@@ -391,24 +583,68 @@ class Session:
         entry = self.report.entry(name)
         self.report._set(replace(entry, status=EntryStatus.FAILED, reason=str(exc), stage=stage, error=exc))
 
-    def _call(self, name: str, fn: Callable[[], Any]) -> Any:
-        try:
-            return fn()
-        except AccelError as exc:
-            self._fail(name, Stage.READ, exc)
-        except Exception as exc:  # noqa: BLE001 - isolate a backend's bug from the others
-            why = f"backend {name!r} failed: {type(exc).__name__}: {exc}"
+    def _deadline(self, name: str) -> float:
+        return call_deadline(self._configs.get(name, self._default))
+
+    def _abandon(self, name: str) -> None:
+        with self._lock:
+            self._abandoned.add(name)
+            self.backends.pop(name, None)
+
+    def _live(self) -> list[tuple[str, Backend]]:
+        with self._lock:
+            return [(n, b) for n, b in self.backends.items() if n not in self._abandoned]
+
+    def _run(
+        self,
+        name: str,
+        stage: Stage,
+        method: str,
+        fn: Callable[[], Any],
+        check: _Check | None = None,
+    ) -> Any:
+        """Call ``fn`` (the backend's ``method``) under the deadline; ``None`` when it failed."""
+        if name in self._abandoned:
+            return None
+        deadline = self._deadline(name)
+        out = _call_with_deadline(fn, deadline, name=f"accel-{method}-{name}")
+        if out.timed_out:
+            self._abandon(name)
+            err: AccelError = BackendUnavailableError(
+                f"backend {name!r}: {method}() did not return within {deadline:g} s; accel no longer calls it",
+                plugin=name,
+                code=CODE_TIMEOUT,
+            )
+            self._fail(name, stage, err)
+            return None
+        if isinstance(out.error, AccelError):
+            self._fail(name, stage, out.error)
+            return None
+        if out.error is not None:
+            why = f"{'opening backend' if stage is Stage.OPEN else 'backend'} {name!r} failed: {_describe(out.error)}"
             err = BackendUnavailableError(why, plugin=name)
-            err.__cause__ = exc
-            self._fail(name, Stage.READ, err)
-        return None
+            err.__cause__ = out.error
+            self._fail(name, stage, err)
+            return None
+        problem = check(out.value) if check is not None else None
+        if problem is not None:
+            err = BackendUnavailableError(
+                f"backend {name!r}: {method}() returned {problem}", plugin=name, code=CODE_INVALID_RETURN
+            )
+            self._fail(name, stage, err)
+            return None
+        return out.value
+
+    def _call(self, name: str, fn: Callable[[], Any], method: str = "read", check: _Check | None = None) -> Any:
+        return self._run(name, Stage.READ, method, fn, check)
 
     def _ids_for(self, name: str, ids: Sequence[str] | None) -> list[str] | None:
         """The requested ids this backend owns (``None``: all of its devices)."""
         if ids is None:
             return None
         if name not in self._owned:
-            inv = self._call(name, self.backends[name].inventory)
+            backend = self.backends.get(name)
+            inv = self._call(name, backend.inventory, "inventory", _check_inventory) if backend else None
             if inv is None:
                 return []
             self._note(name, inv)
@@ -421,8 +657,8 @@ class Session:
     def inventories(self) -> dict[str, HostInventory]:
         """One inventory per backend that answered."""
         out: dict[str, HostInventory] = {}
-        for name, backend in self.backends.items():
-            inv = self._call(name, backend.inventory)
+        for name, backend in self._live():
+            inv = self._call(name, backend.inventory, "inventory", _check_inventory)
             if inv is None:
                 continue
             config = self._configs.get(name, self._default)
@@ -457,22 +693,22 @@ class Session:
 
     def telemetry(self, ids: Sequence[str] | None = None) -> tuple[Telemetry, ...]:
         samples: list[Telemetry] = []
-        for name, backend in self.backends.items():
+        for name, backend in self._live():
             wanted = self._ids_for(name, ids)
             if wanted is not None and not wanted:
                 continue
-            got = self._call(name, functools.partial(backend.telemetry, wanted))
+            got = self._call(name, functools.partial(backend.telemetry, wanted), "telemetry", _check_telemetry)
             samples.extend(got or ())
         return tuple(samples)
 
     def health(self, ids: Sequence[str] | None = None) -> dict[str, Health]:
         """Health per device id across backends; unknown ids are simply absent."""
         out: dict[str, Health] = {}
-        for name, backend in self.backends.items():
+        for name, backend in self._live():
             wanted = self._ids_for(name, ids)
             if wanted is not None and not wanted:
                 continue
-            got = self._call(name, functools.partial(backend.health, wanted))
+            got = self._call(name, functools.partial(backend.health, wanted), "health", _check_health)
             out.update(got or {})
         return out
 
@@ -480,8 +716,8 @@ class Session:
         if self._closed:
             return
         self._closed = True
-        for name, backend in self.backends.items():
-            self._call(name, backend.close)
+        for name, backend in self._live():
+            self._call(name, backend.close, "close")
 
     def __enter__(self) -> Self:
         return self

@@ -111,6 +111,9 @@ class BackendConfig:
     runner: Runner | None = None
     tool_timeout_s: float = 10.0
     probe_timeout_s: float = 5.0
+    #: Deadline of every other call into the plugin (import, open, each read, close).
+    #: ``None``: ``2 * tool_timeout_s + 1`` s.  A call past it leaves the backend failed.
+    call_timeout_s: float | None = None
     #: Let the core fill PCIe place and NUMA from ``sysfs_root`` (off for replays and fakes).
     enrich_from_sysfs: bool = True
 
