@@ -16,7 +16,8 @@ Optional surfaces are :func:`typing.runtime_checkable` protocols (:class:`Suppor
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -24,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
+from ..errors import AccelError, BackendUnavailableError
 from ..model import (
     Health,
     HealthCondition,
@@ -121,8 +123,64 @@ class BackendConfig:
         return self.options.get(key, default)
 
 
+#: The public methods every backend (and its optional surfaces) answers through; the guard
+#: of :class:`Backend` wraps each one a subclass defines.
+GUARDED_METHODS = frozenset(
+    {
+        "inventory",
+        "telemetry",
+        "health",
+        "close",
+        "processes",
+        "partitions",
+        "partition_profiles",
+        "poll_events",
+        "snapshot",
+    }
+)
+
+
+def _guard(fn: Callable[..., Any], method: str) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def guarded(self: Backend, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(self, *args, **kwargs)
+        except AccelError:
+            raise
+        except (Exception, SystemExit) as exc:
+            # A plugin bug (a KeyError in a parser, a csv.Error, a SystemExit from a vendor
+            # library) is this backend's failure, typed, with the cause chained.
+            name = _name_of(self)
+            raise BackendUnavailableError(
+                f"backend {name!r}: {method}() failed: {type(exc).__name__}: {exc}"[:2000], plugin=name
+            ) from exc
+
+    guarded.__accel_guarded__ = True  # type: ignore[attr-defined]
+    return guarded
+
+
+def _name_of(backend: Backend) -> str:
+    try:
+        return str(backend.name)
+    except Exception:  # noqa: BLE001 - a broken name property must not hide the real failure
+        return type(backend).__name__
+
+
 class Backend(abc.ABC):
-    """An open backend.  Methods return frozen snapshots; ``close()`` is idempotent."""
+    """An open backend.  Methods return frozen snapshots; ``close()`` is idempotent.
+
+    Only :mod:`accel.errors` types leave a backend: every method of :data:`GUARDED_METHODS`
+    that a subclass defines is wrapped so that any other exception (a plugin bug) becomes a
+    :class:`~accel.errors.BackendUnavailableError` with the original as its ``__cause__``.
+    ``KeyboardInterrupt`` passes (it is the user's).
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for method in GUARDED_METHODS:
+            fn = cls.__dict__.get(method)
+            if callable(fn) and not getattr(fn, "__accel_guarded__", False):
+                setattr(cls, method, _guard(fn, method))
 
     @property
     @abc.abstractmethod

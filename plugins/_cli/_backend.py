@@ -60,7 +60,7 @@ from accel.tools import ReplayRunner, Runner
 from ._listing import ProcessRow, parse_listing
 from ._plugin import CliBackendPlugin
 from ._problems import census, problems_of, unread_units
-from ._session import ToolSession
+from ._session import ToolSession, check_deadline, snapshot_deadline
 from ._text import ParseContext
 from ._unit import UnitReading, build_units, merge_readings, source_info, visible_binding
 
@@ -169,6 +169,7 @@ class CliBackend(Backend):
     ) -> None:
         self._name = name
         self._collect = collect
+        self._snapshot_config = config
         self._closed = False
         # A replay (``--replay DIR`` or a shipped scenario) is a test facility: only there may
         # faults be simulated, never over the real tool.
@@ -190,8 +191,11 @@ class CliBackend(Backend):
         """Run the tools once and return everything they showed (plus the devices lost since)."""
         if self._closed:
             raise BackendUnavailableError(f"backend {self._name!r} is closed", plugin=self._name)
+        budget = self._snapshot_config.tool_timeout_s if self._snapshot_config is not None else 10.0
         try:
-            raw = self._collect()
+            with snapshot_deadline(budget):
+                raw = self._collect()
+                check_deadline(self._name, "parsing its output")
         except AccelError:
             raise
         except Exception as exc:

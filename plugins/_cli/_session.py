@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import math
 import shlex
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from accel.errors import ToolError, ToolTimeoutError
@@ -13,7 +17,51 @@ from accel.tools import Runner, SubprocessRunner, ToolResult
 from ._scenario import shipped_scenario_runner
 from ._text import ParseContext
 
-__all__ = ["ToolSession", "runner_for"]
+__all__ = ["ToolSession", "check_deadline", "runner_for", "snapshot_deadline"]
+
+# (monotonic deadline, budget in seconds) of the snapshot being read in this context.
+_DEADLINE: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar(
+    "accel_snapshot_deadline", default=None
+)
+
+
+@contextlib.contextmanager
+def snapshot_deadline(budget_s: float) -> Iterator[None]:
+    """Every tool run and parse of one snapshot shares one deadline, ``budget_s`` from now.
+
+    The tool timeout alone bounds each tool, not the parsing between runs nor the number of
+    runs; inside this block :meth:`ToolSession.run` gives each run at most the time left,
+    refuses to start one after the deadline, and :func:`check_deadline` (called when the
+    snapshot is built) turns time spent parsing past it into a typed
+    :class:`~accel.errors.ToolTimeoutError`.  ``inf`` (or NaN) means no deadline.
+    """
+    if not math.isfinite(budget_s) or budget_s <= 0:
+        yield
+        return
+    token = _DEADLINE.set((time.monotonic() + budget_s, budget_s))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _time_left() -> tuple[float, float] | None:
+    current = _DEADLINE.get()
+    if current is None:
+        return None
+    return current[0] - time.monotonic(), current[1]
+
+
+def check_deadline(tool: str, doing: str) -> None:
+    """Raise :class:`ToolTimeoutError` when the snapshot's deadline has passed (``doing`` says
+    what was going on: ``"parsing its output"``, ``"before running 'npu-smi info'"``)."""
+    left = _time_left()
+    if left is not None and left[0] <= 0:
+        raise ToolTimeoutError(
+            f"{tool}: the snapshot took longer than its {left[1]:g} s deadline ({doing}); "
+            "the tool timeout bounds the whole read",
+            tool=tool,
+        )
 
 
 def runner_for(config: BackendConfig, package: str) -> Runner:
@@ -45,9 +93,14 @@ class ToolSession:
 
     def run(self, *args: str, check: bool = True) -> ToolResult:
         """Run ``tool *args``; raises the :mod:`accel.tools` errors (timeout, exit status...)."""
+        timeout = self.timeout_s
+        left = _time_left()
+        if left is not None:
+            check_deadline(self.tool, f"before running {shlex.join([self.tool, *args])!r}")
+            timeout = min(timeout, left[0])
         self.invocations += 1
         return self.runner.run(
-            [self.tool, *args], timeout_s=self.timeout_s, search_path=tuple(self.search_path), check=check
+            [self.tool, *args], timeout_s=timeout, search_path=tuple(self.search_path), check=check
         )
 
     def optional(self, *args: str, notes: list[str] | None = None) -> ToolResult | None:
