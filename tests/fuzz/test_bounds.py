@@ -146,7 +146,13 @@ def test_toolkit_reports_an_absurd_value_as_a_field_problem_and_keeps_the_device
     assert sample.clocks_hertz == {"mem": 1.6e9}
     fields = sorted(p.field for p in problems)
     assert fields == sorted(
-        ["memory_total_bytes", "power_limit_watts", "temperature_celsius", "clocks_hertz['sm']", "extras['metax.com/die_id']"]
+        [
+            "memory_total_bytes",
+            "power_limit_watts",
+            "temperature_celsius",
+            "clocks_hertz['sm']",
+            "extras['metax.com/die_id']",
+        ]
     )
     assert all(isinstance(p, OutOfBoundsError) for p in problems)
     typed = problems_of("metax", problems)
@@ -181,7 +187,9 @@ def test_a_5000_digit_number_is_a_parse_error() -> None:
 
 
 def test_the_fuzz_oracle_sees_what_the_model_would_refuse() -> None:
-    forged = Telemetry.model_construct(device_id="x:1", timestamp=NOW, power_watts=1e9, clocks_hertz={"sm": float("nan")})
+    forged = Telemetry.model_construct(
+        device_id="x:1", timestamp=NOW, power_watts=1e9, clocks_hertz={"sm": float("nan")}
+    )
     found = list(out_of_bounds(forged))
     assert any("power_watts" in f for f in found)
     assert any("clocks_hertz" in f for f in found)
