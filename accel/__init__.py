@@ -41,7 +41,7 @@ def __getattr__(name: str) -> Any:
         version = _version()
         globals()["__version__"] = version
         return version
-    # Discovery pulls in stevedore; load it on first use so ``import accel`` stays cheap.
+    # Discovery reads entry-point metadata; load it on first use so ``import accel`` stays cheap.
     if name in {"DiscoveryReport", "Session", "discover", "open_session"}:
         from . import discovery
 
