@@ -12,3 +12,4 @@ echo "== bench: NVML calls per snapshot"; "$PY" benchmarks/nvml_calls/run.py
 echo "== bench: scheduler speed (quick)"; "$PY" benchmarks/scheduler_speed/bench_speed.py --quick
 echo "== bench: openb (quick)";           "$PY" benchmarks/openb/run_openb.py --quick --out "$OUT/openb"
 echo "== bench: philly (quick)";          "$PY" benchmarks/philly/run_philly.py --quick --out "$OUT/philly"
+echo "== bench: parse time per byte (quick)"; "$PY" benchmarks/parse_scaling/run.py --quick
