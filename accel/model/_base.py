@@ -48,7 +48,7 @@ class Model(BaseModel):
 # drop it and report a ``field`` problem (:func:`accel.model.validate_reading`).
 
 #: ``(low, high)`` of each unit, keyed by the suffix of the field names that carry it (the
-#: longest matching suffix wins).  Documented in docs/model.md, "Physical bounds".
+#: longest matching suffix wins).  Documented in docs/hostile-input.md.
 BOUNDS: dict[str, tuple[float, float]] = {
     # -40 C is the coldest rated ambient of any server part; a die is never colder.  200 C is
     # far above every shutdown threshold (105-125 C); 255 (0xFF) is a sentinel, not a heat.

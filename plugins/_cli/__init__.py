@@ -99,7 +99,7 @@ from ._records import (
     unreadable,
 )
 from ._scenario import ReplayScenario, scenario_names, scenario_path, shipped_scenario_runner
-from ._session import ToolSession, runner_for
+from ._session import ToolSession, check_deadline, runner_for, snapshot_deadline
 from ._tables import (
     AlignedTable,
     BoxRecord,
@@ -112,7 +112,7 @@ from ._tables import (
     header_fields,
     mangled_rule,
 )
-from ._text import ParseContext, SourceLine, split_lines
+from ._text import MAX_LINE_CHARS, ParseContext, SourceLine, split_lines
 from ._topo import PCIE_CODES, link_domains, matrix_links, topo_links
 from ._unit import (
     NEVER_READ,
@@ -146,6 +146,7 @@ from ._values import (
 
 __all__ = [
     "BASE_CAPABILITIES",
+    "MAX_LINE_CHARS",
     "NEVER_READ",
     "PCIE_CODES",
     "PLACEHOLDERS",
@@ -180,6 +181,7 @@ __all__ = [
     "build_unit",
     "build_units",
     "census",
+    "check_deadline",
     "clean",
     "cli_plugin_info",
     "condition",
@@ -228,6 +230,7 @@ __all__ = [
     "scenario_path",
     "select_table",
     "shipped_scenario_runner",
+    "snapshot_deadline",
     "source_info",
     "split_cells",
     "split_lines",
