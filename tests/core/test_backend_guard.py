@@ -43,7 +43,7 @@ def test_foreign_exceptions_become_typed_with_the_cause_kept() -> None:
     with pytest.raises(BackendUnavailableError, match=r"backend 'buggy': inventory\(\) failed: KeyError") as info:
         b.inventory()
     assert isinstance(info.value.__cause__, KeyError)
-    with pytest.raises(BackendUnavailableError, match="csv.Error|Error: field larger"):
+    with pytest.raises(BackendUnavailableError, match=r"Error: field larger"):
         b.telemetry()
     with pytest.raises(BackendUnavailableError, match="SystemExit"):
         b.health()
