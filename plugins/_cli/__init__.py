@@ -117,11 +117,14 @@ from ._topo import PCIE_CODES, link_domains, matrix_links, topo_links
 from ._unit import (
     NEVER_READ,
     UnitReading,
+    bounded,
     build_unit,
     build_units,
     memory_condition,
     merge_readings,
+    out_of_bounds_errors,
     source_info,
+    validated,
     visible_binding,
 )
 from ._values import (
@@ -178,6 +181,7 @@ __all__ = [
     "ToolView",
     "UnitReading",
     "assign_fields",
+    "bounded",
     "build_unit",
     "build_units",
     "census",
@@ -203,6 +207,7 @@ __all__ = [
     "matrix_links",
     "memory_condition",
     "merge_readings",
+    "out_of_bounds_errors",
     "parse_bus_id",
     "parse_bytes",
     "parse_celsius",
@@ -239,6 +244,7 @@ __all__ = [
     "topo_links",
     "unread_units",
     "unreadable",
+    "validated",
     "visible_binding",
     "with_census",
 ]

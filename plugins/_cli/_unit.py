@@ -8,7 +8,12 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 from accel.errors import AccelError, OutOfBoundsError, ParseError
 from accel.model import (
@@ -30,14 +35,20 @@ from accel.model import (
     validate_reading,
 )
 
+M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R", bound="DataclassInstance")
+
 __all__ = [
     "NEVER_READ",
     "UnitReading",
+    "bounded",
     "build_unit",
     "build_units",
     "memory_condition",
     "merge_readings",
+    "out_of_bounds_errors",
     "source_info",
+    "validated",
     "visible_binding",
 ]
 
@@ -145,7 +156,7 @@ def build_unit(
     model refuses); the caller turns either into "this device is bad" without hiding others.
     """
     dev_id = reading.stable_id(vendor)
-    reading, out_of_bounds = _bounded(reading)
+    reading, out_of_bounds = bounded(reading)
     conditions = list(reading.conditions)
     used = reading.memory_used_bytes
     cond = memory_condition(reading.memory_total_bytes, used, tool=tool)
@@ -236,27 +247,52 @@ def build_unit(
     return device, sample
 
 
+def validated(
+    cls: type[M], data: Any, *, what: str, tool: str, device_id: str, problems: list[AccelError]
+) -> M:
+    """``cls`` validated from ``data`` with the values outside the model's physical bounds left
+    out (unknown) and appended to ``problems`` as :class:`~accel.errors.OutOfBoundsError`, for
+    plugins that build model objects themselves (:func:`build_unit` does this already)."""
+    model, dropped = validate_reading(cls, data, what=what)
+    _report_dropped(device_id.split(":", 1)[0], device_id, tool, dropped, problems)
+    return model
+
+
+def out_of_bounds_errors(
+    tool: str, dropped: Sequence[OutOfBounds], *, device_id: str | None = None, what: str | None = None
+) -> list[OutOfBoundsError]:
+    """One :class:`~accel.errors.OutOfBoundsError` per value :func:`bounded` or
+    :func:`~accel.model.validate_reading` left out (``what`` names the device when no id is
+    known yet)."""
+    subject = device_id or what or "a device"
+    return [
+        OutOfBoundsError(
+            f"{tool} gave {item.field} = {item.value!r} for {subject}, which no device can have "
+            f"({item.reason}); left out as unknown",
+            field=item.field,
+            device_id=device_id,
+        )
+        for item in dropped
+    ]
+
+
 def _report_dropped(
     vendor: str, dev_id: str, tool: str, dropped: Sequence[OutOfBounds], problems: list[AccelError] | None
 ) -> None:
-    for item in dropped:
-        err = OutOfBoundsError(
-            f"{tool} printed {item.field} = {item.value!r} for {dev_id}, which no device can have "
-            f"({item.reason}); left out as unknown",
-            field=item.field,
-            device_id=dev_id,
-        )
+    for err in out_of_bounds_errors(tool, dropped, device_id=dev_id):
         if problems is None:
             raise err
         problems.append(err)
 
 
-def _bounded(reading: UnitReading) -> tuple[UnitReading, list[OutOfBounds]]:
-    """``reading`` without the values outside their unit's physical bounds (by the unit suffix
-    of the field: ``memory_total_bytes``, ``power_watts``, ``clocks_hertz``...), and those."""
+def bounded(reading: R) -> tuple[R, list[OutOfBounds]]:
+    """A reading dataclass (:class:`UnitReading`, AMD's ``GpuReading``...) without the values
+    outside their unit's physical bounds, by the unit suffix of each field's name
+    (``memory_total_bytes``, ``power_watts``, ``clocks_hertz``: :data:`accel.model.BOUNDS`),
+    non-finite floats and out-of-bounds extras included; and what was left out."""
     dropped: list[OutOfBounds] = []
     changes: dict[str, Any] = {}
-    for f in fields(UnitReading):
+    for f in fields(reading):
         value = getattr(reading, f.name)
         bound = bound_of(f.name)
         if isinstance(value, dict):

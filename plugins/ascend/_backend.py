@@ -52,12 +52,11 @@ from accel.model import (
     Subsystem,
     Telemetry,
     device_id_for,
-    validate,
 )
 from accel.plugin import BackendConfig
 from accel.tools import Runner, ToolResult
 
-from .._cli import ProcessesSurface, Snapshot, ToolSession, is_masked, source_info, with_census
+from .._cli import ProcessesSurface, Snapshot, ToolSession, is_masked, source_info, validated, with_census
 from .._cli._problems import problem_of, unread_units
 from ._parse import (
     ChipMapping,
@@ -197,6 +196,7 @@ def _build_device(
     affinity: str | None,
     firmware: str | None,
     soft_sliced: bool,
+    problems: list[AccelError],
 ) -> Device:
     # /dev/davinciN is numbered by the physical id (Phy-ID on A3, the Device column on older
     # layouts); 910B tables print neither, where it equals the logic id on a bare host.
@@ -258,10 +258,13 @@ def _build_device(
         "extras": extras,
         "unsupported": frozenset({"architecture"} | ({"serial_number"} if uuid is None else set())),
     }
-    return validate(Device, data, what=f"ascend device NPU {chip.npu_id} chip {chip.chip_id}")
+    return validated(
+        Device, data, what=f"ascend device NPU {chip.npu_id} chip {chip.chip_id}", tool="npu-smi", device_id=dev_id,
+        problems=problems,
+    )
 
 
-def _telemetry(dev: Device, chip: NpuChip, now: datetime) -> Telemetry:
+def _telemetry(dev: Device, chip: NpuChip, now: datetime, problems: list[AccelError]) -> Telemetry:
     # npu-smi prints a placeholder ('-', 'NA') for power where the chip cannot report it (the
     # second die of an A3 NPU, whose power is the NPU's on the first; 310P3 cards): never, not
     # "not this time".  Garbage in the cell is a ParseError, so None here means the placeholder.
@@ -269,7 +272,7 @@ def _telemetry(dev: Device, chip: NpuChip, now: datetime) -> Telemetry:
     hbm = chip.hbm_total_bytes not in (None, 0)
     used = chip.hbm_used_bytes if hbm else chip.ddr_used_bytes
     total = chip.hbm_total_bytes if hbm else chip.ddr_total_bytes
-    return validate(
+    return validated(
         Telemetry,
         {
             "device_id": dev.id,
@@ -300,6 +303,9 @@ def _telemetry(dev: Device, chip: NpuChip, now: datetime) -> Telemetry:
             ),
         },
         what=f"ascend telemetry of {dev.id}",
+        tool="npu-smi",
+        device_id=dev.id,
+        problems=problems,
     )
 
 
@@ -472,6 +478,7 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
         c for c in info.chips if not (mapping.get((c.npu_id, c.chip_id)) and mapping[(c.npu_id, c.chip_id)].is_mcu)
     ]
     used_ids: set[str] = set()
+    out_of_bounds: list[AccelError] = []  # values no device can have, left out (field problems)
     for chip in chips:
         mapped = mapping.get((chip.npu_id, chip.chip_id))
         # ASCEND_RT_VISIBLE_DEVICES takes the chip logic id (docs/ascend.md): printed by -m;
@@ -541,10 +548,11 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
                 affinity=affinity,
                 firmware=firmware,
                 soft_sliced=soft_sliced,
+                problems=out_of_bounds,
             )
             used_ids.add(dev.id)
             devices[(chip.npu_id, chip.chip_id)] = dev
-            telemetry.append(_telemetry(dev, chip, now))
+            telemetry.append(_telemetry(dev, chip, now, out_of_bounds))
         except ToolError:
             raise  # a hung or broken tool is the snapshot's failure, not one device's
         except AccelError as exc:
@@ -559,10 +567,24 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
         links = _links(topo, _label_map(topo, devices, chips))
         domains = _domains(links, order)
     processes = [
-        ProcessUsage(pid=p.pid, device_id=devices[(p.npu_id, p.chip_id)].id, name=p.name, memory_bytes=p.memory_bytes)
+        validated(
+            ProcessUsage,
+            {
+                "pid": p.pid,
+                "device_id": devices[(p.npu_id, p.chip_id)].id,
+                "name": p.name,
+                "memory_bytes": p.memory_bytes,
+            },
+            what="ascend process",
+            tool="npu-smi",
+            device_id=devices[(p.npu_id, p.chip_id)].id,
+            problems=out_of_bounds,
+        )
         for p in info.processes
         if (p.npu_id, p.chip_id) in devices
     ]
+    for oob in out_of_bounds:
+        found.add(oob, ProblemKind.FIELD)
     listed = list(devices.values())
     unread = unread_units(
         [exc for exc, _ in found.errors], listed, vendor=VENDOR, kind=DeviceKind.NPU, tool="npu-smi", binding=_binding

@@ -47,6 +47,7 @@ from .._cli import (
     problems_of,
     source_info,
     unread_units,
+    validated,
     with_census,
 )
 from ._parse import CnmonInfo, MluChip, MluTopo, parse_cnmon, parse_topo
@@ -93,7 +94,9 @@ def _binding(index: int | None) -> dict[str, Any]:
     return out
 
 
-def _device(chip: MluChip, info: CnmonInfo, now: datetime | None = None) -> Device:
+def _device(
+    chip: MluChip, info: CnmonInfo, now: datetime | None = None, problems: list[AccelError] | None = None
+) -> Device:
     """One card as a Device; ``now`` stamps health only when cnmon printed a numeric Ecc-Error.
 
     The index is the printed Card number, not the row's position: a row that failed to parse
@@ -147,13 +150,17 @@ def _device(chip: MluChip, info: CnmonInfo, now: datetime | None = None) -> Devi
         "extras": extras,
         "unsupported": frozenset({"uuid", "serial_number", "architecture"}),
     }
-    return validate(Device, data, what=f"cambricon card {chip.card}")
+    if problems is None:
+        return validate(Device, data, what=f"cambricon card {chip.card}")
+    return validated(
+        Device, data, what=f"cambricon card {chip.card}", tool="cnmon", device_id=dev_id, problems=problems
+    )
 
 
-def _telemetry(dev: Device, chip: MluChip, now: datetime) -> Telemetry:
+def _telemetry(dev: Device, chip: MluChip, now: datetime, problems: list[AccelError]) -> Telemetry:
     total, used = chip.memory_total_bytes, chip.memory_used_bytes
     known = total is not None and used is not None
-    return validate(
+    return validated(
         Telemetry,
         {
             "device_id": dev.id,
@@ -183,6 +190,9 @@ def _telemetry(dev: Device, chip: MluChip, now: datetime) -> Telemetry:
             ),
         },
         what=f"cambricon telemetry of {dev.id}",
+        tool="cnmon",
+        device_id=dev.id,
+        problems=problems,
     )
 
 
@@ -226,7 +236,7 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
     by_card: dict[int, Device] = {}
     for chip in info.chips:
         try:
-            dev = _device(chip, info, now)
+            dev = _device(chip, info, now, errors)
         except ToolError:
             raise
         except AccelError as exc:
@@ -237,7 +247,7 @@ def collect(session: ToolSession, config: BackendConfig) -> Snapshot:
             continue
         devices.append(dev)
         by_card[chip.card] = dev
-        telemetry.append(_telemetry(dev, chip, now))
+        telemetry.append(_telemetry(dev, chip, now, errors))
     links: list[Link] = []
     domains: list[Domain] = []
     res = session.optional("topo", "-m", notes=notes)

@@ -45,7 +45,16 @@ from accel.model import (
     SourceInfo,
 )
 from accel.plugin import BackendConfig
-from accel.plugins._cli import CliBackend, Snapshot, ToolSession, is_masked, problems_of, unread_units
+from accel.plugins._cli import (
+    CliBackend,
+    Snapshot,
+    ToolSession,
+    bounded,
+    is_masked,
+    out_of_bounds_errors,
+    problems_of,
+    unread_units,
+)
 from accel.plugins.amd.layers import Flavor, GpuReading, build_devices, merge, read_cards, telemetry_for
 from accel.sysfs import enrich_inventory, scan_pci
 from accel.tools import Runner, ToolResult
@@ -233,7 +242,15 @@ class HygonBackend(CliBackend):
             never.add("bus_id")
         if topo is None or not topo.numa_node:
             never.add("numa_node")
+        # A value no device can have (a mangled cell, a sentinel read as a number) is left
+        # out as unknown and reported, so the device is still listed.
+        checked = [[bounded(r) for r in g] for g in groups]
+        groups = [[r for r, _ in g] for g in checked]
         devices, _, _ = build_devices(groups, HYGON, unsupported=never)
+        ids = [d.id for d in devices] if len(devices) == len(groups) else [None] * len(groups)
+        for dev_id, g in zip(ids, checked, strict=True):
+            for r, dropped in g:
+                errors += out_of_bounds_errors(smi.tool, dropped, device_id=dev_id, what=f"card {r.index}")
         links, domains = _topology(devices, groups, topo)
         invocations = smi.invocations + (self._rocminfo.invocations if self._rocminfo else 0) - start
         return _Snapshot(devices, groups, links, domains, notes, invocations, smi.tool, tuple(errors))

@@ -193,3 +193,43 @@ def test_the_fuzz_oracle_sees_what_the_model_would_refuse() -> None:
     found = list(out_of_bounds(forged))
     assert any("power_watts" in f for f in found)
     assert any("clocks_hertz" in f for f in found)
+
+
+def _replay(plugin: str, scenario: str, old: str, new: str) -> object:
+    import importlib
+    from pathlib import Path
+
+    from accel.plugin import BackendConfig
+    from accel.tools import Recording, ReplayRunner
+
+    mod = importlib.import_module(f"accel.plugins.{plugin}")
+    assert mod.__file__ is not None
+    recs = list(ReplayRunner(Path(mod.__file__).parent / "scenarios" / scenario)._table.values())
+    i = max(range(len(recs)), key=lambda k: len(recs[k].stdout))
+    text = recs[i].stdout.replace(old, new, 1)
+    assert text != recs[i].stdout
+    recs[i] = Recording(recs[i].argv, stdout=text)
+    config = BackendConfig(runner=ReplayRunner.from_recordings(recs), enrich_from_sysfs=False)
+    return mod.PLUGIN.open(config).inventory()
+
+
+@pytest.mark.parametrize(
+    ("plugin", "scenario", "old", "new", "devices", "field"),
+    [
+        ("ascend", "910b-8", "3314 / 65536 ", "3314 / 99999999999999 ", 8, "memory[0].total_bytes"),
+        ("ascend", "910b-8", "| 101.8 ", "| 99999.8 ", 8, "power_watts"),
+        ("cambricon", "mlu370-x8", "106 W/ 250 W", "106 W/ 99999 W", 2, "power.enforced_watts"),
+        ("hygon", "k100-8dcu", "53.0C    96.0W", "53.0C    96000.0W", 8, "power_watts"),
+        ("metax", "c550-8", "858/65536 MiB", "858/99999999999 MiB", 8, "memory_total_bytes"),
+    ],
+)
+def test_plugins_keep_the_device_and_report_the_field(
+    plugin: str, scenario: str, old: str, new: str, devices: int, field: str
+) -> None:
+    inv = _replay(plugin, scenario, old, new)
+    assert len(inv.devices) == devices  # type: ignore[attr-defined]
+    found = [p for p in inv.problems if p.kind is ProblemKind.FIELD]  # type: ignore[attr-defined]
+    assert found, inv.problems  # type: ignore[attr-defined]
+    assert any(field in p.message for p in found)
+    assert not inv.complete  # type: ignore[attr-defined]
+    assert list(out_of_bounds(inv)) == []
