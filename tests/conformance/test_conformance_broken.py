@@ -80,9 +80,9 @@ def test_messages_name_the_device_and_the_fix(broken_runs: dict[str, dict[str, A
     msg = broken_runs["clock-mhz"]["rows"]["telemetry.units-sane"]["message"]
     assert "clock sm 1410.0 Hz (MHz?)" in msg
     msg = broken_runs["keyerror"]["rows"]["errors.unknown-id"]["message"]
-    assert "raised KeyError" in msg and "not accel.errors.DeviceError" in msg
+    assert "raised BackendUnavailableError" in msg and "KeyError" in msg and "not accel.errors.DeviceError" in msg
     msg = broken_runs["lost-breaks-all"]["rows"]["health.lost-device-isolated"]["message"]
-    assert "health() raised VendorLibError: ACME_ERROR_GPU_IS_LOST" in msg
+    assert "health() raised BackendUnavailableError" in msg and "VendorLibError: ACME_ERROR_GPU_IS_LOST" in msg
 
 
 def test_results_file_records_the_run(broken_runs: dict[str, dict[str, Any]], tmp_path: Path) -> None:
