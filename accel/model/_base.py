@@ -84,6 +84,9 @@ def bound_of(name: str) -> tuple[float, float] | None:
     return best[1] if best is not None else None
 
 
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
 def extra_problem(key: str, value: object) -> str | None:
     """Why vendor extra ``key = value`` is not a reading (not finite, or outside the bound its
     name's unit suffix gives), or ``None`` when it is fine."""
@@ -91,7 +94,9 @@ def extra_problem(key: str, value: object) -> str | None:
         return None
     if (isinstance(value, float) and value != value) or value in (float("inf"), float("-inf")):
         return "not a finite number"
-    bound = bound_of(key.rsplit("/", 1)[-1])
+    # Extras are often camelCase (``huawei.com/chipLogicId``, ``vMemoryTotalBytes``).
+    name = _CAMEL.sub("_", key.rsplit("/", 1)[-1]).lower()
+    bound = bound_of(name)
     if bound is not None and not bound[0] <= value <= bound[1]:
         return f"outside {bound[0]:g}..{bound[1]:g}"
     return None

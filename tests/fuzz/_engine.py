@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from accel.errors import AccelError
-from accel.model import bound_of
+from accel.model import bound_of, extra_problem
 from accel.plugin import BackendConfig
 from accel.tools import Recording, ReplayRunner
 
@@ -295,6 +295,9 @@ def out_of_bounds(obj: object, path: str = "", unit: tuple[float, float] | None 
             yield from out_of_bounds(getattr(obj, name), f"{path}.{name}" if path else name, _bound_for(name))
     elif isinstance(obj, Mapping):
         for key, value in obj.items():
+            if "/" in str(key) and extra_problem(str(key), value) is not None:
+                yield f"{path}[{key!r}] = {value!r}"  # a vendor extra (camelCase names too)
+                continue
             yield from out_of_bounds(value, f"{path}[{key!r}]", _bound_for(str(key)) or unit)
     elif isinstance(obj, (list, tuple, frozenset, set)):
         for i, value in enumerate(obj):

@@ -233,3 +233,9 @@ def test_plugins_keep_the_device_and_report_the_field(
     assert any(field in p.message for p in found)
     assert not inv.complete  # type: ignore[attr-defined]
     assert list(out_of_bounds(inv)) == []
+
+
+def test_camel_case_extras_are_bounded_too() -> None:
+    assert extra_problem("huawei.com/chipLogicId", -1) is not None
+    assert extra_problem("cambricon.com/vMemoryTotalBytes", 10**30) is not None
+    assert extra_problem("huawei.com/hugepagesTotal", 970) is None
