@@ -177,7 +177,8 @@ def test_read_raising_systemexit_is_a_failed_entry() -> None:
     with within():
         session, _ = _sim_reports(backends=["sim", "broken"])
         entry = _failed(session.report, "broken", Stage.READ)
-        assert entry.reason == "backend 'broken' failed: SystemExit: 3"
+        # Backend's outer guard types it first (issue 14), naming the method.
+        assert entry.reason == "backend 'broken': inventory() failed: SystemExit: 3"
         assert isinstance(entry.error, BackendUnavailableError) and isinstance(entry.error.__cause__, SystemExit)
         session.close()
 
