@@ -46,13 +46,23 @@ files, and hand the plugin a :class:`ReplayRunner` over that directory.  A recor
 JSON object per file::
 
     {"argv": ["npu-smi", "info", "-m"], "returncode": 0, "stderr": "",
-     "stdout_file": "../../../shared/vendor-samples/ascend/npu-smi-info-m_910b_8npu_with-mcu.txt"}
+     "stdout_file": "npu-smi-info-m_910b_8npu_with-mcu.txt"}
 
 Keys: ``argv`` (required, a non-empty list of strings), ``stdout`` or ``stdout_file``,
-``stderr`` or ``stderr_file`` (paths relative to the recording's directory, read as bytes and
-decoded like real output), ``returncode`` (default 0), ``delay_s`` (the replayer sleeps that
-long; more than the caller's ``timeout_s`` simulates a hung tool), and the informational
-``duration_s`` and ``comment``.  Any other key is an error, so typos do not pass silently.
+``stderr`` or ``stderr_file`` (files read as bytes and decoded like real output), ``returncode``
+(default 0), ``delay_s`` (the replayer sleeps that long; more than the caller's ``timeout_s``
+simulates a hung tool), and the informational ``duration_s`` and ``comment``.  Any other key
+is an error, so typos do not pass silently.
+
+A recording reads nothing outside its own directory (a bug-report bundle is data from
+someone else): ``stdout_file`` and ``stderr_file`` are relative paths without ``..``
+(``sample.txt``, ``samples/sample.txt``) whose resolved path, symlinks followed, lies inside
+the recording's directory, and name a regular file of at most
+:data:`MAX_REPLAY_FILE_BYTES`; a recording file that is a symlink must resolve inside it too.
+Anything else (an absolute path, ``../x``, a symlink out) is a
+:class:`~accel.errors.ConfigError` naming the recording and the key, raised before the file
+is opened, and no message quotes a file's content.  Copy shared samples next to the
+recordings (:class:`accel.plugins._cli.ReplayScenario` does).
 Recordings are matched on the whole argv, with ``argv[0]`` compared by basename:
 ``/usr/local/sbin/npu-smi info`` matches a recording of ``npu-smi info``.
 
@@ -73,6 +83,7 @@ import re
 import selectors
 import shlex
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -98,6 +109,7 @@ from accel.errors import (
 __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES",
     "DEFAULT_TIMEOUT_S",
+    "MAX_REPLAY_FILE_BYTES",
     "Recording",
     "RecordingRunner",
     "ReplayRunner",
@@ -684,14 +696,71 @@ _RECORDING_KEYS = frozenset(
 )
 
 
-def _read_text_file(base: Path, rel: object, key: str, source: str) -> str:
+#: The largest file a recording may name (``stdout_file``, ``stderr_file``) and the largest
+#: recording itself: more than any tool output the runners accept by default.
+MAX_REPLAY_FILE_BYTES: int = 4 * DEFAULT_MAX_OUTPUT_BYTES
+
+
+def _shown_path(rel: str) -> str:
+    return repr(rel) if len(rel) <= 200 else f"{rel[:200]!r}... ({len(rel)} characters)"
+
+
+def _confined(base: Path, rel: object, key: str, source: str) -> Path:
+    """The file ``rel`` names, resolved, if it lies inside ``base``; a ConfigError otherwise.
+
+    Checked before anything is opened: ``rel`` is a relative path without ``..`` whose
+    resolution (symlinks followed) stays inside ``base`` (resolved too).  Messages name the
+    recording and the key, and quote the path as written, never the file's content.
+    """
     if not isinstance(rel, str) or not rel:
         raise ConfigError(f"{source}: {key} must be a non-empty path string, got {rel!r}")
-    path = base / rel
+    if "\x00" in rel:
+        raise ConfigError(f"{source}: {key} must not contain a NUL character")
+    shown = _shown_path(rel)
+    if os.path.isabs(rel):
+        raise ConfigError(
+            f"{source}: {key} {shown} is an absolute path; a recording may only name files inside its "
+            "own directory, by a relative path"
+        )
+    if ".." in Path(rel).parts:
+        raise ConfigError(
+            f"{source}: {key} {shown} contains '..'; a recording may only name files inside its own directory"
+        )
     try:
-        return _decode(path.read_bytes())
+        root = base.resolve()
+        path = (base / rel).resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        raise ConfigError(f"{source}: cannot resolve {key} {shown}: {exc}") from exc
+    if not path.is_relative_to(root):
+        raise ConfigError(
+            f"{source}: {key} {shown} resolves outside the recording's directory {str(root)!r} (through a "
+            "symlink); a recording may only name files inside it"
+        )
+    return path
+
+
+def _read_limited(path: Path, what: str) -> bytes:
+    """The bytes of the regular file ``path``, at most :data:`MAX_REPLAY_FILE_BYTES` (an OSError
+    otherwise: a FIFO or a device would block or never end)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, f"{what} is not a regular file")
+        if info.st_size > MAX_REPLAY_FILE_BYTES:
+            raise OSError(errno.EFBIG, f"{what} is larger than {MAX_REPLAY_FILE_BYTES} bytes")
+        data = f.read(MAX_REPLAY_FILE_BYTES + 1)
+    if len(data) > MAX_REPLAY_FILE_BYTES:
+        raise OSError(errno.EFBIG, f"{what} is larger than {MAX_REPLAY_FILE_BYTES} bytes")
+    return data
+
+
+def _read_text_file(base: Path, rel: object, key: str, source: str) -> str:
+    path = _confined(base, rel, key, source)
+    try:
+        return _decode(_read_limited(path, "it"))
     except OSError as exc:
-        raise ConfigError(f"{source}: cannot read {key} {str(path)!r}: {exc.strerror or exc}") from exc
+        raise ConfigError(f"{source}: cannot read {key} {_shown_path(str(rel))}: {exc.strerror or exc}") from exc
 
 
 def _recording_from_obj(obj: object, source: str, base: Path) -> Recording:
@@ -741,9 +810,11 @@ def _load_directory(directory: Path) -> list[Recording]:
     recordings = []
     for path in sorted(directory.glob("*.json")):
         source = str(path)
+        # A recording that is a symlink to a file elsewhere is refused like a stdout_file would be.
+        _confined(directory, path.name, "the recording file", source)
         try:
-            obj = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            obj = json.loads(_read_limited(path, "the recording").decode("utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise ConfigError(f"{source}: not a readable JSON recording: {exc}") from exc
         recordings.append(_recording_from_obj(obj, source, directory))
     return recordings
@@ -754,8 +825,9 @@ class ReplayRunner(_CallLog):
 
     ``ReplayRunner(directory)`` loads every ``*.json`` file directly inside ``directory`` (see
     the module docstring for the format) when it is built, so a malformed recording fails
-    at once with a :class:`~accel.errors.ConfigError` naming the file.  Keep data files that
-    ``stdout_file`` points at in a sub-directory (or elsewhere) if they end in ``.json``.
+    at once with a :class:`~accel.errors.ConfigError` naming the file.  Files that
+    ``stdout_file`` points at must lie inside ``directory`` (see the module docstring); keep
+    those ending in ``.json`` in a sub-directory of it.
 
     ``run`` behaves like the real runner: it sleeps ``delay_s`` (raising
     :class:`~accel.errors.ToolTimeoutError` after ``timeout_s`` if ``delay_s`` is longer),
@@ -820,7 +892,7 @@ class ReplayRunner(_CallLog):
             })
 
         ``stdout_file`` / ``stderr_file`` paths are relative to ``directory`` (default: the
-        current directory).
+        current directory) and confined to it, as in a recording file.
         """
         base = Path(directory) if directory is not None else Path()
         recordings = []

@@ -527,17 +527,19 @@ def test_replay_missing_lists_argv_directory_and_what_exists(tmp_path: Path) -> 
 
 
 def test_replay_stdout_file_and_stderr_file(tmp_path: Path) -> None:
-    samples = tmp_path / "vendor-samples"
-    samples.mkdir()
+    # The data files live inside the scenario directory (a sub-directory is fine); a path out
+    # of it ("../vendor-samples/table.txt") is refused: tests/test_replay_confinement.py.
+    scenario = tmp_path / "scenario"
+    samples = scenario / "vendor-samples"
+    samples.mkdir(parents=True)
     (samples / "table.txt").write_bytes(b"NPU  Name\n0    910B\xff\n")
     (samples / "warn.txt").write_text("warning: old firmware\n")
-    scenario = tmp_path / "scenario"
     write_json(
         scenario / "run.json",
         {
             "argv": ["npu-smi", "info"],
-            "stdout_file": "../vendor-samples/table.txt",
-            "stderr_file": "../vendor-samples/warn.txt",
+            "stdout_file": "vendor-samples/table.txt",
+            "stderr_file": "vendor-samples/warn.txt",
         },
     )
     result = ReplayRunner(scenario).run(["npu-smi", "info"])

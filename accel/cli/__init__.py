@@ -4,8 +4,12 @@ Exit codes (stable, for scripts):
 
 ====  ==========================================================================
 0     success
-1     an accel error at run time (a backend failed, a device is lost, a tool hung)
-2     bad usage or configuration (unknown backend, bad option, malformed profile)
+1     an accel error at run time (a backend failed, a device is lost, a tool hung), or the
+      output could not be written (``accel ls >/dev/full``: one ``accel: error:`` line)
+2     bad usage or configuration: an unknown command or option, a value out of range
+      (``--timeout nan``, ``--count -1``), an unknown backend, a malformed profile, an
+      unknown simulator profile (``--sim nosuch``, ``--sim ''``, ``ACCEL_SIM=nosuch``), a
+      malformed or escaping replay recording
 3     no accelerator found (no backend present; try ``--sim <profile>``)
 4     ``accel health``: at least one device is not known to be healthy (unhealthy,
       degraded, lost, or ``unknown``: nothing was read that says it is healthy)
@@ -13,27 +17,58 @@ Exit codes (stable, for scripts):
       something could not (a record that failed to parse, a failed command, a backend that
       failed); one ``accel: warning:`` line per problem is on stderr, and ``--json`` carries
       them (``HostInventory.problems``)
-130   interrupted
+130   interrupted (SIGINT, Ctrl-C): at any moment once ``accel`` runs, including while it
+      loads its modules and builds its parser; nothing is printed, a tool process it waits
+      for is killed (see the SIGINT paragraph below)
+141   stdout was closed by its reader (``accel ls | head -0``): nothing is printed, as for a
+      tool killed by SIGPIPE (a shell shows the same 141)
 ====  ==========================================================================
 
 ``health`` exits 4 before 5: a device that is not known healthy matters more than a partial
 read.  Every command takes ``--json`` and then prints the model (``HostInventory``,
 ``Device``...) instead of a table; ``health --json`` prints ``{"devices": {id: Health},
 "problems": [Problem], "complete": bool}``.
+
+Every numeric option is checked before anything runs (finite, in range; the message names the
+unit): ``--timeout`` seconds > 0 and <= 86400, ``watch --interval`` seconds 0..86400,
+``watch --count`` 0..10^9 (0: until interrupted), ``bugreport --max-bytes`` bytes > 0 and
+<= 2^40, ``sched bill --at`` seconds >= 0.  Errors are one line on stderr, never a traceback
+(``ACCEL_DEBUG=1`` shows the traceback of an internal error).
+
+SIGINT: from the import of this module on, the console script is guarded (``python -m accel``
+from :func:`main` on).  The first SIGINT interrupts the command, which then has
+:data:`INTERRUPT_GRACE_S` to clean up (a second one does not interrupt the cleanup) before the
+process exits 130 regardless.  A SIGINT earlier than that, in the interpreter's own start-up
+(``site``, the environment's ``.pth`` files) or in ``import accel`` (``accel/__init__.py``),
+reaches Python, not accel: the process dies of the signal with nothing printed (a shell shows
+130) or Python prints its own KeyboardInterrupt traceback.  This module is kept light to import
+(no ``argparse``, no model) so that window ends as early as it can.
 """
 
+# Keep this module cheap to import: it is what the console script imports before ``main`` can
+# guard anything (see the last paragraph above).  argparse, json and the commands load in main.
 from __future__ import annotations
 
-import argparse
-import json
+import atexit
+import contextlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO
 
-from ..errors import AccelError, ConfigError, ProfileError, ValidationError
-
-__all__ = ["EXIT_ERROR", "EXIT_NO_DEVICES", "EXIT_OK", "EXIT_PARTIAL", "EXIT_UNHEALTHY", "EXIT_USAGE", "main"]
+__all__ = [
+    "EXIT_BROKEN_PIPE",
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_NO_DEVICES",
+    "EXIT_OK",
+    "EXIT_PARTIAL",
+    "EXIT_UNHEALTHY",
+    "EXIT_USAGE",
+    "build_parser",
+    "main",
+]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -41,119 +76,277 @@ EXIT_USAGE = 2
 EXIT_NO_DEVICES = 3
 EXIT_UNHEALTHY = 4
 EXIT_PARTIAL = 5
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # one line, exit 2, like every other usage error
-        raise _UsageError(message)
+class _WriteFailed(Exception):
+    """Writing the command's output failed (disk full, closed pipe)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
 
 
-class _UsageError(Exception):
-    pass
+class _Guarded:
+    """Stands in for ``sys.stdout`` / ``sys.stderr`` while a command runs.
+
+    A failed write to stdout raises :class:`_WriteFailed` (one line, exit 1; a closed pipe:
+    silent, exit 141).  A failed write to stderr is dropped: there is nowhere left to say it.
+    """
+
+    def __init__(self, inner: TextIO | None, *, fatal: bool) -> None:
+        self._inner = inner
+        self._fatal = fatal
+        self.failed = False
+
+    def _fail(self, exc: OSError) -> None:
+        self.failed = True
+        if self._fatal:
+            raise _WriteFailed(exc) from exc
+
+    def write(self, text: str) -> int:
+        if self._inner is None:
+            import errno
+
+            self._fail(OSError(errno.EBADF, "the stream is closed"))
+            return len(text)
+        try:
+            return self._inner.write(text)
+        except OSError as exc:
+            self._fail(exc)
+            return len(text)
+
+    def flush(self) -> None:
+        if self._inner is None:
+            return
+        try:
+            self._inner.flush()
+        except OSError as exc:
+            self._fail(exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
-def _selection_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("backend selection")
-    g.add_argument("--sim", metavar="PROFILE", help="use the simulator with this profile (see `accel sim profiles`)")
-    g.add_argument("--backend", "-b", action="append", metavar="NAME", help="only this backend (repeatable)")
-    g.add_argument(
-        "--option",
-        "-o",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a backend option, e.g. scenario=h100-nvswitch-8 or faults=device_lost:3 (repeatable)",
-    )
-    g.add_argument("--replay", metavar="DIR", help="answer vendor tools from recorded runs in DIR")
-    g.add_argument("--sysfs", metavar="DIR", help="read PCI/NUMA facts from this sysfs root instead of /sys")
-    g.add_argument("--timeout", type=float, default=10.0, metavar="S", help="vendor tool timeout (default 10 s)")
-    p.add_argument("--json", action="store_true", help="print the model as JSON")
+def _silence(stream: TextIO | None) -> None:
+    """Point this process's own stdout/stderr at /dev/null after a write to it failed, so the
+    interpreter's last flush at exit does not fail again (an "Exception ignored" and status 120)."""
+    if stream is None or not any(stream is own for own in (sys.__stdout__, sys.__stderr__)):
+        return  # a stand-in (a test's capture): nothing is flushed at exit
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(fd, stream.fileno())
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):
+        pass
 
 
-def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The ``accel`` parser; ``argv`` lets optional parts skip their imports when not asked for."""
-    parser = _Parser(prog="accel", description="One device model for every AI accelerator vendor.")
-    from .. import __version__
+def _say(line: str) -> None:
+    """One line on stderr: an error message never spans lines, whatever it quotes."""
+    print(" ".join(line.splitlines()), file=sys.stderr)
 
-    parser.add_argument("--version", action="version", version=f"accel {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sub.required = True
-    for name, helptext in [
-        ("ls", "list devices with memory and health"),
-        ("topo", "topology matrix (like nvidia-smi topo -m) and link domains"),
-        ("health", "health state and conditions of every device"),
-        ("plugins", "the discovery report: present, absent, failed, rejected"),
-    ]:
-        _selection_args(sub.add_parser(name, help=helptext, description=helptext))
-    show = sub.add_parser("show", help="everything about one device", description="everything about one device")
-    show.add_argument("device", help="device id, uuid, PCI bus id or list position")
-    _selection_args(show)
-    watch = sub.add_parser("watch", help="refreshing telemetry view", description="refreshing telemetry view")
-    watch.add_argument("--count", type=int, default=0, help="stop after N refreshes (0: until interrupted)")
-    watch.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes")
-    _selection_args(watch)
-    dra = sub.add_parser(
-        "dra", help="the inventory as Kubernetes DRA ResourceSlices (resource.k8s.io/v1)",
-        description="the inventory as Kubernetes DRA ResourceSlices (resource.k8s.io/v1), as JSON",
-    )
-    dra.add_argument("--domain", default="accel.dev", help="attribute domain; drivers are <vendor>.<domain>")
-    dra.add_argument("--node", help="node name (default: the hostname in the inventory)")
-    _selection_args(dra)
-    bug = sub.add_parser(
-        "bugreport", help="record every vendor tool run into a bundle `accel ls --replay` replays",
-        description="record every vendor tool run of the present backends (argv, exit status, stdout, stderr; no "
-        "environment) and the inventory into a new directory, size-capped and written atomically: attach it "
-        "when a device misparses",
-    )
-    bug.add_argument("--out", required=True, metavar="DIR", help="the bundle directory to create (must not exist)")
-    bug.add_argument("--max-bytes", type=int, default=64 * 1024 * 1024, metavar="N",
-                     help="refuse to write a bundle larger than N bytes (default 64 MiB)")
-    _selection_args(bug)
-    schema = sub.add_parser("schema", help="print the versioned JSON Schema of the model")
-    schema.add_argument("--kind", choices=["inventory", "telemetry"], default="inventory")
-    schema.add_argument("--json", action="store_true", help="accepted for symmetry; the schema is JSON")
-    sim = sub.add_parser("sim", help="simulator utilities")
-    simsub = sim.add_subparsers(dest="sim_command", metavar="SUBCOMMAND", parser_class=_Parser)
-    simsub.required = True
-    prof = simsub.add_parser("profiles", help="list the built-in simulator profiles")
-    prof.add_argument("--json", action="store_true")
-    from . import _extensions
 
-    _extensions.add_parsers(sub, _selection_args, argv)
-    return parser
+def _exit_status(exc: SystemExit) -> int:
+    if exc.code is None:
+        return EXIT_OK
+    if isinstance(exc.code, int):
+        return exc.code
+    _say(f"accel: error: {exc.code}")
+    return EXIT_ERROR
+
+
+#: Seconds the command has, after a SIGINT, to unwind (kill the tool it waits for, close the
+#: backends) before the process exits 130 regardless: some library code turns a
+#: KeyboardInterrupt into an ordinary error (pydantic-core building a model, for one), and
+#: code that catches that would carry on.
+INTERRUPT_GRACE_S = 3.0
+
+_interrupted = False
+_redeliver = False
+
+
+def _exit_130(signum: int, frame: object) -> None:
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    """While the command runs: the first SIGINT is a KeyboardInterrupt (``finally`` blocks run: a
+    tool process being waited for is killed, a half-written bundle removed) and starts the
+    grace timer; a second one does not interrupt that cleanup."""
+    global _interrupted, _redeliver
+    if _interrupted and not _redeliver:
+        return
+    if not _interrupted:
+        import threading
+
+        timer = threading.Timer(INTERRUPT_GRACE_S, os._exit, args=(EXIT_INTERRUPTED,))
+        timer.daemon = True
+        timer.start()
+    _interrupted, _redeliver = True, False
+    raise KeyboardInterrupt
+
+
+def _unraisable(hook: Any) -> Any:
+    """A ``sys.unraisablehook`` for the command: a KeyboardInterrupt raised inside a finaliser or
+    a weakref callback (where a signal handler may run) cannot propagate; instead of Python's
+    "Exception ignored in" traceback, the signal is delivered again, to land in ordinary code."""
+
+    def unraisable(info: Any) -> None:
+        global _redeliver
+        if isinstance(info.exc_value, KeyboardInterrupt) and _interrupted:
+            # Not from here (raising here would fail this hook): from a thread, a moment later.
+            import _thread
+            import threading
+
+            _redeliver = True
+            later = threading.Timer(0.01, _thread.interrupt_main, args=(signal.SIGINT,))
+            later.daemon = True
+            later.start()
+            return
+        hook(info)
+
+    return unraisable
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _set_sigint(handler: Any) -> None:
+    with contextlib.suppress(ValueError):  # not the main thread: signals are not ours to set
+        signal.signal(signal.SIGINT, handler)
+
+
+def _interrupts_exit() -> None:
+    """After the command: a SIGINT exits 130 at once, silently (joining threads at exit included).
+
+    The interpreter resets Python-level handlers to the default (death by the signal, status
+    -2) before it tears its modules down, so the first exit handler to run (registered last)
+    ignores SIGINT for those last milliseconds: the exit status is then the command's own.
+    """
+    _set_sigint(_exit_130)
+    atexit.register(_ignore_sigint)
+
+
+def _is_console_script() -> bool:
+    """Whether this process is the ``accel`` console script (its ``__main__`` is that file).
+
+    Its wrapper imports this module and then runs a little code of its own before it calls
+    :func:`main`: a SIGINT in between would be a traceback outside main's guard.
+    """
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    return bool(sys.argv) and script is not None and script == sys.argv[0] and os.path.basename(script) == "accel"
+
+
+if _is_console_script():
+    # Nothing has started yet: an interrupt before main needs no cleanup.  Only for the console
+    # script: importing accel.cli from other code leaves the process's signals alone.
+    _set_sigint(_exit_130)
+
+
+def build_parser(argv: list[str] | None = None) -> Any:
+    """The ``accel`` :class:`argparse.ArgumentParser` (see :mod:`accel.cli._parser`)."""
+    from ._parser import build_parser as build
+
+    return build(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``accel`` console script; returns the exit code."""
-    arglist = list(argv) if argv is not None else sys.argv[1:]
-    parser = build_parser(arglist)
+    """Entry point of the ``accel`` console script; returns the exit code.
+
+    Everything (loading the commands, building the parser, the command itself) runs inside
+    the guard: a KeyboardInterrupt anywhere is exit 130 with nothing printed, a failed write of
+    the output is one line.
+
+    Without ``argv`` (the console script, ``python -m accel``) main is the process's command
+    and owns SIGINT: the first one interrupts the command and gives it
+    :data:`INTERRUPT_GRACE_S` to clean up, after which the process exits 130 whatever the
+    command does; after the command a SIGINT exits 130 at once (and is ignored in the
+    interpreter's last milliseconds), so a Ctrl-C while the process exits prints no traceback
+    either.  With ``argv`` (tests, embedding) the process's signal handling is left as it was.
+    """
+    console = argv is None
     try:
-        args = parser.parse_args(arglist)
-    except _UsageError as exc:
-        print(f"accel: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    from . import _commands
+        try:
+            if console:
+                sys.unraisablehook = _unraisable(sys.unraisablehook)
+                _set_sigint(_on_sigint)
+            code = _main(sys.argv[1:] if argv is None else list(argv))
+        finally:
+            if console:
+                _interrupts_exit()
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    return EXIT_INTERRUPTED if _interrupted else code
+
+
+def _main(arglist: list[str]) -> int:
+    saved_out, saved_err = sys.stdout, sys.stderr
+    out = _Guarded(saved_out, fatal=True)
+    err = _Guarded(saved_err, fatal=False)
+    sys.stdout, sys.stderr = out, err
+    try:
+        try:
+            code = _run(arglist)
+            out.flush()
+            return code
+        except _WriteFailed as exc:
+            return _write_failed(exc.error, saved_out)
+    finally:
+        sys.stdout, sys.stderr = saved_out, saved_err
+        if err.failed:
+            _silence(saved_err)
+
+
+def _write_failed(error: OSError, stdout: TextIO | None) -> int:
+    import errno
+
+    _silence(stdout)
+    if error.errno == errno.EPIPE:
+        return EXIT_BROKEN_PIPE  # the reader went away (`| head`): nothing to say, and no one to say it to
+    reason = error.strerror or str(error)
+    _say(f"accel: error: cannot write the output to stdout: {reason}")
+    return EXIT_ERROR
+
+
+def _run(arglist: list[str]) -> int:
+    from ..errors import AccelError, ConfigError, ProfileError, ValidationError
+    from ._parser import UsageError, parse
 
     try:
+        args = parse(arglist)
+        from . import _commands
+
         code: int = _commands.dispatch(args)
         return code
-    except (ConfigError, ProfileError, ValidationError) as exc:
-        print(f"accel: error: {exc}", file=sys.stderr)
+    except UsageError as exc:
+        _say(f"accel: error: {exc}")
         return EXIT_USAGE
-    except AccelError as exc:
-        print(f"accel: error: {exc} [{exc.code}]", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return EXIT_OK
-    except Exception as exc:  # a bug, not bad input: one line, the traceback on request
+    except (KeyboardInterrupt, _WriteFailed):
+        raise
+    except SystemExit as exc:  # --help, --version, an optional part's own parser
+        return _exit_status(exc)
+    except Exception as exc:
+        if _interrupted:  # a KeyboardInterrupt some library turned into an error: still an interrupt
+            return EXIT_INTERRUPTED
+        if isinstance(exc, ConfigError | ProfileError | ValidationError):
+            _say(f"accel: error: {exc}")
+            return EXIT_USAGE
+        if isinstance(exc, AccelError):
+            _say(f"accel: error: {exc} [{exc.code}]")
+            return EXIT_ERROR
+        # A bug, not bad input: one line, the traceback on request.
         if os.environ.get("ACCEL_DEBUG"):
             raise
-        hint = "(ACCEL_DEBUG=1 shows the traceback)"
-        print(f"accel: internal error: {type(exc).__name__}: {exc} {hint}", file=sys.stderr)
+        _say(f"accel: internal error: {type(exc).__name__}: {exc} (ACCEL_DEBUG=1 shows the traceback)")
         return EXIT_ERROR
 
 
 def dump(obj: Any) -> str:
+    """``obj`` as indented JSON (what ``--json`` prints)."""
+    import json
+
     return json.dumps(obj, indent=2, sort_keys=False, default=str)

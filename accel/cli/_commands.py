@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -13,6 +15,7 @@ from ..discovery import DiscoveryReport, EntryStatus, Session, discover, open_se
 from ..errors import BackendUnavailableError, ConfigError, DeviceError, ProfileError
 from ..model import Device, Health, HostInventory, Problem, json_schema
 from ..plugin import BackendConfig
+from ..sim import ENV_PROFILE
 from . import EXIT_NO_DEVICES, EXIT_OK, EXIT_PARTIAL, EXIT_UNHEALTHY, _extensions, _render, dump
 
 __all__ = ["dispatch"]
@@ -43,9 +46,11 @@ def _configs(args: argparse.Namespace) -> tuple[list[str] | None, dict[str, Back
         sysfs = str(Path(args.replay) / "sysfs")  # a bug-report bundle carries its sysfs copy
     if sysfs is not None and not Path(sysfs).is_dir():
         raise ConfigError(f"--sysfs: {sysfs!r} is not a directory")
-    timeout = float(getattr(args, "timeout", 10.0) or 10.0)
-    if timeout <= 0:
-        raise ConfigError("--timeout must be positive")
+    # The parser checked it (finite, > 0, at most a day); a Namespace built by hand is checked too.
+    timeout = getattr(args, "timeout", 10.0)
+    if not isinstance(timeout, int | float) or not math.isfinite(timeout) or not 0 < timeout <= 86400:
+        raise ConfigError(f"--timeout must be a finite number of seconds > 0 and <= 86400, got {timeout!r}")
+    timeout = float(timeout)
     # Replays, fakes and the simulator describe another machine: do not mix in this host's /sys.
     synthetic = runner is not None or "scenario" in options or bool(getattr(args, "sim", None))
     base = BackendConfig(
@@ -66,9 +71,25 @@ def _configs(args: argparse.Namespace) -> tuple[list[str] | None, dict[str, Back
     return backends, configs, base
 
 
+def _config_failures(session: Session, names: list[str]) -> None:
+    """Raise the configuration error of a backend that ``names`` selected (exit 2), and, when no
+    backend opened at all, the first configuration error of any: a bad setting, not a machine
+    without accelerators (exit 3), is then the answer."""
+    failed = [e for e in session.report.entries if e.status is EntryStatus.FAILED]
+    config_errors = [e for e in failed if isinstance(e.error, (ConfigError, ProfileError))]
+    for entry in config_errors:
+        if entry.name in names or not session.backends:
+            session.close()
+            assert entry.error is not None
+            raise entry.error
+
+
 def _session(args: argparse.Namespace) -> Session:
     backends, configs, base = _configs(args)
     session = open_session(configs, default_config=base, backends=backends)
+    # ACCEL_SIM=<profile> selects the simulator as surely as --sim does: a bad profile is bad configuration.
+    env_sim = ["sim"] if os.environ.get(ENV_PROFILE, "").strip() and not getattr(args, "sim", None) else []
+    _config_failures(session, env_sim)
     if backends:
         # The user named these backends: a failure to open one of them is the answer, not a warning.
         for name in backends:
@@ -156,9 +177,12 @@ def _find(inv: HostInventory, key: str) -> Device:
     for dev in inv.devices:
         if key in (dev.id, dev.uuid, dev.pci.bus_id if dev.pci else None):
             return dev
-    if key.isdigit() and int(key) < len(inv.devices):
+    # A list position: ASCII digits only ('²' is a digit to str.isdigit, not to int), and short
+    # (a 5,000-digit index is no position, and past Python's integer-string limit).
+    if key.isascii() and key.isdigit() and len(key) <= 9 and int(key) < len(inv.devices):
         return inv.devices[int(key)]
-    raise DeviceError(f"no device {key!r}; `accel ls` lists the ids", device_id=key)
+    shown = repr(key) if len(key) <= 80 else f"{key[:40]!r}... ({len(key)} characters)"
+    raise DeviceError(f"no device {shown}; `accel ls` lists the ids", device_id=key[:200])
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -228,8 +252,9 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    if args.count < 0 or args.interval < 0:
-        raise ConfigError("--count and --interval must not be negative")
+    # The parser checked both (--count 0..10^9, --interval finite seconds 0..86400).
+    if args.count < 0 or not math.isfinite(args.interval) or not 0 <= args.interval <= 86400:
+        raise ConfigError("--count must not be negative and --interval must be 0..86400 seconds")
     with _session(args) as session:
         shown = 0
         interactive = sys.stdout.isatty() and not args.json

@@ -35,6 +35,20 @@ def add_parsers(
         sched.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
         return
     sched_cli.add_arguments(sched)
+    _check_sched_options(sched)
+
+
+def _check_sched_options(sched: argparse.ArgumentParser) -> None:
+    """Give ``sched bill --at`` its range: journal time is seconds from the journal's start."""
+    from ._options import number
+
+    at = number(unit="seconds of journal time", minimum=0)
+    for action in sched._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                for opt in sub._actions:
+                    if "--at" in opt.option_strings:
+                        opt.type = at
 
 
 def run(args: argparse.Namespace) -> int:

@@ -111,7 +111,7 @@ def test_plugins_report(capsys: pytest.CaptureFixture[str]) -> None:
         (["show", "99", "--sim", "dgx-h100"], EXIT_ERROR, "no device '99'"),
         (["ls", "--sim", "dgx-h100", "-o", "faults=hung_tool", "--timeout", "0.1"], EXIT_ERROR, "did not answer"),
         (["frobnicate"], EXIT_USAGE, "invalid choice"),
-        (["watch", "--sim", "dgx-h100", "--count", "-1"], EXIT_USAGE, "must not be negative"),
+        (["watch", "--sim", "dgx-h100", "--count", "-1"], EXIT_USAGE, "whole number of refreshes >= 0"),
     ],
 )
 def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], code: int, needle: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +127,9 @@ def test_topology_from_showtopo_reference_format_no_sample(tmp_path: Path) -> No
 
     showtopo = (Path(__file__).parent / "test_samples.py").read_text().split('SHOWTOPO_REFERENCE_FORMAT = """\\\n')[1]
     showtopo = showtopo.split('"""')[0]
-    _recording(tmp_path, ["rocm-smi"], stdout_file=str(FIX / "rocm-smi_dtk23.10_4x-dcu_concise.txt"))
+    # A recording names files inside its own directory only: the sample is copied next to it.
+    shutil.copyfile(FIX / "rocm-smi_dtk23.10_4x-dcu_concise.txt", tmp_path / "rocm-smi_dtk23.10_4x-dcu_concise.txt")
+    _recording(tmp_path, ["rocm-smi"], stdout_file="rocm-smi_dtk23.10_4x-dcu_concise.txt")
     _recording(tmp_path, ["rocm-smi", "--showtopo"], stdout=showtopo)
     with PLUGIN.open(BackendConfig(runner=ReplayRunner(tmp_path))) as b:
         inv = b.inventory()

@@ -1,0 +1,114 @@
+"""The ``accel`` argument parser (loaded by :func:`accel.cli.main` inside its interrupt guard)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, NoReturn
+
+from . import _extensions
+from ._options import check_numeric_options, number, text
+
+__all__ = ["UsageError", "build_parser"]
+
+#: Seconds: the longest tool timeout and refresh interval accepted (one day).
+MAX_SECONDS = 86400.0
+
+_TIMEOUT = number(unit="seconds", minimum=0, min_inclusive=False, maximum=MAX_SECONDS)
+_INTERVAL = number(unit="seconds", minimum=0, maximum=MAX_SECONDS)
+_COUNT = number(integer=True, unit="refreshes", minimum=0, maximum=10**9, note="0: until interrupted")
+_MAX_BYTES = number(integer=True, unit="bytes", minimum=0, min_inclusive=False, maximum=2**40)
+
+
+class UsageError(Exception):
+    """A bad command line: ``main`` prints it as one ``accel: error:`` line and exits 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other usage error
+        raise UsageError(message)
+
+
+def _selection_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("backend selection")
+    g.add_argument("--sim", metavar="PROFILE", type=text("a profile name (see `accel sim profiles`)"),
+                   help="use the simulator with this profile (see `accel sim profiles`)")
+    g.add_argument("--backend", "-b", action="append", metavar="NAME", type=text("a backend name"),
+                   help="only this backend (repeatable)")
+    g.add_argument(
+        "--option",
+        "-o",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a backend option, e.g. scenario=h100-nvswitch-8 or faults=device_lost:3 (repeatable)",
+    )
+    g.add_argument("--replay", metavar="DIR", type=text("a directory"),
+                   help="answer vendor tools from recorded runs in DIR")
+    g.add_argument("--sysfs", metavar="DIR", type=text("a directory"),
+                   help="read PCI/NUMA facts from this sysfs root instead of /sys")
+    g.add_argument("--timeout", type=_TIMEOUT, default=10.0, metavar="S",
+                   help=f"vendor tool timeout in seconds, > 0 and <= {MAX_SECONDS:g} (default 10)")
+    p.add_argument("--json", action="store_true", help="print the model as JSON")
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The ``accel`` parser; ``argv`` lets optional parts skip their imports when not asked for."""
+    parser = _Parser(prog="accel", description="One device model for every AI accelerator vendor.")
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"accel {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name, helptext in [
+        ("ls", "list devices with memory and health"),
+        ("topo", "topology matrix (like nvidia-smi topo -m) and link domains"),
+        ("health", "health state and conditions of every device"),
+        ("plugins", "the discovery report: present, absent, failed, rejected"),
+    ]:
+        _selection_args(sub.add_parser(name, help=helptext, description=helptext))
+    show = sub.add_parser("show", help="everything about one device", description="everything about one device")
+    show.add_argument("device", type=text("a device id, uuid, PCI bus id or list position"),
+                      help="device id, uuid, PCI bus id or list position")
+    _selection_args(show)
+    watch = sub.add_parser("watch", help="refreshing telemetry view", description="refreshing telemetry view")
+    watch.add_argument("--count", type=_COUNT, default=0, metavar="N",
+                       help="stop after N refreshes (0, the default: until interrupted)")
+    watch.add_argument("--interval", type=_INTERVAL, default=1.0, metavar="S",
+                       help=f"seconds between refreshes, 0 to {MAX_SECONDS:g} (default 1)")
+    _selection_args(watch)
+    dra = sub.add_parser(
+        "dra", help="the inventory as Kubernetes DRA ResourceSlices (resource.k8s.io/v1)",
+        description="the inventory as Kubernetes DRA ResourceSlices (resource.k8s.io/v1), as JSON",
+    )
+    dra.add_argument("--domain", default="accel.dev", type=text("a domain name"),
+                     help="attribute domain; drivers are <vendor>.<domain>")
+    dra.add_argument("--node", type=text("a node name"), help="node name (default: the hostname in the inventory)")
+    _selection_args(dra)
+    bug = sub.add_parser(
+        "bugreport", help="record every vendor tool run into a bundle `accel ls --replay` replays",
+        description="record every vendor tool run of the present backends (argv, exit status, stdout, stderr; no "
+        "environment) and the inventory into a new directory, size-capped and written atomically: attach it "
+        "when a device misparses",
+    )
+    bug.add_argument("--out", required=True, metavar="DIR", type=text("a directory"),
+                     help="the bundle directory to create (must not exist)")
+    bug.add_argument("--max-bytes", type=_MAX_BYTES, default=64 * 1024 * 1024, metavar="N",
+                     help="refuse to write a bundle larger than N bytes (default 64 MiB)")
+    _selection_args(bug)
+    schema = sub.add_parser("schema", help="print the versioned JSON Schema of the model")
+    schema.add_argument("--kind", choices=["inventory", "telemetry"], default="inventory")
+    schema.add_argument("--json", action="store_true", help="accepted for symmetry; the schema is JSON")
+    sim = sub.add_parser("sim", help="simulator utilities")
+    simsub = sim.add_subparsers(dest="sim_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    simsub.required = True
+    prof = simsub.add_parser("profiles", help="list the built-in simulator profiles")
+    prof.add_argument("--json", action="store_true")
+
+    _extensions.add_parsers(sub, _selection_args, argv)
+    check_numeric_options(parser)  # the floor for what the optional parts add
+    return parser
+
+
+def parse(argv: list[str]) -> Any:
+    """Parse ``argv``; a bad command line raises :class:`UsageError` (one line)."""
+    return build_parser(argv).parse_args(argv)
