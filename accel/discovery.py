@@ -361,18 +361,26 @@ def _load_entry_points(report: DiscoveryReport, selection: Selection) -> dict[st
     return loaders
 
 
-def _probe_with_timeout(plugin: BackendPlugin, config: BackendConfig, name: str | None = None) -> ProbeResult:
-    """Run ``probe`` under ``probe_timeout_s``; a probe that hangs, raises or returns junk is an error."""
+def _probe_with_timeout(
+    plugin: BackendPlugin, config: BackendConfig, name: str | None = None
+) -> tuple[ProbeResult, AccelError | None]:
+    """Run ``probe`` under ``probe_timeout_s``; a probe that hangs, raises or returns junk is an
+    error.  The typed error of a failed probe comes too: the accel error it raised, or a
+    :class:`ConfigError` for a result marked ``bad_config`` (the CLI exits 2 for those)."""
     label = name or str(getattr(getattr(plugin, "info", None), "name", "?"))
     limit = _seconds(config.probe_timeout_s, "probe_timeout_s")
     out = _call_with_deadline(lambda: plugin.probe(config), limit, name=f"accel-probe-{label}")
     if out.timed_out:
-        return ProbeResult.error(f"probe timed out after {config.probe_timeout_s:g} s")
+        return ProbeResult.error(f"probe timed out after {config.probe_timeout_s:g} s"), None
     if out.error is not None:
-        return ProbeResult.error(f"probe raised {_describe(out.error)}")
+        typed = out.error if isinstance(out.error, AccelError) else None
+        return ProbeResult.error(f"probe raised {_describe(out.error)}"), typed
     if not isinstance(out.value, ProbeResult):
-        return ProbeResult.error(f"probe returned {type(out.value).__name__}, not ProbeResult")
-    return out.value
+        return ProbeResult.error(f"probe returned {type(out.value).__name__}, not ProbeResult"), None
+    result = out.value
+    if result.status is ProbeStatus.ERROR and result.bad_config:
+        return result, ConfigError(f"backend {label!r}: {result.reason}")
+    return result, None
 
 
 def discover(
@@ -491,7 +499,7 @@ def _consider(
         )
         report._set(BackendEntry(name, EntryStatus.REJECTED, inc.message, Stage.LOAD, origin, error=inc))
         return
-    result = _probe_with_timeout(plugin, config, name)
+    result, error = _probe_with_timeout(plugin, config, name)
     status = {
         ProbeStatus.PRESENT: EntryStatus.PRESENT,
         ProbeStatus.ABSENT: EntryStatus.ABSENT,
@@ -508,6 +516,7 @@ def _consider(
             vendor=info.vendor,
             api_version=chosen,
             device_count=result.device_count,
+            error=error,
         )
     )
     if status is EntryStatus.PRESENT:

@@ -84,6 +84,9 @@ class ProbeResult(Model):
     status: ProbeStatus
     reason: str = ""
     device_count: int | None = None
+    #: An error caused by the user's configuration (an unknown scenario or profile name), not
+    #: by the host: the command line exits 2 for it instead of "no accelerator".
+    bad_config: bool = False
 
     @classmethod
     def present(cls, reason: str = "", device_count: int | None = None) -> ProbeResult:
@@ -94,8 +97,8 @@ class ProbeResult(Model):
         return cls(status=ProbeStatus.ABSENT, reason=reason)
 
     @classmethod
-    def error(cls, reason: str) -> ProbeResult:
-        return cls(status=ProbeStatus.ERROR, reason=reason)
+    def error(cls, reason: str, *, bad_config: bool = False) -> ProbeResult:
+        return cls(status=ProbeStatus.ERROR, reason=reason, bad_config=bad_config)
 
 
 @dataclass(frozen=True)

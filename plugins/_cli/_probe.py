@@ -51,7 +51,9 @@ def probe_cli(spec: CliProbeSpec, config: BackendConfig, *, package: str | None 
             names = scenario_names(package)
             if str(name) in names:
                 return ProbeResult.present(f"replay scenario {name!r} of {package}")
-            return ProbeResult.error(f"unknown replay scenario {name!r}; shipped: {', '.join(names) or 'none'}")
+            return ProbeResult.error(
+                f"unknown replay scenario {name!r}; shipped: {', '.join(names) or 'none'}", bad_config=True
+            )
         return _probe(spec, config)
     except Exception as exc:  # noqa: BLE001 - probe() must never raise, whatever the host has
         return ProbeResult.error(f"{spec.vendor} probe failed: {type(exc).__name__}: {exc}")

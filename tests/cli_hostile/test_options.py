@@ -155,6 +155,15 @@ def test_accel_sim_unknown_profile_is_2_not_3(
     assert out == ""
 
 
+@pytest.mark.parametrize("backend", ["ascend", "metax", "kunlunxin"])
+def test_unknown_replay_scenario_is_2_not_3(capsys: pytest.CaptureFixture[str], backend: str) -> None:
+    code, out, err = run(capsys, "ls", "--backend", backend, "-o", "scenario=nosuch")
+    assert code == EXIT_USAGE, err
+    line = one_error_line(err)
+    assert "unknown replay scenario 'nosuch'" in line and "shipped:" in line
+    assert out == ""
+
+
 def test_accel_sim_known_profile_and_empty_value(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
