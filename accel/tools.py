@@ -73,6 +73,7 @@ thread-safe.  POSIX only.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import hashlib
@@ -116,6 +117,7 @@ __all__ = [
     "Runner",
     "SubprocessRunner",
     "ToolResult",
+    "kill_running_tools",
     "run",
     "which",
 ]
@@ -366,6 +368,27 @@ class _Outcome(Enum):
     TOO_LARGE = "too-large"
 
 
+# Every tool process group still running, so that an interrupted or exiting process can kill
+# them: a read may run in a worker thread (discovery's deadlines), where the main thread's
+# KeyboardInterrupt never arrives and the ``finally`` below would not run before exit.
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def kill_running_tools() -> int:
+    """Kill the process group of every vendor tool this process is still running; returns how
+    many.  The command line calls it on Ctrl-C and it runs at interpreter exit, so a hung tool
+    never outlives accel.  Safe to call from a signal handler and more than once."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        _kill_group(proc)
+    return len(running)
+
+
+atexit.register(kill_running_tools)
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     # The child leads its own session, so its pid is the process group id.  The group outlives
     # the leader while any member is alive, so this also reaches orphaned grandchildren.
@@ -503,12 +526,16 @@ def run(
     start = time.monotonic()
     deadline = start + timeout_s
     proc = _spawn(args, executable, child_env, cwd)
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
     outcome = _Outcome.TIMEOUT
     stdout = stderr = b""
     leader_exited = False
     try:
         outcome, stdout, stderr = _pump(proc, deadline, max_output_bytes)
     finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
         # Reached with outcome DONE only when the child has exited and been reaped.  Anything
         # else (timeout, cap, an exception such as KeyboardInterrupt) kills the group first,
         # before the leader is reaped, so its pid (the group id) cannot have been reused.

@@ -706,3 +706,20 @@ def test_recorder_mode_bits_do_not_matter_for_replay(tmp_path: Path) -> None:
     rec = write_json(tmp_path / "r.json", {"argv": ["x"], "stdout": "ro"})
     rec.chmod(stat.S_IRUSR)
     assert ReplayRunner(tmp_path).run(["x"]).stdout == "ro"
+
+
+def test_kill_running_tools_ends_a_tool_run_by_another_thread(tmp_path: Path) -> None:
+    # Discovery reads in worker threads; Ctrl-C (main thread) and exit kill their tools too.
+    script = tmp_path / "hangs"
+    script.write_text("#!/bin/sh\nexec sleep 60\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(tools.run, [str(script)], timeout_s=120)
+        deadline = time.monotonic() + 10
+        while not tools._RUNNING and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert tools.kill_running_tools() == 1
+        with pytest.raises(ToolExitError):
+            future.result(timeout=10)
+    assert not tools._RUNNING
+    assert tools.kill_running_tools() == 0

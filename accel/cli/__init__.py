@@ -168,7 +168,16 @@ _interrupted = False
 _redeliver = False
 
 
-def _exit_130(signum: int, frame: object) -> None:
+def _kill_tools() -> None:
+    # A read may wait for a vendor tool in a worker thread (discovery's deadlines), which the
+    # KeyboardInterrupt of the main thread never reaches: kill every tool group directly.
+    tools = sys.modules.get("accel.tools")
+    if tools is not None:
+        tools.kill_running_tools()
+
+
+def _exit_130(signum: int = 0, frame: object = None) -> None:
+    _kill_tools()
     os._exit(EXIT_INTERRUPTED)
 
 
@@ -182,10 +191,11 @@ def _on_sigint(signum: int, frame: object) -> None:
     if not _interrupted:
         import threading
 
-        timer = threading.Timer(INTERRUPT_GRACE_S, os._exit, args=(EXIT_INTERRUPTED,))
+        timer = threading.Timer(INTERRUPT_GRACE_S, _exit_130)
         timer.daemon = True
         timer.start()
     _interrupted, _redeliver = True, False
+    _kill_tools()
     raise KeyboardInterrupt
 
 
