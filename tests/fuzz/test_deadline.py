@@ -51,7 +51,8 @@ def test_a_real_plugin_whose_tools_together_pass_the_deadline_fails_typed() -> N
     backend = ASCEND.open(BackendConfig(runner=slow, tool_timeout_s=0.4, enrich_from_sysfs=False))
     with pytest.raises(ToolTimeoutError):
         backend.inventory()
-    fast = ASCEND.open(BackendConfig(runner=ReplayRunner(ASCEND_SCENARIO), tool_timeout_s=0.4, enrich_from_sysfs=False))
+    # The same views without the delay read (a generous budget: parsing is not what is tested).
+    fast = ASCEND.open(BackendConfig(runner=ReplayRunner(ASCEND_SCENARIO), tool_timeout_s=10, enrich_from_sysfs=False))
     assert len(fast.inventory().devices) == 8
 
 
