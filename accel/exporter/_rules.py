@@ -43,8 +43,9 @@ _ALERTS: list[dict[str, Any]] = [
         "labels": {"severity": "critical"},
         "annotations": {
             "summary": "Accelerator {{ $labels.device }} on {{ $labels.instance }} is unhealthy",
-            "description": "accel reports the device unhealthy; accel_health_condition{device=\"{{ $labels.device }}\"} "
-            "names the reason and the vendor code (accel health shows the recommended action).",
+            "description": "accel reports the device unhealthy; "
+            "accel_health_condition{device=\"{{ $labels.device }}\"} names the reason and the "
+            "vendor code (accel health shows the recommended action).",
         },
     },
     {

@@ -12,10 +12,9 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
-from ..discovery import DiscoveryReport, EntryStatus, discover
-from ..errors import ConfigError, ProfileError
+from ..discovery import EntryStatus, discover
+from ..errors import AccelError, ConfigError, ProfileError
 from ..plugin import BackendConfig
-from . import DEFAULT_LISTEN, DEFAULT_PORT
 from ._rules import rules_yaml
 from ._snapshot import SnapshotSource
 
@@ -36,15 +35,12 @@ def _is_loopback(addr: str) -> bool:
         return False
 
 
-def _check_selection(report: DiscoveryReport, names: list[str] | None) -> None:
-    """A backend the user named that cannot work is the answer (as in ``accel ls``)."""
+def _check_selection(errors: Mapping[str, AccelError | None], names: list[str] | None) -> None:
+    """A backend the user named that is misconfigured is the answer (as in ``accel ls``), not a 0."""
     for name in names or []:
-        try:
-            entry = report.entry(name)
-        except KeyError:
-            continue
-        if entry.status is EntryStatus.FAILED and isinstance(entry.error, (ConfigError, ProfileError)):
-            raise entry.error
+        error = errors.get(name)
+        if isinstance(error, (ConfigError, ProfileError)):
+            raise error
 
 
 def main(
@@ -65,12 +61,12 @@ def main(
         raise ConfigError("--min-interval must not be negative")
     backends, configs, base = selection if selection is not None else (None, {}, BackendConfig())
     report = discover(configs, default_config=base, backends=backends)
-    _check_selection(report, backends)
     if not report.plugins and not report.by_status(EntryStatus.FAILED):
         print("accel: no accelerator found on this machine; try `accel exporter --sim dgx-h100`", file=sys.stderr)
         return EXIT_NO_DEVICES
     source = SnapshotSource(report, configs, base, min_interval_s=args.min_interval)
     try:
+        _check_selection(source.startup_errors, backends)
         return _serve(args, source)
     finally:
         source.close()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ..discovery import BackendEntry, DiscoveryReport, EntryStatus, Session
+from ..errors import AccelError
 from ..model import Health, HostInventory, Problem, ProblemKind, Telemetry
 from ..plugin import BackendConfig
 
@@ -124,17 +125,21 @@ class SnapshotSource:
         self._sessions: dict[str, Session] = dict(sessions or {})
         #: Backends that failed before any read (load, probe, open): name -> reason.
         self._dead: dict[str, str] = {}
+        #: The typed error of each backend that failed before any read (``None`` when untyped).
+        self.startup_errors: dict[str, AccelError | None] = {}
         if report is not None:
             cfgs = dict(configs or {})
             default = default_config or BackendConfig()
             for entry in report.entries:
                 if entry.status is EntryStatus.FAILED:
                     self._dead[entry.name] = entry.reason or f"backend {entry.name!r} failed at {entry.stage}"
+                    self.startup_errors[entry.name] = entry.error
             for name in sorted(report.plugins):
                 session = Session(_single_report(report, name), cfgs, default)
                 opened = session.report.entry(name)
                 if opened.status is EntryStatus.FAILED or name not in session.backends:
                     self._dead[name] = opened.reason or f"backend {name!r} could not be opened"
+                    self.startup_errors[name] = opened.error
                     session.close()
                     continue
                 self._sessions[name] = session

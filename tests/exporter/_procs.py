@@ -26,7 +26,7 @@ def free_port() -> int:
 
 
 def get(url: str, timeout: float = 5.0) -> str:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - loopback only
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
         body: bytes = resp.read()
         return body.decode()
 
@@ -56,8 +56,9 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
-    if proc.stdout is not None:
-        proc.stdout.close()
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
 
 
 @contextmanager
@@ -72,7 +73,9 @@ def exporter(args: Sequence[str], port: int) -> Iterator[subprocess.Popen[bytes]
 
 
 @contextmanager
-def prometheus(binary: str, workdir: Path, target_port: int, rules: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def prometheus(
+    binary: str, workdir: Path, target_port: int, rules: Path
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
     config = workdir / "prometheus.yml"
     config.write_text(

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from accel.discovery import discover
 from accel.exporter import FAMILIES, AccelCollector, SnapshotSource
 from accel.plugin import BackendConfig, register
-from tests.exporter._fakes import DEV_A, DEV_B, GiB, FakeBackend, FakePlugin, HangingBackend, HangingPlugin
+from tests.exporter._fakes import DEV_A, DEV_B, FakeBackend, FakePlugin, GiB, HangingBackend, HangingPlugin
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
