@@ -114,7 +114,7 @@ class _Families:
         self._made: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
         self._seen: dict[str, set[tuple[str, ...]]] = {}
 
-    def add(self, name: str, labels: Sequence[str], value: float | int | None) -> None:
+    def add(self, name: str, labels: Sequence[str | int | None], value: float | None) -> None:
         """One sample; ``None`` (unknown) adds nothing, a repeated label set is dropped."""
         if value is None:
             return
