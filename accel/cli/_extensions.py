@@ -1,4 +1,4 @@
-"""Sub-commands contributed by the optional parts (conformance kit, scheduler).
+"""Sub-commands contributed by the optional parts (conformance kit, scheduler, exporter).
 
 They are wired here so ``accel --help`` lists them; their modules load only when run.
 """
@@ -23,6 +23,14 @@ def add_parsers(
     )
     # The kit owns its command line (accel.conformance.main); everything after the word is its.
     conf.add_argument("rest", nargs=argparse.REMAINDER)
+    exporter = sub.add_parser(
+        "exporter",
+        help="serve Prometheus metrics of every backend (`accel exporter rules`: the alerting rules)",
+        description="Serve one snapshot of every backend per scrape as Prometheus metrics (loopback by default), "
+        "or print the alerting and recording rules with `accel exporter rules`.",
+    )
+    _exporter_arguments(exporter)
+    selection_args(exporter)
     sched = sub.add_parser("sched", help="the scheduler's journal: job histories, states and bills")
     if argv is not None and "sched" not in argv:
         # The scheduler loads numpy (~150 ms): only when this command line is about it.
@@ -51,7 +59,21 @@ def _check_sched_options(sched: argparse.ArgumentParser) -> None:
                         opt.type = at
 
 
+def _exporter_arguments(p: argparse.ArgumentParser) -> None:
+    # Only argparse here: the exporter (and prometheus_client) load when the command runs.
+    from ..exporter._args import add_arguments
+
+    add_arguments(p)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.command == "exporter":
+        from ..exporter._server import main as exporter_main
+        from ._commands import _configs
+
+        selection = _configs(args) if args.action == "serve" else None
+        exporter_code: int = exporter_main(args, selection)
+        return exporter_code
     if args.command == "conformance":
         # Imported by name: the conformance kit pulls in pytest, which `accel ls` should not pay for.
         try:

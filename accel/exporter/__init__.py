@@ -1,0 +1,68 @@
+"""accel as a Prometheus exporter: one snapshot of every backend per scrape.
+
+    $ accel exporter --sim dgx-h100            # http://127.0.0.1:10400/metrics
+    $ accel exporter rules > accel-rules.yml   # alerting and recording rules
+
+In Python::
+
+    from accel.exporter import AccelCollector, SnapshotSource
+    source = SnapshotSource(accel.discover(), min_interval_s=1.0)
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(AccelCollector(source))
+
+Metric families are in base units with the model's names (``accel_memory_used_bytes``,
+``accel_power_watts``, ``accel_utilization_ratio``...); a value the model does not know is an
+absent sample, never 0.  The collector needs ``prometheus_client`` (extra ``[exporter]``);
+:mod:`accel.exporter` imports it only when the collector is used, so ``accel exporter rules``
+and the snapshot machinery work without it.  ``docs/exporter.md`` has the families, the
+mapping to dcgm-exporter, AMD device-metrics-exporter and HAMi names, and the rules.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._collector import FAMILIES, AccelCollector, Family
+    from ._rules import RULE_GROUPS, rules_yaml
+    from ._snapshot import BackendRead, Snapshot, SnapshotSource
+
+__all__ = [
+    "DEFAULT_LISTEN",
+    "DEFAULT_PORT",
+    "FAMILIES",
+    "RULE_GROUPS",
+    "AccelCollector",
+    "BackendRead",
+    "Family",
+    "Snapshot",
+    "SnapshotSource",
+    "rules_yaml",
+]
+
+#: The exporter binds to loopback unless told otherwise.
+DEFAULT_LISTEN = "127.0.0.1"
+#: accel's own default port: outside the Prometheus wiki's exhausted 9100-9999 exporter range and
+#: not dcgm-exporter's 9400 (both often run on one NVIDIA node); see docs/exporter.md.
+DEFAULT_PORT = 10400
+
+
+#: Where each lazily imported name lives (the CLI builds its parser without loading any of them).
+_LAZY = {
+    "AccelCollector": "_collector",
+    "FAMILIES": "_collector",
+    "Family": "_collector",
+    "RULE_GROUPS": "_rules",
+    "rules_yaml": "_rules",
+    "BackendRead": "_snapshot",
+    "Snapshot": "_snapshot",
+    "SnapshotSource": "_snapshot",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(name)
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -1,0 +1,116 @@
+"""``accel exporter``: serve the collector over HTTP with prometheus_client's own server."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import ipaddress
+import signal
+import sys
+import threading
+from collections.abc import Mapping
+from types import FrameType
+from typing import Any
+
+from ..discovery import EntryStatus, discover
+from ..errors import AccelError, ConfigError, ProfileError
+from ..plugin import BackendConfig
+from ._rules import rules_yaml
+from ._snapshot import SnapshotSource
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NO_DEVICES = 3
+
+
+def _is_loopback(addr: str) -> bool:
+    if addr == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(addr.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_selection(errors: Mapping[str, AccelError | None], names: list[str] | None) -> None:
+    """A backend the user named that is misconfigured is the answer (as in ``accel ls``), not a 0."""
+    for name in names or []:
+        error = errors.get(name)
+        if isinstance(error, (ConfigError, ProfileError)):
+            raise error
+
+
+def main(
+    args: argparse.Namespace,
+    selection: tuple[list[str] | None, Mapping[str, BackendConfig], BackendConfig] | None = None,
+) -> int:
+    """Run ``accel exporter``; ``selection`` is the CLI's (backends, configs, default config)."""
+    if args.action == "rules":
+        sys.stdout.write(rules_yaml())
+        return EXIT_OK
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(f"accel exporter needs prometheus_client ({exc}): pip install 'accel-sdk[exporter]'") from exc
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port must be 0..65535, got {args.port}")
+    if args.min_interval < 0:
+        raise ConfigError("--min-interval must not be negative")
+    backends, configs, base = selection if selection is not None else (None, {}, BackendConfig())
+    report = discover(configs, default_config=base, backends=backends)
+    if not report.plugins and not report.by_status(EntryStatus.FAILED):
+        print("accel: no accelerator found on this machine; try `accel exporter --sim dgx-h100`", file=sys.stderr)
+        return EXIT_NO_DEVICES
+    source = SnapshotSource(report, configs, base, min_interval_s=args.min_interval)
+    try:
+        _check_selection(source.startup_errors, backends)
+        return _serve(args, source)
+    finally:
+        source.close()
+
+
+def _serve(args: argparse.Namespace, source: SnapshotSource) -> int:
+    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client.platform_collector import PlatformCollector
+    from prometheus_client.process_collector import ProcessCollector
+
+    from ._collector import AccelCollector
+
+    registry = CollectorRegistry()
+    registry.register(AccelCollector(source, processes=args.processes))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    if not _is_loopback(args.listen):
+        print(f"accel: warning: exporter listens on {args.listen}, reachable beyond this host; metrics are "
+              "unauthenticated", file=sys.stderr)
+    try:
+        server, thread = start_http_server(args.port, addr=args.listen, registry=registry)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            print(f"accel: error: port {args.port} on {args.listen} is in use; pick another with --port",
+                  file=sys.stderr)
+        else:
+            print(f"accel: error: cannot listen on {args.listen}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    port = server.server_port
+    host = f"[{args.listen}]" if ":" in args.listen else args.listen
+    names = ", ".join(source.backend_names) or "none"
+    print(f"accel: exporter on http://{host}:{port}/metrics (backends: {names})", file=sys.stderr, flush=True)
+    stop = threading.Event()
+
+    def _terminate(signum: int, frame: FrameType | None) -> Any:
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        while not stop.wait(3600):
+            pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+    return EXIT_OK

@@ -1,0 +1,32 @@
+"""accel.exporter's public surface is curated and it imports only what the design allows."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ALLOWED = ("accel.exporter", "accel.model", "accel.discovery", "accel.plugin", "accel.errors")
+
+
+def test_public_api_is_curated_and_resolves() -> None:
+    mod = importlib.import_module("accel.exporter")
+    exported = list(mod.__all__)
+    assert exported == sorted(exported, key=lambda s: (not s.isupper(), s))
+    for name in exported:
+        assert getattr(mod, name) is not None, name
+
+
+def test_the_exporter_imports_only_the_model_discovery_plugin_and_errors() -> None:
+    bad = []
+    for path in sorted((ROOT / "accel" / "exporter").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                target = "accel." + (node.module or "") if node.level == 2 else "accel.exporter." + (node.module or "")
+                if not any(target == a or target.startswith(a + ".") for a in ALLOWED):
+                    bad.append(f"{path.name}: {target}")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("accel"):
+                bad.append(f"{path.name}: absolute import {node.module}")
+    assert not bad, bad
