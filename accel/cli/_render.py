@@ -54,9 +54,16 @@ def device_table(inv: HostInventory) -> str:
     return table(["#", "VENDOR", "KIND", "MODEL", "MEMORY", "USED", "HEALTH", "ID"], rows)
 
 
+def _joined(*parts: object, sep: str = " ") -> str | None:
+    """The known parts joined, or ``None`` when none is known (never a literal "None")."""
+    known = [str(p) for p in parts if p not in (None, "")]
+    return sep.join(known) if known else None
+
+
 def device_text(d: Device) -> str:
-    lines = [f"{d.id}", f"  vendor / kind     {d.vendor} / {d.kind.value}", f"  model             {d.model}"]
     pairs: list[tuple[str, object]] = [
+        ("vendor / kind", f"{d.vendor} / {d.kind.value}"),
+        ("model", d.model),
         ("index", d.index),
         ("uuid", d.uuid),
         ("serial", d.serial_number),
@@ -68,27 +75,30 @@ def device_text(d: Device) -> str:
         ("cpu affinity", d.cpu_affinity),
         ("board", d.board_id),
         ("driver", d.versions.driver),
-        ("runtime", f"{d.versions.runtime_name} {d.versions.runtime}" if d.versions.runtime else None),
+        ("runtime", _joined(d.versions.runtime_name, d.versions.runtime) if d.versions.runtime else None),
         ("memory total", bytes_h(d.memory_total_bytes)),
         ("memory used", bytes_h(d.memory_used_bytes)),
-        ("compute units", f"{d.compute.units} {d.compute.unit_kind or ''}".strip() if d.compute.units else None),
+        ("compute units", _joined(d.compute.units, d.compute.unit_kind) if d.compute.units else None),
         ("power limit", _opt(d.power.enforced_watts or d.power.max_watts, "{:g} W")),
         ("partition mode", d.partition_mode.scheme.value),
         ("sharing", d.sharing.mode.value),
         ("visible as", f"{d.binding.visible_env}={d.binding.visible_id}" if d.binding.visible_env else None),
-        ("torch / collective", f"{d.binding.torch_device_type} / {d.binding.collective_backend}"),
+        ("torch / collective", _joined(d.binding.torch_device_type, d.binding.collective_backend, sep=" / ")),
         ("health", f"{d.health.state.value} ({d.health.operational.value})"),
     ]
-    for key, value in pairs:
-        if value not in (None, "-"):
-            lines.append(f"  {key:<18}{value}")
-    for c in d.health.conditions:
-        code = f" {c.vendor_code}" if c.vendor_code else ""
-        lines.append(f"    - {c.severity.value} {c.subsystem.value}/{c.reason}{code} -> {c.action.value}")
-    for k, v in sorted(d.extras.items()):
-        lines.append(f"  {k:<18}{v}")
+    rows = [(k, v) for k, v in pairs if v not in (None, "-")]
+    rows += [(k, v) for k, v in sorted(d.extras.items())]
     if d.unsupported:
-        lines.append(f"  {'unsupported':<18}{', '.join(sorted(d.unsupported))}")
+        rows.append(("unsupported", ", ".join(sorted(d.unsupported))))
+    # Labels never run into values: the column is as wide as the longest label, plus two.
+    width = max(len(k) for k, _ in rows) + 2
+    lines = [f"{d.id}"]
+    for key, value in rows:
+        lines.append(f"  {key:<{width}}{value}")
+        if key == "health":
+            for c in d.health.conditions:
+                code = f" {c.vendor_code}" if c.vendor_code else ""
+                lines.append(f"    - {c.severity.value} {c.subsystem.value}/{c.reason}{code} -> {c.action.value}")
     return "\n".join(lines)
 
 
