@@ -173,6 +173,22 @@ def cmd_ls(args: argparse.Namespace) -> int:
         return _read_code(inv)
 
 
+def cmd_ps(args: argparse.Namespace) -> int:
+    """Processes on every device (like ``nvidia-smi``'s process table, for every vendor)."""
+    with _session(args) as session:
+        inv = session.inventory()
+        if not inv.devices and _no_devices(session, inv):
+            return EXIT_NO_DEVICES
+        _warn_problems(inv)
+        if args.json:
+            print(dump([p.model_dump(mode="json") for p in inv.processes]))
+        elif inv.processes:
+            print(_render.process_table(inv))
+        else:
+            print("no processes reported on any device", file=sys.stderr)
+        return _read_code(inv)
+
+
 def _find(inv: HostInventory, key: str) -> Device:
     for dev in inv.devices:
         if key in (dev.id, dev.uuid, dev.pci.bus_id if dev.pci else None):
@@ -368,6 +384,7 @@ _COMMANDS = {
     "bugreport": cmd_bugreport,
     "ls": cmd_ls,
     "show": cmd_show,
+    "ps": cmd_ps,
     "topo": cmd_topo,
     "health": cmd_health,
     "watch": cmd_watch,

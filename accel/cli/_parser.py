@@ -63,6 +63,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         ("ls", "list devices with memory and health"),
         ("topo", "topology matrix (like nvidia-smi topo -m) and link domains"),
         ("health", "health state and conditions of every device"),
+        ("ps", "processes on every device: pid, name, device memory"),
         ("plugins", "the discovery report: present, absent, failed, rejected"),
     ]:
         _selection_args(sub.add_parser(name, help=helptext, description=helptext))

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ..model import Device, DistanceMatrix, Domain, Health, HostInventory, Telemetry
 
-__all__ = ["bytes_h", "device_table", "health_table", "table", "telemetry_table", "topo_text"]
+__all__ = ["bytes_h", "device_table", "health_table", "process_table", "table", "telemetry_table", "topo_text"]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -100,6 +100,19 @@ def device_text(d: Device) -> str:
                 code = f" {c.vendor_code}" if c.vendor_code else ""
                 lines.append(f"    - {c.severity.value} {c.subsystem.value}/{c.reason}{code} -> {c.action.value}")
     return "\n".join(lines)
+
+
+def process_table(inv: HostInventory) -> str:
+    """``accel ps``: one row per process per device (``#`` is the device's position in
+    ``accel ls``), device memory in GiB/MiB; an unknown name or memory is ``-``."""
+    position = {d.id: i for i, d in enumerate(inv.devices)}
+    rows = []
+    for proc in sorted(inv.processes, key=lambda p: (position.get(p.device_id, len(position)), p.pid)):
+        where = str(position[proc.device_id]) if proc.device_id in position else "?"
+        rows.append(
+            [where, proc.device_id, proc.partition_id or "-", str(proc.pid), proc.name or "-", bytes_h(proc.memory_bytes)]
+        )
+    return table(["#", "DEVICE", "PARTITION", "PID", "NAME", "MEMORY"], rows)
 
 
 def health_table(health: dict[str, Health]) -> str:

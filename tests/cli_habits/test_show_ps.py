@@ -1,4 +1,4 @@
-"""`accel show` (issue 16): labels never run into values, and no literal "None"."""
+"""`accel show` and `accel ps` (issue 16): aligned labels, no literal "None", processes per device."""
 
 from __future__ import annotations
 
@@ -43,3 +43,32 @@ def test_unknown_binding_and_runtime_parts_are_left_out() -> None:
     assert "None" not in text
     assert "torch / collective  xpu\n" in text
     assert "runtime             1.0\n" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "golden"),
+    [
+        (["ps", "--sim", "dgx-h100"], "ps_dgx-h100.txt"),
+        (["ps", "--sim", "a100-mig"], "ps_a100-mig.txt"),
+        # A real npu-smi sample (910C A3, 4 processes, no names printed): unknown names are '-'.
+        (["ps", "--backend", "ascend", "-o", "scenario=910c-16"], "ps_ascend_910c-16.txt"),
+    ],
+)
+def test_ps_matches_the_golden_output(capsys: pytest.CaptureFixture[str], argv: list[str], golden: str) -> None:
+    assert main(argv) == 0
+    assert capsys.readouterr().out == GOLDEN.with_name(golden).read_text()
+
+
+def test_ps_json_is_the_process_list(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["ps", "--sim", "dgx-h100", "--json"]) == 0
+    procs = json.loads(capsys.readouterr().out)
+    assert len(procs) == 8
+    assert {"pid", "device_id", "name", "memory_bytes"} <= set(procs[0])
+
+
+def test_ps_with_no_processes_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ps", "--backend", "metax", "-o", "scenario=c550-8"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "no processes reported" in err
