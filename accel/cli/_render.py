@@ -109,9 +109,8 @@ def process_table(inv: HostInventory) -> str:
     rows = []
     for proc in sorted(inv.processes, key=lambda p: (position.get(p.device_id, len(position)), p.pid)):
         where = str(position[proc.device_id]) if proc.device_id in position else "?"
-        rows.append(
-            [where, proc.device_id, proc.partition_id or "-", str(proc.pid), proc.name or "-", bytes_h(proc.memory_bytes)]
-        )
+        part, name = proc.partition_id or "-", proc.name or "-"
+        rows.append([where, proc.device_id, part, str(proc.pid), name, bytes_h(proc.memory_bytes)])
     return table(["#", "DEVICE", "PARTITION", "PID", "NAME", "MEMORY"], rows)
 
 
