@@ -13,7 +13,7 @@ from typing import Any
 
 from ..discovery import DiscoveryReport, EntryStatus, Session, discover, open_session
 from ..errors import BackendUnavailableError, ConfigError, DeviceError, ProfileError
-from ..model import Device, Health, HostInventory, Problem, json_schema
+from ..model import Device, Health, HostInventory, Problem, json_schema, validate
 from ..plugin import BackendConfig
 from ..sim import ENV_PROFILE
 from . import EXIT_NO_DEVICES, EXIT_OK, EXIT_PARTIAL, EXIT_UNHEALTHY, _extensions, _render, dump
@@ -158,9 +158,38 @@ def _no_devices(session: Session, inv: HostInventory) -> bool:
     return True
 
 
+def _selected(inv: HostInventory, args: argparse.Namespace) -> HostInventory:
+    """``inv`` limited to the devices of ``-i/--id`` (all of them without it): their partitions,
+    processes, the links and domains among them; every problem is kept (what could not be read
+    is still not read).  An unknown device is a :class:`DeviceError` (exit 1)."""
+    wanted = getattr(args, "ids", None)
+    if not wanted:
+        return inv
+    keys = [k.strip() for k in wanted.split(",")]
+    if any(not k for k in keys):
+        raise ConfigError(f"-i/--id: an empty device in {wanted!r}")
+    ids = {_find(inv, k).id for k in keys}
+    parts = {p.id for p in inv.partitions if p.parent_id in ids}
+    data = {
+        **dict(inv),
+        "devices": [d for d in inv.devices if d.id in ids],
+        "partitions": [p for p in inv.partitions if p.id in parts],
+        "partition_profiles": [p for p in inv.partition_profiles if p.parent_id in ids],
+        "processes": [p for p in inv.processes if p.device_id in ids],
+        "links": [x for x in inv.links if x.a in ids | parts and x.b in ids | parts],
+        "domains": [d for d in inv.domains if set(d.members) <= ids | parts],
+    }
+    return validate(HostInventory, data, what="selected inventory")
+
+
+def _positions(inv: HostInventory) -> dict[str, int]:
+    return {d.id: i for i, d in enumerate(inv.devices)}
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
     with _session(args) as session:
-        inv = session.inventory()
+        full = session.inventory()
+        inv = _selected(full, args)
         if not inv.devices and _no_devices(session, inv):
             if args.json:
                 print(inv.model_dump_json(indent=2))
@@ -169,21 +198,22 @@ def cmd_ls(args: argparse.Namespace) -> int:
         if args.json:
             print(inv.model_dump_json(indent=2))
             return _read_code(inv)
-        print(_render.device_table(inv))
+        print(_render.device_table(inv, _positions(full)))
         return _read_code(inv)
 
 
 def cmd_ps(args: argparse.Namespace) -> int:
     """Processes on every device (like ``nvidia-smi``'s process table, for every vendor)."""
     with _session(args) as session:
-        inv = session.inventory()
+        full = session.inventory()
+        inv = _selected(full, args)
         if not inv.devices and _no_devices(session, inv):
             return EXIT_NO_DEVICES
         _warn_problems(inv)
         if args.json:
             print(dump([p.model_dump(mode="json") for p in inv.processes]))
         elif inv.processes:
-            print(_render.process_table(inv))
+            print(_render.process_table(inv, _positions(full)))
         else:
             print("no processes reported on any device", file=sys.stderr)
         return _read_code(inv)
@@ -207,14 +237,16 @@ def cmd_show(args: argparse.Namespace) -> int:
         if _no_devices(session, inv):
             return EXIT_NO_DEVICES
         _warn_problems(inv)
-        dev = _find(inv, args.device)
+        if (args.device is None) == (args.show_id is None):
+            raise ConfigError("accel show takes one device: the positional argument or -i/--id")
+        dev = _find(inv, args.device if args.device is not None else args.show_id)
         print(dev.model_dump_json(indent=2) if args.json else _render.device_text(dev))
         return _read_code(inv)
 
 
 def cmd_topo(args: argparse.Namespace) -> int:
     with _session(args) as session:
-        inv = session.inventory()
+        inv = _selected(session.inventory(), args)
         _warn_problems(inv)
         matrix = inv.distance_matrix()
         if args.json:
@@ -241,7 +273,7 @@ def cmd_topo(args: argparse.Namespace) -> int:
 def cmd_health(args: argparse.Namespace) -> int:
     with _session(args) as session:
         # One read: the health, and what could not be read, of the same snapshot.
-        inv = session.inventory()
+        inv = _selected(session.inventory(), args)
         health: dict[str, Health] = {d.id: d.health for d in inv.devices}
         _warn_problems(inv)
         if args.json:
@@ -272,12 +304,13 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if args.count < 0 or not math.isfinite(args.interval) or not 0 <= args.interval <= 86400:
         raise ConfigError("--count must not be negative and --interval must be 0..86400 seconds")
     with _session(args) as session:
+        ids = [d.id for d in _selected(session.inventory(), args).devices] if args.ids else None
         shown = 0
         interactive = sys.stdout.isatty() and not args.json
         while args.count == 0 or shown < args.count:
             if shown:
                 time.sleep(args.interval)
-            samples = session.telemetry()
+            samples = session.telemetry(ids)
             if args.json:
                 print(json.dumps([s.model_dump(mode="json") for s in samples]), flush=True)
             else:

@@ -51,6 +51,13 @@ def _selection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the model as JSON")
 
 
+def _id_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--id", "-i", dest="ids", metavar="DEVICE[,DEVICE...]", type=text("a device list"),
+        help="only these devices, as with nvidia-smi -i: list positions, ids, UUIDs or PCI bus ids, comma-separated",
+    )
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The ``accel`` parser; ``argv`` lets optional parts skip their imports when not asked for."""
     parser = _Parser(prog="accel", description="One device model for every AI accelerator vendor.")
@@ -66,16 +73,22 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         ("ps", "processes on every device: pid, name, device memory"),
         ("plugins", "the discovery report: present, absent, failed, rejected"),
     ]:
-        _selection_args(sub.add_parser(name, help=helptext, description=helptext))
+        cmd = sub.add_parser(name, help=helptext, description=helptext)
+        if name != "plugins":
+            _id_arg(cmd)
+        _selection_args(cmd)
     show = sub.add_parser("show", help="everything about one device", description="everything about one device")
-    show.add_argument("device", type=text("a device id, uuid, PCI bus id or list position"),
-                      help="device id, uuid, PCI bus id or list position")
+    show.add_argument("device", nargs="?", type=text("a device id, uuid, PCI bus id or list position"),
+                      help="device id, uuid, PCI bus id or list position (or -i)")
+    show.add_argument("--id", "-i", dest="show_id", metavar="DEVICE", type=text("a device"),
+                      help="the device, as with nvidia-smi -i (instead of the positional argument)")
     _selection_args(show)
     watch = sub.add_parser("watch", help="refreshing telemetry view", description="refreshing telemetry view")
     watch.add_argument("--count", type=_COUNT, default=0, metavar="N",
                        help="stop after N refreshes (0, the default: until interrupted)")
     watch.add_argument("--interval", type=_INTERVAL, default=1.0, metavar="S",
                        help=f"seconds between refreshes, 0 to {MAX_SECONDS:g} (default 1)")
+    _id_arg(watch)
     _selection_args(watch)
     dra = sub.add_parser(
         "dra", help="the inventory as Kubernetes DRA ResourceSlices (resource.k8s.io/v1)",

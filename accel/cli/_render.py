@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..model import Device, DistanceMatrix, Domain, Health, HostInventory, Telemetry
 
@@ -36,12 +36,14 @@ def _opt(value: object, fmt: str = "{}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def device_table(inv: HostInventory) -> str:
+def device_table(inv: HostInventory, positions: Mapping[str, int] | None = None) -> str:
+    """``accel ls``; ``#`` is the device's position in the whole list (``positions``, when the
+    table shows a selection), so ``-i 3`` shows device 3 as 3."""
     rows = []
     for n, d in enumerate(inv.devices):
         rows.append(
             [
-                str(n),
+                str(positions.get(d.id, n) if positions is not None else n),
                 d.vendor,
                 d.kind.value,
                 d.model,
@@ -102,10 +104,10 @@ def device_text(d: Device) -> str:
     return "\n".join(lines)
 
 
-def process_table(inv: HostInventory) -> str:
+def process_table(inv: HostInventory, positions: Mapping[str, int] | None = None) -> str:
     """``accel ps``: one row per process per device (``#`` is the device's position in
     ``accel ls``), device memory in GiB/MiB; an unknown name or memory is ``-``."""
-    position = {d.id: i for i, d in enumerate(inv.devices)}
+    position = dict(positions) if positions is not None else {d.id: i for i, d in enumerate(inv.devices)}
     rows = []
     for proc in sorted(inv.processes, key=lambda p: (position.get(p.device_id, len(position)), p.pid)):
         where = str(position[proc.device_id]) if proc.device_id in position else "?"
