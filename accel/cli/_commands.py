@@ -8,12 +8,13 @@ import math
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..discovery import DiscoveryReport, EntryStatus, Session, discover, open_session
 from ..errors import BackendUnavailableError, ConfigError, DeviceError, ProfileError
-from ..model import Device, Health, HostInventory, Problem, json_schema, validate
+from ..model import Device, Health, HostInventory, Problem, Telemetry, json_schema, validate
 from ..plugin import BackendConfig
 from ..sim import ENV_PROFILE
 from . import EXIT_NO_DEVICES, EXIT_OK, EXIT_PARTIAL, EXIT_UNHEALTHY, _extensions, _render, dump
@@ -186,10 +187,36 @@ def _positions(inv: HostInventory) -> dict[str, int]:
     return {d.id: i for i, d in enumerate(inv.devices)}
 
 
+def _query(args: argparse.Namespace) -> tuple[list[Any], Any] | None:
+    """The parsed ``--query`` fields and ``--format`` (``None`` without ``--query``)."""
+    if args.query is None:
+        if args.query_format != "csv":
+            raise ConfigError("--format needs --query FIELD,...")
+        return None
+    from . import _query
+
+    return _query.parse_query(args.query), _query.parse_format(args.query_format)
+
+
+def _query_rows(inv: HostInventory, samples: Sequence[Telemetry]) -> list[tuple[Device, Telemetry | None]]:
+    by_id = {s.device_id: s for s in samples}
+    return [(d, by_id.get(d.id)) for d in inv.devices]
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
+    query = _query(args)
     with _session(args) as session:
         full = session.inventory()
         inv = _selected(full, args)
+        if query is not None:
+            from ._query import render
+
+            if not inv.devices and _no_devices(session, inv):
+                return EXIT_NO_DEVICES
+            _warn_problems(inv)
+            samples = session.telemetry([d.id for d in inv.devices]) if inv.devices else ()
+            print(render(query[0], _query_rows(inv, samples), query[1]))
+            return _read_code(inv)
         if not inv.devices and _no_devices(session, inv):
             if args.json:
                 print(inv.model_dump_json(indent=2))
@@ -303,15 +330,21 @@ def cmd_watch(args: argparse.Namespace) -> int:
     # The parser checked both (--count 0..10^9, --interval finite seconds 0..86400).
     if args.count < 0 or not math.isfinite(args.interval) or not 0 <= args.interval <= 86400:
         raise ConfigError("--count must not be negative and --interval must be 0..86400 seconds")
+    query = _query(args)
     with _session(args) as session:
-        ids = [d.id for d in _selected(session.inventory(), args).devices] if args.ids else None
+        selected = _selected(session.inventory(), args) if args.ids or query is not None else None
+        ids = [d.id for d in selected.devices] if selected is not None and args.ids else None
         shown = 0
-        interactive = sys.stdout.isatty() and not args.json
+        interactive = sys.stdout.isatty() and not args.json and query is None
         while args.count == 0 or shown < args.count:
             if shown:
                 time.sleep(args.interval)
             samples = session.telemetry(ids)
-            if args.json:
+            if query is not None and selected is not None:
+                from ._query import render
+
+                print(render(query[0], _query_rows(selected, samples), query[1], header=shown == 0), flush=True)
+            elif args.json:
                 print(json.dumps([s.model_dump(mode="json") for s in samples]), flush=True)
             else:
                 if interactive:

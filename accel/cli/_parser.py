@@ -51,6 +51,14 @@ def _selection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the model as JSON")
 
 
+def _query_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--query", metavar="FIELD[,FIELD...]", type=text("a field list"),
+                   help="print these fields as CSV (model names such as memory_total_bytes, or "
+                   "nvidia-smi's such as memory.total; SI base units; [N/A] when not read)")
+    p.add_argument("--format", dest="query_format", metavar="csv[,noheader][,nounits]", default="csv",
+                   type=text("a format"), help="the --query output format (default csv)")
+
+
 def _id_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--id", "-i", dest="ids", metavar="DEVICE[,DEVICE...]", type=text("a device list"),
@@ -76,6 +84,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=helptext, description=helptext)
         if name != "plugins":
             _id_arg(cmd)
+        if name == "ls":
+            _query_args(cmd)
         _selection_args(cmd)
     show = sub.add_parser("show", help="everything about one device", description="everything about one device")
     show.add_argument("device", nargs="?", type=text("a device id, uuid, PCI bus id or list position"),
@@ -89,6 +99,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     watch.add_argument("--interval", type=_INTERVAL, default=1.0, metavar="S",
                        help=f"seconds between refreshes, 0 to {MAX_SECONDS:g} (default 1)")
     _id_arg(watch)
+    _query_args(watch)
     _selection_args(watch)
     dra = sub.add_parser(
         "dra", help="the inventory as Kubernetes DRA ResourceSlices (resource.k8s.io/v1)",
