@@ -356,6 +356,33 @@ def cmd_watch(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
+def cmd_dmon(args: argparse.Namespace) -> int:
+    from . import _dmon
+
+    cols = _dmon.columns(args.groups)
+    with _session(args) as session:
+        full = session.inventory()
+        selected = _selected(full, args)
+        positions = _positions(full)
+        ids = [d.id for d in selected.devices] if args.ids else None
+        if not args.json:
+            print(_dmon.header(cols), flush=True)
+        shown = 0
+        while args.count == 0 or shown < args.count:
+            if shown:
+                time.sleep(args.interval)
+            samples = session.telemetry(ids)
+            if args.json:
+                print(json.dumps([s.model_dump(mode="json") for s in samples]), flush=True)
+            else:
+                for s in samples:
+                    print(_dmon.row(s, positions.get(s.device_id, "?"), cols))
+                sys.stdout.flush()
+            shown += 1
+        _warn_failures(session.report)
+        return EXIT_OK
+
+
 def cmd_plugins(args: argparse.Namespace) -> int:
     backends, configs, base = _configs(args)
     report = discover(configs, default_config=base, backends=backends)
@@ -454,6 +481,7 @@ _COMMANDS = {
     "topo": cmd_topo,
     "health": cmd_health,
     "watch": cmd_watch,
+    "dmon": cmd_dmon,
     "plugins": cmd_plugins,
     "schema": cmd_schema,
     "dra": cmd_dra,

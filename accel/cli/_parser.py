@@ -101,6 +101,16 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     _id_arg(watch)
     _query_args(watch)
     _selection_args(watch)
+    dmon = sub.add_parser("dmon", help="one row per device per interval (like nvidia-smi dmon)",
+                          description="one row per device per interval, with a timestamp (like nvidia-smi dmon)")
+    dmon.add_argument("-s", dest="groups", default="pum", metavar="GROUPS", type=text("field groups"),
+                      help="field groups: p power/temp, u utilization, c clocks, m memory, e ECC (default pum)")
+    dmon.add_argument("-c", "--count", type=_COUNT, default=0, metavar="N",
+                      help="stop after N samples (0, the default: until interrupted)")
+    dmon.add_argument("-d", "--interval", type=_INTERVAL, default=1.0, metavar="S",
+                      help=f"seconds between samples, 0 to {MAX_SECONDS:g} (default 1)")
+    _id_arg(dmon)
+    _selection_args(dmon)
     dra = sub.add_parser(
         "dra", help="the inventory as Kubernetes DRA ResourceSlices (resource.k8s.io/v1)",
         description="the inventory as Kubernetes DRA ResourceSlices (resource.k8s.io/v1), as JSON",

@@ -35,6 +35,12 @@ def _clock(name: str) -> Callable[[Device, Telemetry | None], object]:
     return lambda d, t: t.clocks_hertz.get(name) if t is not None else None
 
 
+def _core(d: Device, t: Telemetry | None) -> object:
+    from ._dmon import core_clock
+
+    return core_clock(t) if t is not None else None
+
+
 #: Every queryable field: the model's name, its unit, and how to read it.
 FIELDS: dict[str, Field] = {
     f.name: f
@@ -59,7 +65,7 @@ FIELDS: dict[str, Field] = {
         Field("energy_joules", "J", _t("energy_joules")),
         Field("temperature_celsius", "C", _t("temperature_celsius")),
         Field("fan_ratio", "ratio", _t("fan_ratio")),
-        Field("clock_sm_hertz", "Hz", _clock("sm")),
+        Field("clock_core_hertz", "Hz", _core),
         Field("clock_memory_hertz", "Hz", _clock("memory")),
         Field("ecc_corrected_total", None, _t("ecc_corrected_total")),
         Field("ecc_uncorrected_total", None, _t("ecc_uncorrected_total")),
@@ -85,7 +91,8 @@ ALIASES: Mapping[str, str] = {
     "power.limit": "power_limit_watts",
     "temperature.gpu": "temperature_celsius",
     "fan.speed": "fan_ratio",
-    "clocks.sm": "clock_sm_hertz",
+    "clocks.sm": "clock_core_hertz",
+    "clocks.gr": "clock_core_hertz",
     "clocks.mem": "clock_memory_hertz",
     "ecc.errors.corrected.volatile.total": "ecc_corrected_total",
     "ecc.errors.uncorrected.volatile.total": "ecc_uncorrected_total",
