@@ -19,5 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"TCP port (default {DEFAULT_PORT}; 0 picks a free one)")
     p.add_argument("--min-interval", type=float, default=1.0, metavar="S",
                    help="minimum seconds between two real reads of the backends (default 1)")
+    p.add_argument("--no-leak-detection", dest="leak_detection", action="store_false",
+                   help="do not watch used memory for leaks (MemoryLeakSuspected conditions and "
+                        "accel_memory_leak_* families; on by default, see docs/leaks.md)")
     p.add_argument("--processes", action="store_true",
                    help="export device memory per process (one series per pid: high cardinality)")

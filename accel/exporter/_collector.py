@@ -77,6 +77,11 @@ FAMILIES: tuple[Family, ...] = (
        "When health was last read (Unix seconds); absent when nothing that tells health was read."),
     _f("accel_health_condition", "gauge", "device subsystem reason severity vendor_code action scope",
        "An active health condition (value 1)."),
+    _f("accel_memory_leak_seconds_to_full", "gauge", "device pid",
+       "A suspected memory leak: seconds until the device's memory is full at the leak's rate "
+       "(pid empty: the device's used memory; else that process's)."),
+    _f("accel_memory_leak_bytes_per_second", "gauge", "device pid",
+       "A suspected memory leak: growth of the floor of used memory, bytes per second."),
     _f("accel_link_state", "gauge", "device peer type state",
        "A device-to-device link: one series per state, 1 on the current one."),
     _f("accel_link_lanes", "gauge", "device peer type", "Bonded links (or lanes) between two devices."),
@@ -165,6 +170,10 @@ class AccelCollector(Collector):
 def render(snap: Snapshot, *, processes: bool = False) -> _Families:
     """The metric families of one snapshot (what one scrape shows)."""
     out = _Families()
+    for key, verdict in snap.leaks.items():
+        device, pid = (key[0], key[1]) if isinstance(key, tuple) else (key, None)
+        out.add("accel_memory_leak_seconds_to_full", [str(device), pid], verdict.seconds_to_full)
+        out.add("accel_memory_leak_bytes_per_second", [str(device), pid], verdict.slope_bytes_per_s)
     for read in snap.backends:
         out.add("accel_exporter_backend_up", [read.name], 1 if read.up else 0)
         if read.inventory is not None:

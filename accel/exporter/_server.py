@@ -14,6 +14,7 @@ from typing import Any
 
 from ..discovery import EntryStatus, discover
 from ..errors import AccelError, ConfigError, ProfileError
+from ..leak import LeakWatch
 from ..plugin import BackendConfig
 from ._rules import rules_yaml
 from ._snapshot import SnapshotSource
@@ -64,7 +65,8 @@ def main(
     if not report.plugins and not report.by_status(EntryStatus.FAILED):
         print("accel: no accelerator found on this machine; try `accel exporter --sim dgx-h100`", file=sys.stderr)
         return EXIT_NO_DEVICES
-    source = SnapshotSource(report, configs, base, min_interval_s=args.min_interval)
+    leak = LeakWatch() if getattr(args, "leak_detection", True) else None
+    source = SnapshotSource(report, configs, base, min_interval_s=args.min_interval, leak=leak)
     try:
         _check_selection(source.startup_errors, backends)
         return _serve(args, source)

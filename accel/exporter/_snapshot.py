@@ -15,11 +15,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from ..discovery import BackendEntry, DiscoveryReport, EntryStatus, Session
 from ..errors import AccelError
+from ..leak import LeakVerdict, LeakWatch
 from ..model import Health, HostInventory, Problem, ProblemKind, Telemetry
 from ..plugin import BackendConfig
 
@@ -65,6 +66,8 @@ class Snapshot:
     ``started``/``finished`` are :func:`time.monotonic` values; ``duration_s`` is the length of
     the read.  ``reads`` counts the real reads this source made so far (this one included) and
     ``read_errors`` the failed calls per ``(backend, call)`` since the source was built.
+    With leak detection on, each device's health carries its ``MemoryLeakSuspected`` conditions
+    and ``leaks`` the verdicts.
     """
 
     backends: tuple[BackendRead, ...]
@@ -72,6 +75,8 @@ class Snapshot:
     finished: float
     reads: int
     read_errors: Mapping[tuple[str, str], int]
+    #: Suspected leaks: device id or ``(device_id, pid, name)`` -> verdict (empty without leak detection).
+    leaks: Mapping[object, LeakVerdict] = field(default_factory=dict)
 
     @property
     def duration_s(self) -> float:
@@ -99,6 +104,8 @@ class SnapshotSource:
     one :class:`~accel.discovery.Session` each, at construction) or hand it ready sessions
     (``sessions``, tests).  ``clock`` is the monotonic clock (a fake in tests).  Backends that
     failed before they could be read (load, probe, open) are reported down on every snapshot.
+    ``leak`` watches used memory across reads (:class:`~accel.leak.LeakWatch`; ``None``: off),
+    timed by ``clock``.
     """
 
     def __init__(
@@ -110,6 +117,7 @@ class SnapshotSource:
         sessions: Mapping[str, Session] | None = None,
         min_interval_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        leak: LeakWatch | None = None,
     ) -> None:
         if min_interval_s < 0 or min_interval_s != min_interval_s:
             from ..errors import ConfigError
@@ -117,6 +125,7 @@ class SnapshotSource:
             raise ConfigError(f"min interval must be zero or more seconds, got {min_interval_s!r}")
         self.min_interval_s = float(min_interval_s)
         self._clock = clock
+        self.leak = leak
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._reads = 0
@@ -172,6 +181,9 @@ class SnapshotSource:
                 reads = {n: f.result() for n, f in futures.items()}
         for name, reason in self._dead.items():
             reads[name] = BackendRead(name=name, up=False, reason=reason)
+        leaks: dict[object, LeakVerdict] = {}
+        if self.leak is not None:
+            reads, leaks = self._watch_leaks(reads, started)
         self._reads += 1
         return Snapshot(
             backends=tuple(reads[n] for n in sorted(reads)),
@@ -179,7 +191,26 @@ class SnapshotSource:
             finished=self._clock(),
             reads=self._reads,
             read_errors=self._error_counts(),
+            leaks=leaks,
         )
+
+    def _watch_leaks(self, reads: dict[str, BackendRead], now: float) -> tuple[dict[str, BackendRead], dict[object, LeakVerdict]]:
+        assert self.leak is not None
+        for read in reads.values():
+            if read.inventory is not None:
+                self.leak.observe(read.inventory, now)
+        verdicts = self.leak.verdicts()
+        if not verdicts:
+            return reads, {}
+        out: dict[str, BackendRead] = {}
+        for name, read in reads.items():
+            if read.inventory is None:
+                out[name] = read
+                continue
+            health = {d.id: read.health.get(d.id, d.health) for d in read.inventory.devices}
+            health.update({k: v for k, v in read.health.items() if k not in health})
+            out[name] = replace(read, health=self.leak.annotate_health(health))
+        return out, dict(verdicts)
 
     def _error_counts(self) -> dict[tuple[str, str], int]:
         with self._errors_lock:

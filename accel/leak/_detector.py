@@ -16,12 +16,13 @@ step.  A leak is what is left: the *floor* of used memory rising steadily.  The 
    difference must be positive, and the median slope must be at least ``min_slope_bytes_per_s``.
 5. Urgency decides how much evidence is needed: at the longest scale a trend is enough (when it
    would fill the device within ``horizon_s``); at a shorter scale ``W`` only a trend that would
-   fill the device within ``urgency * W`` counts, since the rising edge of a slow sawtooth looks
-   like a leak for less than one period, but never runs into the top of memory.
+   fill the device within ``urgency * W`` counts, and only with history as long again before the
+   window whose floors the current floor passes by a quarter of the window's rise: the rising
+   edge of a sawtooth climbs back to its old peaks, a leak passes them.
 
 A verdict, once raised, holds until the longest covered scale's trend falls below ``z_clear``
 (hysteresis: one noisy window does not clear and re-raise an alert).  The time to full is the
-headroom left (device total minus device used) over the median slope.
+headroom left at the recent peak (device total minus device used) over the recent median slope.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class _Bucket:
     index: int
     floor: int  # the least used memory in the bucket
     last: int  # the latest sample
-    headroom: int  # the most headroom in the bucket (taken with the floor: noise does not shorten it)
+    headroom: int  # the least headroom in the bucket: memory runs out at the peaks, not the floor
     total: int
 
 
@@ -189,7 +190,7 @@ class LeakDetector:
             b = q[-1]
             if used_bytes < b.floor:
                 b.floor = used_bytes
-            b.headroom = max(b.headroom, headroom)
+            b.headroom = min(b.headroom, headroom)
             b.last = used_bytes
         else:
             q.append(_Bucket(index, used_bytes, used_bytes, headroom, total_bytes))
@@ -289,8 +290,8 @@ class LeakDetector:
             return z
         last = buckets[-1]
         start = last_index - per_segment * self.segments + 1
-        # Headroom at the floor of the last segment: one noisy high sample does not shorten it.
-        headroom = max(b.headroom for b in buckets if b.index > last_index - per_segment)
+        # Headroom at the peak of the last segment: an allocation fails at the peaks.
+        headroom = min(b.headroom for b in buckets if b.index > last_index - per_segment)
         ttf = headroom / slope
         window = seg_s * self.segments
         if k == self.scales - 1:
@@ -302,9 +303,12 @@ class LeakDetector:
             # sawtooth reaches its old peaks; a leak passes them).
             if ttf > self.urgency * window or recent < 0.5 * early:
                 return z
+            # That needs history: as long again as the window before it (a first rising edge
+            # seen with nothing before it is not enough).
             before = [b.floor for b in buckets if b.index < start]
             rise = rebuilt[-1] - rebuilt[0]
-            if before and floors[-1] <= max(before) + 0.25 * rise:
+            if buckets[0].index > start - per_segment * self.segments or not before \
+                    or floors[-1] <= max(before) + 0.25 * rise:
                 return z
         return LeakVerdict(key, slope, ttf, last.last, headroom, last.total, window, z)
 

@@ -21,7 +21,7 @@ def test_rules_prints_the_rule_file(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert out == rules_yaml()
     assert "alert: \"AccelDeviceUnhealthy\"" in out
-    assert "Leak" not in out  # no rule over a family that does not exist (leak detection is not exported yet)
+    assert "AccelMemoryLeakSuspected" in out and "accel_memory_leak_seconds_to_full" in out
 
 
 def test_defaults_are_loopback_and_not_dcgm_exporters_port() -> None:
