@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from accel.leak import LEAK_REASON
 from accel.model import Device as ModelDevice
 from accel.model import DomainKind, HostInventory, LinkType
 
@@ -51,6 +52,9 @@ def _device_spec(dev: ModelDevice, link_domain: str | None, pcie: str | None,
     state = str(dev.health.state)
     operational = str(dev.health.operational)
     healthy = state != "unhealthy" and operational not in _UNUSABLE_OPERATIONAL
+    # A suspected leak (on the device or one of its processes) does not make the device unusable,
+    # but it will be full in a while: new work goes to other devices first.
+    leaking = any(c.active and c.reason == LEAK_REASON for c in dev.health.conditions)
     mem = max((r.usable_bytes or r.total_bytes or 0 for r in dev.memory), default=0)
     caps = {name for name, val in dev.capabilities.model_dump().items() if val is True}
     caps |= {f"partition:{s}" for s in dev.capabilities.partitioning}
@@ -58,7 +62,7 @@ def _device_spec(dev: ModelDevice, link_domain: str | None, pcie: str | None,
     return DeviceSpec(id=dev.id, vendor=dev.vendor, kind=str(dev.kind), model=dev.model,
                       architecture=dev.architecture, memory_bytes=int(mem),
                       compute_capability=dev.compute_capability, capabilities=frozenset(caps),
-                      healthy=healthy, degraded=state in ("degraded", "unknown"),
+                      healthy=healthy, degraded=state in ("degraded", "unknown") or leaking,
                       link_domain=link_domain, pcie_switch=pcie, numa=dev.numa_node,
                       partition_profiles=profiles)
 

@@ -297,10 +297,25 @@ def cmd_topo(args: argparse.Namespace) -> int:
         return _read_code(inv)
 
 
+def _with_leak_history(inv: HostInventory, path: str) -> HostInventory:
+    """Add this reading to the leak history at ``path`` and put the verdicts into device health."""
+    from ..leak import LeakHistory, LeakWatch
+
+    watch, history = LeakWatch(), LeakHistory(path)
+    history.load(watch.detector)
+    watch.observe(inv)
+    history.save(watch.detector)
+    return watch.annotate(inv)
+
+
 def cmd_health(args: argparse.Namespace) -> int:
     with _session(args) as session:
         # One read: the health, and what could not be read, of the same snapshot.
-        inv = _selected(session.inventory(), args)
+        full = session.inventory()
+        if getattr(args, "leak_history", None):
+            # The whole inventory feeds the history (a selection today is not a gap tomorrow).
+            full = _with_leak_history(full, args.leak_history)
+        inv = _selected(full, args)
         health: dict[str, Health] = {d.id: d.health for d in inv.devices}
         _warn_problems(inv)
         if args.json:

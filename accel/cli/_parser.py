@@ -86,6 +86,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
             _id_arg(cmd)
         if name == "ls":
             _query_args(cmd)
+        if name == "health":
+            cmd.add_argument("--leak-history", metavar="FILE", type=text("a file path"),
+                             help="keep used-memory history in this SQLite file across runs and report "
+                                  "MemoryLeakSuspected (run it every minute or so, from cron or a health check)")
         _selection_args(cmd)
     show = sub.add_parser("show", help="everything about one device", description="everything about one device")
     show.add_argument("device", nargs="?", type=text("a device id, uuid, PCI bus id or list position"),

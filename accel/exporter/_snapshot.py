@@ -194,7 +194,9 @@ class SnapshotSource:
             leaks=leaks,
         )
 
-    def _watch_leaks(self, reads: dict[str, BackendRead], now: float) -> tuple[dict[str, BackendRead], dict[object, LeakVerdict]]:
+    def _watch_leaks(
+        self, reads: dict[str, BackendRead], now: float
+    ) -> tuple[dict[str, BackendRead], dict[object, LeakVerdict]]:
         assert self.leak is not None
         for read in reads.values():
             if read.inventory is not None:

@@ -28,9 +28,11 @@ headroom left at the recent peak (device total minus device used) over the recen
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass
+from itertools import pairwise
 
 from ..errors import ConfigError, ValidationError
 
@@ -150,7 +152,7 @@ class LeakDetector:
     @property
     def window_s(self) -> float:
         """The longest scale: how much history a key keeps."""
-        return self.min_window_s * 2 ** (self.scales - 1)
+        return self.min_window_s * float(2 ** (self.scales - 1))
 
     def keys(self) -> list[Hashable]:
         return list(self._data)
@@ -237,15 +239,15 @@ class LeakDetector:
                                              last.headroom, last.total, self.window_s, self.z_clear)
 
     # -- the test ---------------------------------------------------------------------------------
-    def _floors(self, buckets: list[_Bucket], last_index: int, per_segment: int) -> list[float] | None:
+    def _floors(self, idx: list[int], fl: list[int], last_index: int, per_segment: int) -> list[float] | None:
         start = last_index - per_segment * self.segments + 1
         floors: list[float | None] = [None] * self.segments
-        for b in buckets:
-            if b.index < start:
-                continue
-            s = (b.index - start) // per_segment
+        for pos in range(bisect_left(idx, start), len(idx)):
+            s = (idx[pos] - start) // per_segment
             f = floors[s]
-            floors[s] = b.floor if f is None else min(f, b.floor)
+            v = fl[pos]
+            if f is None or v < f:
+                floors[s] = v
         # A scale counts only when its first and last segments and most of the rest were read.
         if floors[0] is None or floors[-1] is None or sum(f is None for f in floors) > self.segments // 4:
             return None
@@ -261,18 +263,19 @@ class LeakDetector:
         Only upward outliers are steps: a downward one is memory given back (an unload, a
         collection), which is evidence against a leak and stays in.
         """
-        diffs = [b - a for a, b in zip(floors, floors[1:])]
+        diffs = [b - a for a, b in pairwise(floors)]
         med = _median(diffs)
         mad = _median([abs(d - med) for d in diffs]) * 1.4826
         # A floor for the spread: on exactly flat data the MAD is 0 and any rise is a step.
         spread = max(mad, 1.0)
         return [0.0 if d - med > self.step_mads * spread else d for d in diffs]
 
-    def _scale(self, key: Hashable, buckets: list[_Bucket], k: int) -> LeakVerdict | float | None:
+    def _scale(self, key: Hashable, buckets: list[_Bucket], idx: list[int], fl: list[int],
+               k: int) -> LeakVerdict | float | None:
         """The verdict at scale ``k``, or the trend statistic when there is none (None: not covered)."""
         per_segment = 2 ** k
-        last_index = buckets[-1].index
-        floors = self._floors(buckets, last_index, per_segment)
+        last_index = idx[-1]
+        floors = self._floors(idx, fl, last_index, per_segment)
         if floors is None:
             return None
         diffs = self._destep(floors)
@@ -291,7 +294,7 @@ class LeakDetector:
         last = buckets[-1]
         start = last_index - per_segment * self.segments + 1
         # Headroom at the peak of the last segment: an allocation fails at the peaks.
-        headroom = min(b.headroom for b in buckets if b.index > last_index - per_segment)
+        headroom = min(b.headroom for b in buckets[bisect_left(idx, last_index - per_segment + 1):])
         ttf = headroom / slope
         window = seg_s * self.segments
         if k == self.scales - 1:
@@ -305,10 +308,10 @@ class LeakDetector:
                 return z
             # That needs history: as long again as the window before it (a first rising edge
             # seen with nothing before it is not enough).
-            before = [b.floor for b in buckets if b.index < start]
+            cut = bisect_left(idx, start)
             rise = rebuilt[-1] - rebuilt[0]
-            if buckets[0].index > start - per_segment * self.segments or not before \
-                    or floors[-1] <= max(before) + 0.25 * rise:
+            if idx[0] > start - per_segment * self.segments or cut == 0 \
+                    or floors[-1] <= max(fl[:cut]) + 0.25 * rise:
                 return z
         return LeakVerdict(key, slope, ttf, last.last, headroom, last.total, window, z)
 
@@ -330,8 +333,10 @@ class LeakDetector:
         ks = [k for k in range(self.scales) if self.segments * 2 ** k <= covered]
         longest_z: float | None = None
         found: LeakVerdict | None = None
+        idx = [b.index for b in buckets]
+        fl = [b.floor for b in buckets]
         for k in reversed(ks):
-            r = self._scale(key, buckets, k)
+            r = self._scale(key, buckets, idx, fl, k)
             if isinstance(r, LeakVerdict):
                 found = r
                 break

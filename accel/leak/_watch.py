@@ -95,7 +95,7 @@ class LeakWatch:
 
     def verdicts(self) -> dict[Hashable, LeakVerdict]:
         out: dict[Hashable, LeakVerdict] = {}
-        for key in self.detector.keys():
+        for key in list(self.detector.keys()):
             v = self.detector.assess(key)
             if v is not None:
                 out[key] = v

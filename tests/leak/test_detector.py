@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 import random
 from pathlib import Path
@@ -91,7 +92,7 @@ def test_verdict_clears_with_hysteresis_when_the_leak_stops() -> None:
     assert any(flags[:3000])
     assert not any(flags[-1000:]), "the verdict outlived the leak"
     # It does not flap: one rising edge during the leak.
-    edges = sum(1 for a, b in zip(flags, flags[1:]) if b and not a)
+    edges = sum(1 for a, b in itertools.pairwise(flags) if b and not a)
     assert edges == 1
 
 
