@@ -13,3 +13,4 @@ echo "== bench: scheduler speed (quick)"; "$PY" benchmarks/scheduler_speed/bench
 echo "== bench: openb (quick)";           "$PY" benchmarks/openb/run_openb.py --quick --out "$OUT/openb"
 echo "== bench: philly (quick)";          "$PY" benchmarks/philly/run_philly.py --quick --out "$OUT/philly"
 echo "== bench: parse time per byte (quick)"; "$PY" benchmarks/parse_scaling/run.py --quick
+echo "== bench: memory-leak detection (quick)"; "$PY" benchmarks/leak/run.py --quick
