@@ -413,7 +413,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_dra(args: argparse.Namespace) -> int:
-    from ..k8s import resource_slices
+    from ..integrations.k8s import resource_slices
 
     with _session(args) as session:
         inv = session.inventory()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from accel.errors import ConfigError
-from accel.k8s import MAX_ATTRIBUTES, MAX_DEVICES, MAX_DEVICES_WITH_TAINTS, resource_slices
+from accel.integrations.k8s import MAX_ATTRIBUTES, MAX_DEVICES, MAX_DEVICES_WITH_TAINTS, resource_slices
 from accel.model import HostInventory, validate
 from accel.plugin import BackendConfig
 from accel.sim import PLUGIN, generate_cluster, list_profiles
