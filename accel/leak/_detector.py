@@ -116,7 +116,7 @@ class LeakDetector:
         min_window_s: float = 300.0,
         scales: int = 6,
         segments: int = 12,
-        z_min: float = 3.0,
+        z_min: float = 3.5,
         z_clear: float = 1.0,
         step_mads: float = 5.0,
         min_slope_bytes_per_s: float = 1024.0,
