@@ -1,0 +1,65 @@
+"""The harness of benchmarks/exporter_scrape: the accel side without nvitop-exporter, the skip
+without it, and (only where nvitop-exporter is installed) one small side-by-side run.
+Behaviour only: call counts and shapes, never timings."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_HARNESS = Path(__file__).resolve().parents[2] / "benchmarks" / "exporter_scrape" / "run.py"
+
+
+@pytest.fixture(scope="module")
+def harness() -> Iterator[Any]:
+    spec = importlib.util.spec_from_file_location("exporter_scrape_run", _HARNESS)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
+def test_accel_side_scrapes_the_fake_with_the_same_calls_every_warm_scrape(harness: Any) -> None:
+    side = harness.AccelSide(harness.timed_fake("rtx4090-4"))
+    try:
+        harness._one(side)  # cold: identity, wiring, topology
+        warm = [harness._one(side) for _ in range(3)]
+    finally:
+        side.close()
+    totals = {sum(r["calls"].values()) for r in warm}
+    assert len(totals) == 1 and totals.pop() > 0
+    calls = warm[-1]["calls"]
+    # Every GPU's utilisation is read once per scrape (4 GPUs), and the snapshot's three reads ran.
+    assert calls["nvmlDeviceGetUtilizationRates"] == 4
+    assert set(side.phases) == {"inventory", "telemetry", "health"}
+    assert sum(c for c, _ in side.phases.values()) == sum(calls.values())
+    assert 0 < harness.accel_common_calls(calls) <= sum(calls.values())
+    assert warm[-1]["samples"] > 0 and warm[-1]["in_fake"] >= 0.0
+
+
+def test_without_nvitop_exporter_it_says_so_and_exits_0(harness: Any, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(harness, "available", lambda: None)
+    assert harness.main(["--scrapes", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("exporter scrape: skipped") and "nvitop-exporter==1.7.2" in out
+
+
+def test_side_by_side_where_nvitop_exporter_is_installed(harness: Any) -> None:
+    if harness.available() is None:
+        pytest.skip("nvitop-exporter is not installed (tox -e bench-exporter installs it)")
+    r = harness.measure("h100-nvswitch-8", scrapes=2, warmup=1)
+    assert r["gpus"] == 8
+    assert r["nvitop"]["calls"] > 0 and r["nvitop common"]["calls"] > 0
+    assert r["nvitop common"]["calls"] <= r["nvitop"]["calls"]
+    assert r["accel"]["common_calls"] <= r["accel"]["calls"]
+    assert set(r["ratios"]) >= {"calls_full", "cpu_full", "calls_common", "cpu_common_upper"}
