@@ -1,8 +1,8 @@
 """One snapshot of every backend per scrape, shared by concurrent scrapes.
 
 :class:`SnapshotSource` owns one :class:`~accel.discovery.Session` per opened backend, all
-built from one discovery report, and reads them (inventory, telemetry, health) at most once per
-``min_interval_s``.  A scrape that arrives while a read is in flight waits for that read and
+built from one discovery report, and reads them (the inventory, whose devices carry their health,
+and telemetry) at most once per ``min_interval_s``.  A scrape that arrives while a read is in flight waits for that read and
 shares its result instead of starting another one.  Backends are read side by side, each under
 its own per-call deadline (:func:`accel.discovery.call_deadline`), so a hung backend costs the
 scrape one deadline at most and never hides the others; a backend whose call failed is not
@@ -29,7 +29,7 @@ __all__ = ["BackendRead", "Snapshot", "SnapshotSource"]
 T = TypeVar("T")
 
 #: The reads one backend gets per snapshot, in order; the first that fails ends that backend's read.
-CALLS = ("inventory", "telemetry", "health")
+CALLS = ("inventory", "telemetry")
 
 
 @dataclass(frozen=True)
@@ -226,15 +226,12 @@ class SnapshotSource:
         telemetry, err = self._call(session, name, "telemetry", session.telemetry)
         if err is not None:
             return BackendRead(name=name, up=False, inventory=inv, failed_call="telemetry", reason=err)
-        health, err = self._call(session, name, "health", session.health)
-        if err is not None:
-            return BackendRead(
-                name=name, up=False, inventory=inv, telemetry=tuple(telemetry or ()),
-                failed_call="health", reason=err,
-            )
-        return BackendRead(
-            name=name, up=True, inventory=inv, telemetry=tuple(telemetry or ()), health=dict(health or {}),
-        )
+        # Health comes from the inventory's own reading: a separate health() call would read the
+        # devices a third time per scrape and compare stateful checks (NVLink replay growth)
+        # with the sample the inventory took a moment earlier instead of the previous scrape's.
+        health = {d.id: d.health for d in inv.devices}
+        health.update({p.id: p.health for p in inv.partitions})
+        return BackendRead(name=name, up=True, inventory=inv, telemetry=tuple(telemetry or ()), health=health)
 
     def _call(self, session: Session, name: str, call: str, fn: Callable[[], T]) -> tuple[T | None, str | None]:
         """Run one session read; the error text when the backend failed it (``None``: it answered)."""

@@ -19,6 +19,7 @@ import ctypes
 import os
 import socket
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -103,6 +104,9 @@ _ANCESTOR = {C.TOPOLOGY_INTERNAL: LinkType.DIE_INTERNAL, C.TOPOLOGY_SINGLE: Link
              C.TOPOLOGY_MULTIPLE: LinkType.PCIE_PXB, C.TOPOLOGY_HOSTBRIDGE: LinkType.PCIE_PHB,
              C.TOPOLOGY_NODE: LinkType.NUMA, C.TOPOLOGY_SYSTEM: LinkType.SYSTEM}
 _NOT_ATTRIBUTED = C.EVENT_NONE_ATTRIBUTED
+
+#: How long inventory()'s reading of a GPU may serve the next telemetry() call (once).
+_LEND_S = 1.0
 
 #: The per-device field batch read every snapshot (one nvmlDeviceGetFieldValues call).
 _FIELDS = (C.FI_ECC_SBE_VOL_TOTAL, C.FI_ECC_DBE_VOL_TOTAL, C.FI_ECC_SBE_AGG_TOTAL, C.FI_ECC_DBE_AGG_TOTAL,
@@ -215,6 +219,10 @@ class NvidiaBackend(Backend):
         self._monitored: dict[int, bool] = {}
         self._event_failure: str | None = None
         self._down_links: dict[str, tuple[int, ...]] = {}
+        #: The reading inventory() just took per GPU (monotonic time, sample, memory), lent once to
+        #: the telemetry() call that follows it within _LEND_S: an exporter's scrape reads both,
+        #: and reading every field twice a scrape doubles its NVML calls for nothing.
+        self._lent: dict[int, tuple[float, _Sample, MemoryRegion]] = {}
         self._proc_root = Path(str(config.option("proc_root", "/proc")))
         nv.init()
         try:
@@ -1020,6 +1028,7 @@ class NvidiaBackend(Backend):
             width = self._get(s.read, None, "nvmlDeviceGetCurrPcieLinkWidth", h)
             procs = self._processes(st, h, parts)
             health = self._health(index, s, at)
+            self._lent[index] = (time.monotonic(), s, memory)
             counters = self._previous.get(st.device_id)
             self._down_links[st.device_id] = counters.links_down if counters else ()
         except DeviceLostError:
@@ -1164,7 +1173,9 @@ class NvidiaBackend(Backend):
 
     def _telemetry(self, st: _Static, at: datetime) -> Telemetry:
         h = self._handle(st.index)
-        s = self._sample(st.index)
+        lent = self._lent.pop(st.index, None)
+        fresh = lent is not None and time.monotonic() - lent[0] <= _LEND_S
+        s = lent[1] if lent is not None and fresh else self._sample(st.index)
         r = s.read
         f = s.fields
         unsupported: set[str] = set()
@@ -1180,7 +1191,7 @@ class NvidiaBackend(Backend):
             unsupported.discard("utilization_ratio")
             if "utilization_ratio" in r.unsupported:
                 unsupported |= {"utilization_ratio", "memory_utilization_ratio"}
-        mem = self._memory(r, h, MemoryKind.UNKNOWN, None)
+        mem = lent[2] if lent is not None and fresh else self._memory(r, h, MemoryKind.UNKNOWN, None)
         temp = get("temperature_celsius", "nvmlDeviceGetTemperatureV", h, C.TEMPERATURE_GPU,
                    fallback="nvmlDeviceGetTemperature")
         fan = get("fan_ratio", "nvmlDeviceGetFanSpeed", h)
@@ -1286,6 +1297,7 @@ class NvidiaBackend(Backend):
                     self._nv.call("nvmlEventSetFree", self._event_set)
                 self._event_set = None
             self._handles.clear()
+            self._lent.clear()
             self._nv.shutdown()
 
 

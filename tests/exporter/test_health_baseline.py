@@ -1,9 +1,8 @@
-"""A known gap found by benchmarks/exporter_scrape: the exporter reads ``inventory()`` and then
-``health()`` every scrape, and the nvidia backend's NVLink check compares each reading with the
-one before it.  So ``health()`` compares with the sample ``inventory()`` took a moment earlier,
-and a replay count that grew since the last scrape loses its "increasing" severity in what the
-exporter shows (the inventory's own health has it).  Strict xfail until the lead decides the fix
-(health from the inventory, or a ``health()`` that does not move the baseline)."""
+"""Found by benchmarks/exporter_scrape: when the exporter read ``inventory()`` and then
+``health()`` every scrape, the nvidia backend's NVLink check (which compares each reading with
+the one before it) compared with the sample ``inventory()`` took a moment earlier, and a replay
+count that grew since the last scrape lost its "increasing" severity.  The exporter now takes
+health from the inventory's own reading; this test keeps it that way."""
 
 from __future__ import annotations
 
@@ -34,8 +33,6 @@ def _severity(source: SnapshotSource, device_index: int) -> tuple[str | None, st
     return sev(read.health.get(dev.id, dev.health).conditions), sev(dev.health.conditions)
 
 
-@pytest.mark.xfail(strict=True, reason="health() after inventory() compares NVLink replays with the "
-                   "inventory's sample of the same scrape (benchmarks/exporter_scrape/README.md, item 1)")
 def test_replays_that_grew_between_scrapes_are_shown_increasing(tmp_path: Path) -> None:
     fake = FakeNVML("nvlink-replay")
     for i in range(len(fake.scenario.gpus)):

@@ -24,9 +24,9 @@ class Clock:
 
 
 def _source(leak: LeakWatch | None, clock: Clock) -> SnapshotSource:
-    # Device 0 leaks 1 GiB per tick from tick 120 on: a scrape reads three times (inventory, telemetry,
-    # health), so from the 41st scrape; scrapes 10 s apart on the fake clock.
-    config = BackendConfig(options={"profile": "dgx-h100", "seed": "3", "faults": "memory_leak:0@120=1073741824"},
+    # Device 0 leaks 1 GiB per tick from tick 80 on: a scrape reads twice (inventory, telemetry),
+    # so from the 41st scrape; scrapes 10 s apart on the fake clock.
+    config = BackendConfig(options={"profile": "dgx-h100", "seed": "3", "faults": "memory_leak:0@80=1073741824"},
                            enrich_from_sysfs=False)
     report = discover({"sim": config}, backends=["sim"])
     return SnapshotSource(report, {"sim": config}, config, min_interval_s=0.0, clock=clock, leak=leak)
@@ -52,7 +52,7 @@ def test_a_leaking_device_gets_the_condition_and_the_gauges_and_the_others_do_no
             if any(k[0] == "accel_memory_leak_seconds_to_full" for k in got):
                 break
         leak_keys = [k for k in got if k[0] == "accel_memory_leak_seconds_to_full"]
-        assert leak_keys, "no leak verdict within 60 scrapes of a 3 GiB/scrape leak"
+        assert leak_keys, "no leak verdict within 60 scrapes of a 2 GiB/scrape leak"
         devices = {dict(k[1])["device"] for k in leak_keys}
         snap = source.get()
         leaking = snap.backends[0].inventory.devices[0].id  # type: ignore[union-attr]

@@ -38,9 +38,9 @@ def test_accel_side_scrapes_the_fake_with_the_same_calls_every_warm_scrape(harne
     totals = {sum(r["calls"].values()) for r in warm}
     assert len(totals) == 1 and totals.pop() > 0
     calls = warm[-1]["calls"]
-    # Every GPU's utilisation is read once per scrape (4 GPUs), and the snapshot's three reads ran.
+    # Every GPU's utilisation is read once per scrape (4 GPUs), and the snapshot's two reads ran.
     assert calls["nvmlDeviceGetUtilizationRates"] == 4
-    assert set(side.phases) == {"inventory", "telemetry", "health"}
+    assert set(side.phases) == {"inventory", "telemetry"}
     assert sum(c for c, _ in side.phases.values()) == sum(calls.values())
     assert 0 < harness.accel_common_calls(calls) <= sum(calls.values())
     assert warm[-1]["samples"] > 0 and warm[-1]["in_fake"] >= 0.0
