@@ -3,10 +3,11 @@
 :class:`SnapshotSource` owns one :class:`~accel.discovery.Session` per opened backend, all
 built from one discovery report, and reads them (the inventory, whose devices carry their
 health, and telemetry) at most once per ``min_interval_s``.  A scrape that arrives while a
-read is in flight waits for that read and shares its result instead of starting another one.  Backends are read side by side, each under
-its own per-call deadline (:func:`accel.discovery.call_deadline`), so a hung backend costs the
-scrape one deadline at most and never hides the others; a backend whose call failed is not
-called again in the same read (its ``up`` is 0 for that scrape).
+read is in flight waits for that read and shares its result instead of starting another one.
+Backends are read side by side, each under its own per-call deadline
+(:func:`accel.discovery.call_deadline`), so a hung backend costs the scrape one deadline at most
+and never hides the others; a backend whose call failed is not called again in the same read
+(its ``up`` is 0 for that scrape).
 """
 
 from __future__ import annotations
