@@ -441,7 +441,9 @@ def cmd_cdi(args: argparse.Namespace) -> int:
         for problem in projection.problems:
             print(f"accel: warning: cdi: {problem.code}: {problem.message}", file=sys.stderr)
         if args.out is not None:
-            for path in write_specs(projection.specs, Path(args.out), force=args.force):
+            # A spec with no device (every one reported above) is not worth a file in /etc/cdi.
+            useful = {kind: spec for kind, spec in projection.specs.items() if spec["devices"]}
+            for path in write_specs(useful, Path(args.out), force=args.force):
                 print(path)
         else:
             print(dump({spec_file_name(kind): spec for kind, spec in projection.specs.items()}))

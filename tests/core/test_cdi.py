@@ -322,3 +322,11 @@ def test_accel_cdi_out_writes_and_refuses_without_force(capsys: pytest.CaptureFi
     assert code == EXIT_USAGE and "refusing to overwrite" in err
     code, _, _ = run(capsys, *argv, "--force")
     assert code == EXIT_OK and target.read_text() == before
+
+
+def test_accel_cdi_out_writes_no_file_for_a_spec_without_devices(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, err = run(capsys, "cdi", "--sim", "rtx4090-4", "--out", str(tmp_path))
+    assert code == EXIT_PARTIAL and out == "" and err.count("no_device_nodes") == 4
+    assert list(tmp_path.iterdir()) == []
