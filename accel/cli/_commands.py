@@ -437,7 +437,7 @@ def cmd_cdi(args: argparse.Namespace) -> int:
         if not inv.devices and _no_devices(session, inv):
             return EXIT_NO_DEVICES
         _warn_failures(session.report)
-        projection = cdi_specs(inv, domain=args.domain)
+        projection = cdi_specs(inv, domain=args.domain, env=args.env)
         for problem in projection.problems:
             print(f"accel: warning: cdi: {problem.code}: {problem.message}", file=sys.stderr)
         if args.out is not None:

@@ -133,6 +133,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     cdi.add_argument("--out", metavar="DIR", type=text("a directory"),
                      help="write the specs into DIR (for example /etc/cdi) instead of stdout")
     cdi.add_argument("--force", action="store_true", help="with --out: overwrite existing spec files")
+    cdi.add_argument("--env", choices=("stable", "host", "none"), default="stable",
+                     help="visibility-variable edits: stable (default) only UUID ids, host also host indexes, none")
     _selection_args(cdi)
     bug = sub.add_parser(
         "bugreport", help="record every vendor tool run into a bundle `accel ls --replay` replays",

@@ -19,6 +19,7 @@ from accel.cli import EXIT_OK, EXIT_PARTIAL, EXIT_USAGE, main
 from accel.errors import ConfigError
 from accel.integrations.k8s import (
     CDI_VERSION,
+    ENV_MODES,
     CdiProjection,
     cdi_specs,
     resource_slices,
@@ -155,7 +156,10 @@ def test_every_simulator_profile_gives_valid_specs(profile: str) -> None:
 @pytest.mark.parametrize(("vendor", "scenario"), all_scenarios(), ids=lambda v: str(v))
 def test_every_replayed_vendor_scenario_gives_valid_specs(vendor: str, scenario: str, tmp_path: Path) -> None:
     inv = scenario_inventory(vendor, scenario, tmp_path)
-    check(cdi_specs(inv), inv)
+    for env in ENV_MODES:
+        check(cdi_specs(inv, env=env), inv)
+    for spec in cdi_specs(inv, env="none").specs.values():
+        assert all("env" not in d["containerEdits"] for d in spec["devices"])
 
 
 def test_nvidia_device_nodes_and_uuid_visibility(tmp_path: Path) -> None:
@@ -175,23 +179,33 @@ def test_nvidia_device_nodes_and_uuid_visibility(tmp_path: Path) -> None:
 
 
 def test_amd_dri_nodes_and_kfd_once(tmp_path: Path) -> None:
-    p = cdi_specs(scenario_inventory("amd", "mi300x-8", tmp_path))
+    inv = scenario_inventory("amd", "mi300x-8", tmp_path)
+    p = cdi_specs(inv)
     assert p.complete
     spec = p.specs["amd.accel.dev/gpu"]
     assert spec["containerEdits"] == {"deviceNodes": [{"path": "/dev/kfd"}]}
+    # HIP_VISIBLE_DEVICES takes a host index: re-based inside the container, so left out by default.
     assert entry(p, "amd.accel.dev/gpu", "0") == {
-        "deviceNodes": [{"path": "/dev/dri/card0"}, {"path": "/dev/dri/renderD128"}], "env": ["HIP_VISIBLE_DEVICES=0"]}
-    assert entry(p, "amd.accel.dev/gpu", "all")["env"] == ["HIP_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"]
+        "deviceNodes": [{"path": "/dev/dri/card0"}, {"path": "/dev/dri/renderD128"}]}
+    host = cdi_specs(inv, env="host")
+    assert entry(host, "amd.accel.dev/gpu", "0")["env"] == ["HIP_VISIBLE_DEVICES=0"]
+    assert entry(host, "amd.accel.dev/gpu", "all")["env"] == ["HIP_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"]
+    assert schema_errors(host.specs["amd.accel.dev/gpu"]) == []
 
 
 def test_ascend_davinci_nodes_and_shared_control_nodes(tmp_path: Path) -> None:
-    p = cdi_specs(scenario_inventory("ascend", "910b-8", tmp_path))
+    inv = scenario_inventory("ascend", "910b-8", tmp_path)
+    p = cdi_specs(inv)
     assert p.complete and list(p.specs) == ["huawei.accel.dev/npu"]
     spec = p.specs["huawei.accel.dev/npu"]
     assert nodes(spec["containerEdits"]) == ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
-    assert entry(p, "huawei.accel.dev/npu", "3") == {
-        "deviceNodes": [{"path": "/dev/davinci3"}], "env": ["ASCEND_RT_VISIBLE_DEVICES=3"]}
+    # ASCEND_RT_VISIBLE_DEVICES is re-based inside a container (vendors.md): no env by default.
+    assert entry(p, "huawei.accel.dev/npu", "3") == {"deviceNodes": [{"path": "/dev/davinci3"}]}
     assert nodes(entry(p, "huawei.accel.dev/npu", "all")) == [f"/dev/davinci{i}" for i in range(8)]
+    host = cdi_specs(inv, env="host")
+    assert entry(host, "huawei.accel.dev/npu", "3") == {
+        "deviceNodes": [{"path": "/dev/davinci3"}], "env": ["ASCEND_RT_VISIBLE_DEVICES=3"]}
+    assert entry(host, "huawei.accel.dev/npu", "all")["env"] == ["ASCEND_RT_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"]
 
 
 def test_cambricon_dev_and_ctl_nodes(tmp_path: Path) -> None:
@@ -199,12 +213,14 @@ def test_cambricon_dev_and_ctl_nodes(tmp_path: Path) -> None:
     assert p.complete
     spec = p.specs["cambricon.accel.dev/mlu"]
     assert spec["containerEdits"] == {"deviceNodes": [{"path": "/dev/cambricon_ctl"}]}
-    assert entry(p, "cambricon.accel.dev/mlu", "1") == {
+    assert entry(p, "cambricon.accel.dev/mlu", "1") == {"deviceNodes": [{"path": "/dev/cambricon_dev1"}]}
+    host = cdi_specs(scenario_inventory("cambricon", "mlu370-x8", tmp_path / "h"), env="host")
+    assert entry(host, "cambricon.accel.dev/mlu", "1") == {
         "deviceNodes": [{"path": "/dev/cambricon_dev1"}], "env": ["MLU_VISIBLE_DEVICES=1"]}
 
 
 def test_kunlunxin_xpu_nodes(tmp_path: Path) -> None:
-    p = cdi_specs(scenario_inventory("kunlunxin", "r300-2", tmp_path))
+    p = cdi_specs(scenario_inventory("kunlunxin", "r300-2", tmp_path), env="host")
     assert p.complete
     assert entry(p, "kunlunxin.accel.dev/xpu", "1") == {
         "deviceNodes": [{"path": "/dev/xpu1"}], "env": ["XPU_VISIBLE_DEVICES=1"]}
@@ -233,7 +249,7 @@ def test_duplicate_names_are_reported_and_left_out(tmp_path: Path) -> None:
     inv = scenario_inventory("kunlunxin", "r300-2", tmp_path)
     first, second = inv.devices
     clash = second.model_copy(update={"index": first.index})
-    p = cdi_specs(inv.model_copy(update={"devices": (first, clash)}))
+    p = cdi_specs(inv.model_copy(update={"devices": (first, clash)}), env="host")
     assert [(x.device_id, x.code) for x in p.problems] == [(second.id, "duplicate_name")]
     assert "'0'" in p.problems[0].message
     names = [d["name"] for d in p.specs["kunlunxin.accel.dev/xpu"]["devices"]]
@@ -330,3 +346,16 @@ def test_accel_cdi_out_writes_no_file_for_a_spec_without_devices(
     code, out, err = run(capsys, "cdi", "--sim", "rtx4090-4", "--out", str(tmp_path))
     assert code == EXIT_PARTIAL and out == "" and err.count("no_device_nodes") == 4
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bad_env_mode_is_refused() -> None:
+    inv = SIM.open(BackendConfig(options={"profile": "rtx4090-4"})).inventory()
+    with pytest.raises(ConfigError, match="env mode"):
+        cdi_specs(inv, env="all")
+
+
+def test_accel_cdi_env_host_writes_host_indexes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "cdi", "--backend", "ascend", "--option", "scenario=910b-8", "--env", "host")
+    assert code == EXIT_OK
+    devices = json.loads(out)["huawei.accel.dev-npu.json"]["devices"]
+    assert devices[0]["containerEdits"]["env"] == ["ASCEND_RT_VISIBLE_DEVICES=0"]

@@ -19,8 +19,12 @@ plus ``"all"``: every device of the spec at once, with the visibility variable l
 nodes (Ascend ``/dev/davinci_manager``, ``/dev/devmm_svm``, ``/dev/hisi_hdc``; Cambricon
 ``/dev/cambricon_ctl``; ROCm ``/dev/kfd``) go into the spec-level ``containerEdits`` (applied once
 whenever any device of the spec is injected). ``containerEdits.env`` is
-``<visible_env>=<visible_id>``. Nothing is invented: nodes the model does not list (NVIDIA's
-``/dev/nvidiactl``, ``/dev/nvidia-uvm``; MIG's ``/dev/nvidia-caps``) are not added.
+``<visible_env>=<visible_id>`` where that id names the device itself (a UUID); host indexes
+(Ascend, AMD, Cambricon, KunlunXin) are left out by default, as the vendor runtime re-bases them
+inside a container that only has some device nodes (``ASCEND_RT_VISIBLE_DEVICES=3`` would name a
+chip the container does not have); ``env="host"`` writes them anyway.  Nothing is invented:
+nodes the model does not list (NVIDIA's ``/dev/nvidiactl``, ``/dev/nvidia-uvm``; MIG's
+``/dev/nvidia-caps``; KunlunXin ``/dev/xpuctrl``; Cambricon ``/dev/cambricon_ipcmN``) are not added.
 
 A device that cannot be described is not silently dropped: it is named in
 :attr:`CdiProjection.problems` with a :class:`CdiProblem` code (``no_device_nodes``: the binding
@@ -46,10 +50,12 @@ from ...errors import ConfigError
 from ...model import Device, HostInventory
 from ._dra import DEFAULT_DOMAIN, _device_name
 
-__all__ = ["CDI_VERSION", "SHARED_NODES", "CdiProblem", "CdiProjection", "cdi_specs", "spec_file_name",
+__all__ = ["CDI_VERSION", "ENV_MODES", "SHARED_NODES", "CdiProblem", "CdiProjection", "cdi_specs", "spec_file_name",
            "write_specs"]
 
 CDI_VERSION = "0.5.0"
+#: ``cdi_specs(env=...)``: which visibility-variable edits to write.
+ENV_MODES = ("stable", "host", "none")
 
 #: Control nodes a vendor's runtime needs once per container, whichever devices it gets
 #: (from the plugins' bindings; see /work/shared/reference/vendors.md).
@@ -64,6 +70,7 @@ SHARED_NODES: dict[str, frozenset[str]] = {
 # device names add ':'; each starts with a letter or digit and ends with one.
 _VENDOR = re.compile(r"^[A-Za-z][A-Za-z0-9._-]*[A-Za-z0-9]$")
 _CLASS = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*[A-Za-z0-9]$|^[A-Za-z]$")
+_INDEXES = re.compile(r"^[0-9]+(,[0-9]+)*$")
 _NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?$")
 
 
@@ -113,8 +120,20 @@ def spec_file_name(kind: str) -> str:
     return f"{vendor}-{cls}.json"
 
 
-def cdi_specs(inv: HostInventory, *, domain: str = DEFAULT_DOMAIN) -> CdiProjection:
-    """One CDI spec per ``<vendor>.<domain>/<kind>`` for the devices of ``inv``."""
+def _stable(visible_id: str) -> bool:
+    """A visible id that names the device wherever it is (a UUID), not a host index."""
+    return not _INDEXES.match(visible_id)
+
+
+def cdi_specs(inv: HostInventory, *, domain: str = DEFAULT_DOMAIN, env: str = "stable") -> CdiProjection:
+    """One CDI spec per ``<vendor>.<domain>/<kind>`` for the devices of ``inv``.
+
+    ``env`` chooses the visibility-variable edits: ``"stable"`` (default) only where the
+    binding's id names the device itself (a UUID: NVIDIA); ``"host"`` the binding's value as is,
+    host indexes included; ``"none"`` no env edits.
+    """
+    if env not in ENV_MODES:
+        raise ConfigError(f"CDI env mode must be one of {', '.join(ENV_MODES)}, got {env!r}")
     out = CdiProjection()
     groups: dict[str, list[Device]] = {}
     for dev in inv.devices:
@@ -143,7 +162,10 @@ def cdi_specs(inv: HostInventory, *, domain: str = DEFAULT_DOMAIN) -> CdiProject
                 continue
             edits: dict[str, Any] = {"deviceNodes": [{"path": n} for n in own]}
             env_name = dev.binding.visible_env
-            if env_name and dev.binding.visible_id:
+            visible = dev.binding.visible_id
+            if env == "none" or (env == "stable" and visible and not _stable(visible)):
+                env_name = None
+            if env_name and visible:
                 edits["env"] = [f"{env_name}={dev.binding.visible_id}"]
                 all_ids.setdefault(env_name, []).append(dev.binding.visible_id)
             elif env_name:
