@@ -166,8 +166,8 @@ def cdi_specs(inv: HostInventory, *, domain: str = DEFAULT_DOMAIN, env: str = "s
             if env == "none" or (env == "stable" and visible and not _stable(visible)):
                 env_name = None
             if env_name and visible:
-                edits["env"] = [f"{env_name}={dev.binding.visible_id}"]
-                all_ids.setdefault(env_name, []).append(dev.binding.visible_id)
+                edits["env"] = [f"{env_name}={visible}"]
+                all_ids.setdefault(env_name, []).append(visible)
             elif env_name:
                 out.problems.append(CdiProblem(
                     dev.id, "no_visible_id", f"{dev.id} ({kind}): {env_name} has no value; no env edit"))
