@@ -427,6 +427,29 @@ def cmd_dra(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
+def cmd_cdi(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..integrations.k8s import cdi_specs, spec_file_name, write_specs
+
+    with _session(args) as session:
+        inv = session.inventory()
+        if not inv.devices and _no_devices(session, inv):
+            return EXIT_NO_DEVICES
+        _warn_failures(session.report)
+        projection = cdi_specs(inv, domain=args.domain, env=args.env)
+        for problem in projection.problems:
+            print(f"accel: warning: cdi: {problem.code}: {problem.message}", file=sys.stderr)
+        if args.out is not None:
+            # A spec with no device (every one reported above) is not worth a file in /etc/cdi.
+            useful = {kind: spec for kind, spec in projection.specs.items() if spec["devices"]}
+            for path in write_specs(useful, Path(args.out), force=args.force):
+                print(path)
+        else:
+            print(dump({spec_file_name(kind): spec for kind, spec in projection.specs.items()}))
+        return EXIT_OK if projection.complete else EXIT_PARTIAL
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     print(dump(json_schema(args.kind)))
     return EXIT_OK
@@ -500,6 +523,7 @@ _COMMANDS = {
     "plugins": cmd_plugins,
     "schema": cmd_schema,
     "dra": cmd_dra,
+    "cdi": cmd_cdi,
     "sim": cmd_sim,
 }
 

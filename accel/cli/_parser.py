@@ -123,6 +123,19 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                      help="attribute domain; drivers are <vendor>.<domain>")
     dra.add_argument("--node", type=text("a node name"), help="node name (default: the hostname in the inventory)")
     _selection_args(dra)
+    cdi = sub.add_parser(
+        "cdi", help="CDI specs (Container Device Interface) from each device's binding",
+        description="one CDI spec per vendor and device kind (kind <vendor>.<domain>/<kind>), as JSON on "
+        "stdout, or one <vendor>-<class>.json per kind under --out",
+    )
+    cdi.add_argument("--domain", default="accel.dev", type=text("a domain name"),
+                     help="CDI vendors are <vendor>.<domain>, the DRA driver names")
+    cdi.add_argument("--out", metavar="DIR", type=text("a directory"),
+                     help="write the specs into DIR (for example /etc/cdi) instead of stdout")
+    cdi.add_argument("--force", action="store_true", help="with --out: overwrite existing spec files")
+    cdi.add_argument("--env", choices=("stable", "host", "none"), default="stable",
+                     help="visibility-variable edits: stable (default) only UUID ids, host also host indexes, none")
+    _selection_args(cdi)
     bug = sub.add_parser(
         "bugreport", help="record every vendor tool run into a bundle `accel ls --replay` replays",
         description="record every vendor tool run of the present backends (argv, exit status, stdout, stderr; no "
