@@ -1,16 +1,25 @@
-"""Kubernetes: DRA ResourceSlices from the model (``accel dra``).
+"""Kubernetes: DRA ResourceSlices, DeviceClasses, example claims and NFD labels (``accel dra``).
 
-See :mod:`accel.integrations.k8s._dra` for the projection and DRA's limits it enforces.
+See :mod:`accel.integrations.k8s._dra` for the projection, its safe-publication modes and
+DRA's limits it enforces; :mod:`._classes` for DeviceClasses and ResourceClaimTemplates;
+:mod:`._nfd` for node-feature-discovery's feature file.
 """
 
+from ._classes import claim_templates, device_classes
 from ._dra import (
     DEFAULT_DOMAIN,
+    FEATURE_GATES,
     MAX_ATTRIBUTES,
+    MAX_COUNTER_SETS,
+    MAX_COUNTERS,
     MAX_DEVICES,
     MAX_DEVICES_WITH_TAINTS,
     DraProjection,
+    is_partitioned,
     resource_slices,
 )
+from ._nfd import FEATURES_DIR, nfd_features, valid_label
 
-__all__ = ["DEFAULT_DOMAIN", "MAX_ATTRIBUTES", "MAX_DEVICES", "MAX_DEVICES_WITH_TAINTS", "DraProjection",
-           "resource_slices"]
+__all__ = ["DEFAULT_DOMAIN", "FEATURES_DIR", "FEATURE_GATES", "MAX_ATTRIBUTES", "MAX_COUNTERS", "MAX_COUNTER_SETS",
+           "MAX_DEVICES", "MAX_DEVICES_WITH_TAINTS", "DraProjection", "claim_templates", "device_classes",
+           "is_partitioned", "nfd_features", "resource_slices", "valid_label"]
