@@ -425,8 +425,8 @@ def cmd_dra(args: argparse.Namespace) -> int:
             return EXIT_OK
         if args.device_classes or args.claim_templates:
             make = device_classes if args.device_classes else claim_templates
-            items = make(inv, domain=args.domain, partitionable=args.partitionable)
-            print(dump({"apiVersion": "v1", "kind": "List", "items": items}))
+            objects = make(inv, domain=args.domain, partitionable=args.partitionable)
+            print(dump({"apiVersion": "v1", "kind": "List", "items": objects}))
             return EXIT_OK
         projection = resource_slices(inv, domain=args.domain, node_name=args.node, partitionable=args.partitionable)
         for name, items in projection.omitted.items():
