@@ -431,6 +431,8 @@ def cmd_dra(args: argparse.Namespace) -> int:
         projection = resource_slices(inv, domain=args.domain, node_name=args.node, partitionable=args.partitionable)
         for name, items in projection.omitted.items():
             print(f"accel: warning: {name}: not projected: {'; '.join(items)}", file=sys.stderr)
+        for device_id, why in projection.withheld.items():
+            print(f"accel: note: {device_id}: not published as a device: {why}", file=sys.stderr)
         print(dump({"apiVersion": "v1", "kind": "List", "items": projection.slices}))
         return EXIT_OK
 

@@ -162,3 +162,15 @@ def test_cel_selectors_pick_exactly_the_published_devices(profile: str, partitio
         cls = classes[exactly["deviceClassName"]]
         sel = exactly["selectors"][0]["cel"]["expression"]
         assert any(run(cls, v) and run(sel, v) for v in views)
+
+
+def test_cli_says_which_parents_it_withholds(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dra", "--sim", "a100-mig"]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert sum(len(s["spec"].get("devices", [])) for s in doc["items"]) == 4
+    assert captured.err.count("\n") == 1 and "not published as a device: partitioned (4 partition(s)" in captured.err
+    assert main(["dra", "--sim", "a100-mig", "--partitionable"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert sum(len(s["spec"].get("devices", [])) for s in json.loads(captured.out)["items"]) == 5
