@@ -11,14 +11,17 @@ itself and everything its partitions own.
 from __future__ import annotations
 
 import itertools
+import json
 import random
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accel.integrations.k8s import resource_slices
-from accel.model import HostInventory
+from accel.model import HostInventory, validate
 from accel.plugin import BackendConfig
 from accel.sim import PLUGIN, list_profiles
 
@@ -209,3 +212,45 @@ def test_counter_sets_sit_in_their_own_slices_within_the_limits() -> None:
     first = next(iter(counters[0]["spec"]["sharedCounters"]))
     assert first["counters"]["memory"] == {"value": str(192 * 2**30)}
     assert first["counters"]["slot-7"] == {"value": "1"}
+
+
+@st.composite
+def _mig_layouts(draw: st.DrawFn) -> HostInventory:
+    """a100-mig with a random set of non-overlapping instances (some without placement or memory)."""
+    base = sim("a100-mig").model_dump(mode="json")
+    template = base["partitions"][0]
+    free = list(range(8))
+    parts = []
+    for n in range(draw(st.integers(0, 7))):
+        size = draw(st.sampled_from([1, 2, 4]))
+        starts = [s for s in free if s % size == 0 and all(x in free for x in range(s, s + size))]
+        if not starts:
+            break
+        start = draw(st.sampled_from(starts))
+        free = [x for x in free if x not in range(start, start + size)]
+        p = json.loads(json.dumps(template))
+        p["id"] = f"nvidia:MIG-00000000-0000-4000-8000-{n:012d}"
+        p["uuid"] = p["id"].split(":", 1)[1]
+        p["binding"]["visible_id"] = p["uuid"]
+        p["profile"] = f"{size}g.{size * 10}gb"
+        p["gi_id"] = n + 1
+        p["placement"] = None if draw(st.booleans()) and size == 1 else {"start": start, "size": size}
+        p["memory_bytes"] = None if draw(st.integers(0, 9)) == 0 else size * 10 * 10**9
+        p["compute_units"] = size * 14
+        parts.append(p)
+    base["partitions"] = parts
+    return validate(HostInventory, base)
+
+
+@settings(max_examples=60, deadline=None)
+@given(inv=_mig_layouts(), partitionable=st.booleans())
+def test_random_mig_layouts_never_overlap(inv: HostInventory, partitionable: bool) -> None:
+    silicon = _silicon(inv)
+    for pool, ids in pools(inv, partitionable):
+        for group in pool.groups():
+            for r in range(1, len(group) + 1):
+                for combo in itertools.combinations(group, r):
+                    if pool.fits(list(combo)):
+                        assert _disjoint(list(combo), ids, silicon), combo
+        parts = [n for n, d in pool.devices.items() if d["attributes"]["accel.dev/type"]["string"] == "partition"]
+        assert pool.fits(parts)
