@@ -254,3 +254,14 @@ def test_random_mig_layouts_never_overlap(inv: HostInventory, partitionable: boo
                         assert _disjoint(list(combo), ids, silicon), combo
         parts = [n for n, d in pool.devices.items() if d["attributes"]["accel.dev/type"]["string"] == "partition"]
         assert pool.fits(parts)
+
+
+def test_an_unplaced_instance_is_not_named_like_a_placed_sibling() -> None:
+    """Found by the property test above: gi_id 2 (no placement) and a placement at slot 2 collided."""
+    data = sim("a100-mig").model_dump(mode="json")
+    unplaced = json.loads(json.dumps(data["partitions"][2]))  # 1g.10gb at slot 2
+    uuid = "MIG-00000000-0000-4000-8000-000000000001"
+    unplaced.update(id=f"nvidia:{uuid}", uuid=uuid, placement=None, gi_id=2)
+    data["partitions"] = [data["partitions"][2], unplaced]
+    names = sorted(d["name"] for d in resource_slices(validate(HostInventory, data)).devices)
+    assert names == ["gpu-0000-07-00-0-1g10gb-2", "gpu-0000-07-00-0-1g10gb-gi2"]

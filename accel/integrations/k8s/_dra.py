@@ -239,8 +239,15 @@ def _project_device(dev: Device, inv: HostInventory, domain: str, omitted: dict[
 def _project_partition(
     part: Partition, parent: Device, domain: str, omitted: dict[str, list[str]]
 ) -> dict[str, Any]:
-    start = part.placement.start if part.placement else (part.gi_id or 0)
-    b = _Builder(_label(f"{_device_name(parent)}-{part.profile.replace('.', '')}-{start}"), domain, omitted)
+    # The placement start names a placed partition; an unplaced one its GPU instance id (never a
+    # bare number, which could equal a sibling's start) or, lacking that, a digest of its id.
+    if part.placement is not None:
+        where = str(part.placement.start)
+    elif part.gi_id is not None:
+        where = f"gi{part.gi_id}"
+    else:
+        where = "id" + hashlib.sha256(part.id.encode()).hexdigest()[:8]
+    b = _Builder(_label(f"{_device_name(parent)}-{part.profile.replace('.', '')}-{where}"), domain, omitted)
     b.attr("id", part.id)
     b.attr("vendor", parent.vendor)
     b.attr("kind", parent.kind.value)
