@@ -413,16 +413,26 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_dra(args: argparse.Namespace) -> int:
-    from ..integrations.k8s import resource_slices
+    from ..integrations.k8s import claim_templates, device_classes, nfd_features, resource_slices
 
     with _session(args) as session:
         inv = session.inventory()
         if not inv.devices and _no_devices(session, inv):
             return EXIT_NO_DEVICES
         _warn_failures(session.report)
-        projection = resource_slices(inv, domain=args.domain, node_name=args.node)
+        if args.nfd:
+            print(nfd_features(inv, domain=args.domain), end="")
+            return EXIT_OK
+        if args.device_classes or args.claim_templates:
+            make = device_classes if args.device_classes else claim_templates
+            objects = make(inv, domain=args.domain, partitionable=args.partitionable)
+            print(dump({"apiVersion": "v1", "kind": "List", "items": objects}))
+            return EXIT_OK
+        projection = resource_slices(inv, domain=args.domain, node_name=args.node, partitionable=args.partitionable)
         for name, items in projection.omitted.items():
             print(f"accel: warning: {name}: not projected: {'; '.join(items)}", file=sys.stderr)
+        for device_id, why in projection.withheld.items():
+            print(f"accel: note: {device_id}: not published as a device: {why}", file=sys.stderr)
         print(dump({"apiVersion": "v1", "kind": "List", "items": projection.slices}))
         return EXIT_OK
 

@@ -122,6 +122,15 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     dra.add_argument("--domain", default="accel.dev", type=text("a domain name"),
                      help="attribute domain; drivers are <vendor>.<domain>")
     dra.add_argument("--node", type=text("a node name"), help="node name (default: the hostname in the inventory)")
+    dra.add_argument("--partitionable", action="store_true",
+                     help="publish partitioned devices beside their partitions with shared counters "
+                     "(needs the DRAPartitionableDevices feature gate; default: parent or partitions)")
+    what = dra.add_mutually_exclusive_group()
+    what.add_argument("--device-classes", action="store_true", help="print DeviceClasses instead of slices")
+    what.add_argument("--claim-templates", action="store_true",
+                      help="print example ResourceClaimTemplates instead of slices")
+    what.add_argument("--nfd", action="store_true",
+                      help="print a node-feature-discovery feature file (features.d, one label=value a line)")
     _selection_args(dra)
     cdi = sub.add_parser(
         "cdi", help="CDI specs (Container Device Interface) from each device's binding",

@@ -2,17 +2,36 @@
 
 The output is plain ``resource.k8s.io/v1`` ``ResourceSlice`` objects (dicts ready for
 ``kubectl apply`` or a client), one pool per node and driver, within DRA's hard limits: at most
-128 devices per slice (64 when devices carry taints), at most 32 attributes and capacities per
+128 devices per slice (64 when devices carry taints or consume counters), at most 32 attributes and capacities per
 device, DNS-label device names, C-identifier attribute names of at most 32 characters and
 string values of at most 64.  Anything that does not fit is not silently dropped: it is listed
 in :attr:`DraProjection.omitted` per device.
+
+Safe publication.  The same silicon must never be allocatable twice.  By default (no feature
+gate needed) each device is published as *either* itself *or* its partitions, following its
+current partition mode: MIG on, or AMD compute partitioning other than SPX, or any live
+partition means only the partitions are published (the parent is listed in
+:attr:`DraProjection.withheld`).  With ``partitionable=True`` partitioned devices are published
+together with their partitions, and every one of them consumes counters from a per-parent counter
+set (``spec.sharedCounters`` in its own slice, ``consumesCounters`` on each device): one
+``slot-N`` counter of 1 per placement slot (MIG memory slice, AMD XCP index), plus ``memory``
+(bytes) and ``compute-units``.  The parent consumes every slot, a partition its own, so the
+allocator can never hand out a parent and one of its partitions at once.  That mode needs the
+DRAPartitionableDevices feature gate (beta, on by default, since Kubernetes 1.36): where it is
+off the API server drops the counter fields silently and the publication would be unsafe, so it
+is never the default.  Taints need DRADeviceTaints and ``allowMultipleAllocations`` needs
+DRAConsumableCapacity; where those gates are off the API server drops them (a dropped taint
+leaves a faulty device allocatable; a dropped ``allowMultipleAllocations`` only makes a device
+exclusive).
 
 Attributes (under ``domain``, default ``accel.dev``): ``id``, ``vendor``, ``kind``, ``type``
 (``device`` | ``partition``), ``model``, ``family``, ``architecture``, ``uuid``, ``serial``,
 ``parentUUID``, ``partitionProfile``, ``computeCapability`` and ``driverVersion`` (semantic
 versions when they parse as one), ``health``, ``linkDomain``, ``linkDomainSize``, ``linkType``;
-the standard ``resource.kubernetes.io/pciBusID``, ``pcieRoot`` and ``numaNode``; vendor extras
-under their own qualified names.  Capacities: ``memory`` (bytes) and ``computeUnits``.  Health
+``numaNode``; the standard ``resource.kubernetes.io/pciBusID`` and ``pcieRoot`` (the only two
+names upstream standardises, ``k8s.io/dynamic-resource-allocation/deviceattribute``); vendor
+extras (``huawei.com/chipName``) under the driver's own name (``huawei.accel.dev/chipName``), a
+domain accel owns, never the vendor's.  Capacities: ``memory`` (bytes) and ``computeUnits``.  Health
 conditions of severity error and above become ``NoSchedule`` taints keyed
 ``<domain>/<reason-in-kebab-case>``.
 """
@@ -26,15 +45,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import ConfigError
-from ...model import Device, Domain, HostInventory, Partition, Severity, SharingMode
+from ...model import Device, Domain, HostInventory, Partition, PartitionScheme, Severity, SharingMode
 
-__all__ = ["DEFAULT_DOMAIN", "MAX_ATTRIBUTES", "MAX_DEVICES", "MAX_DEVICES_WITH_TAINTS", "DraProjection",
-           "resource_slices"]
+__all__ = ["DEFAULT_DOMAIN", "FEATURE_GATES", "MAX_ATTRIBUTES", "MAX_COUNTERS", "MAX_COUNTER_SETS",
+           "MAX_DEVICES", "MAX_DEVICES_WITH_TAINTS", "DraProjection", "is_partitioned", "resource_slices"]
 
 DEFAULT_DOMAIN = "accel.dev"
 MAX_DEVICES = 128
 MAX_DEVICES_WITH_TAINTS = 64
 MAX_ATTRIBUTES = 32
+#: Counters in one counter set (1.37) and, for 1.34's rule, in all sets of one slice.
+MAX_COUNTERS = 32
+#: Counter sets in one slice (1.37).
+MAX_COUNTER_SETS = 8
+#: The fields of this projection that Kubernetes only keeps when a feature gate is on.
+FEATURE_GATES: dict[str, str] = {
+    "sharedCounters": "DRAPartitionableDevices",
+    "consumesCounters": "DRAPartitionableDevices",
+    "taints": "DRADeviceTaints",
+    "allowMultipleAllocations": "DRAConsumableCapacity",
+}
 _MAX_STRING = 64
 _STANDARD = "resource.kubernetes.io"
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -49,6 +79,8 @@ class DraProjection:
 
     slices: list[dict[str, Any]] = field(default_factory=list)
     omitted: dict[str, list[str]] = field(default_factory=dict)
+    #: Devices not published, by accel id, and why (a parent whose partitions are published).
+    withheld: dict[str, str] = field(default_factory=dict)
 
     @property
     def devices(self) -> Iterator[dict[str, Any]]:
@@ -103,6 +135,9 @@ class _Builder:
             return
         if isinstance(value, str) and len(value) > _MAX_STRING:
             self._drop(qualified, f"value longer than {_MAX_STRING} characters")
+            return
+        if qualified in self.attributes:
+            self._drop(qualified, "published twice (two sources map to this name)")
             return
         if not self._room(qualified):
             return
@@ -165,8 +200,7 @@ def _project_device(dev: Device, inv: HostInventory, domain: str, omitted: dict[
     if dev.pci is not None:
         b.attr("pciBusID", dev.pci.bus_id, domain=_STANDARD)
         b.attr("pcieRoot", dev.pci.pcie_root, domain=_STANDARD)
-    if dev.numa_node is not None:
-        b.attr("numaNode", dev.numa_node, domain=_STANDARD)
+    b.attr("numaNode", dev.numa_node)
     b.attr("uuid", dev.uuid)
     b.attr("family", dev.family)
     b.attr("architecture", dev.architecture)
@@ -189,8 +223,8 @@ def _project_device(dev: Device, inv: HostInventory, domain: str, omitted: dict[
     b.cap("memory", dev.memory_total_bytes)
     b.cap("computeUnits", dev.compute.units)
     for key, value in sorted(dev.extras.items()):
-        prefix, _, name = key.partition("/")
-        b.attr(name, value if not isinstance(value, float) else str(value), domain=prefix)
+        name = key.rpartition("/")[2]
+        b.attr(name, value if not isinstance(value, float) else str(value), domain=f"{dev.vendor}.{domain}")
     out: dict[str, Any] = {"name": b.name, "attributes": b.attributes}
     if b.capacity:
         out["capacity"] = b.capacity
@@ -205,8 +239,15 @@ def _project_device(dev: Device, inv: HostInventory, domain: str, omitted: dict[
 def _project_partition(
     part: Partition, parent: Device, domain: str, omitted: dict[str, list[str]]
 ) -> dict[str, Any]:
-    start = part.placement.start if part.placement else (part.gi_id or 0)
-    b = _Builder(_label(f"{_device_name(parent)}-{part.profile.replace('.', '')}-{start}"), domain, omitted)
+    # The placement start names a placed partition; an unplaced one its GPU instance id (never a
+    # bare number, which could equal a sibling's start) or, lacking that, a digest of its id.
+    if part.placement is not None:
+        where = str(part.placement.start)
+    elif part.gi_id is not None:
+        where = f"gi{part.gi_id}"
+    else:
+        where = "id" + hashlib.sha256(part.id.encode()).hexdigest()[:8]
+    b = _Builder(_label(f"{_device_name(parent)}-{part.profile.replace('.', '')}-{where}"), domain, omitted)
     b.attr("id", part.id)
     b.attr("vendor", parent.vendor)
     b.attr("kind", parent.kind.value)
@@ -219,8 +260,7 @@ def _project_partition(
     if parent.pci is not None:
         b.attr("pciBusID", parent.pci.bus_id, domain=_STANDARD)
         b.attr("pcieRoot", parent.pci.pcie_root, domain=_STANDARD)
-    if parent.numa_node is not None:
-        b.attr("numaNode", parent.numa_node, domain=_STANDARD)
+    b.attr("numaNode", parent.numa_node)
     b.cap("memory", part.memory_bytes)
     b.cap("computeUnits", part.compute_units)
     out: dict[str, Any] = {"name": b.name, "attributes": b.attributes}
@@ -232,6 +272,70 @@ def _project_partition(
     return out
 
 
+def is_partitioned(dev: Device, inv: HostInventory) -> bool:
+    """Whether ``dev`` is cut into partitions now: live partitions, MIG on, or AMD compute mode not SPX.
+
+    A partitioned device's full silicon is not usable as one device (a MIG-enabled GPU runs no
+    work outside its instances; a CPX MI300X is eight GPUs), so safe publication offers only its
+    partitions.
+    """
+    if any(p.parent_id == dev.id for p in inv.partitions):
+        return True
+    mode = dev.partition_mode
+    if mode.scheme == PartitionScheme.MIG:
+        return True
+    return mode.scheme == PartitionScheme.AMD_XCP and (mode.compute_mode or "spx").lower() != "spx"
+
+
+def _counter_set(
+    dev: Device, parts: list[Partition], inv: HostInventory, name: str
+) -> tuple[dict[str, Any], dict[str, dict[str, str]], list[dict[str, dict[str, str]]]] | str:
+    """The counter set of ``dev`` and what ``dev`` and each of ``parts`` consume, or why not.
+
+    Slots come from the partitions' placements and the parent's profiles; a partition without a
+    placement gets a slot of its own.  ``memory`` and ``compute-units`` are added only when every
+    partition reports them and they sum within the parent's (else the slots alone guard it).
+    """
+    slots = max([p.placement.end for p in parts if p.placement] + [
+        prof.memory_slices or 0 for prof in inv.partition_profiles if prof.parent_id == dev.id
+    ] + [0])
+    part_slots: list[range] = []
+    for p in parts:
+        if p.placement is not None:
+            part_slots.append(range(p.placement.start, p.placement.end))
+        else:
+            part_slots.append(range(slots, slots + 1))
+            slots += 1
+    counters: dict[str, int] = {}
+    mem = dev.memory_total_bytes
+    if mem is not None and all(p.memory_bytes is not None for p in parts) and sum(
+        p.memory_bytes or 0 for p in parts
+    ) <= mem:
+        counters["memory"] = mem
+    cu = dev.compute.units
+    if cu is not None and all(p.compute_units is not None for p in parts) and sum(
+        p.compute_units or 0 for p in parts
+    ) <= cu:
+        counters["compute-units"] = cu
+    if slots + len(counters) > MAX_COUNTERS:
+        return f"{slots} placement slots do not fit the {MAX_COUNTERS} counters of a counter set"
+    counters |= {f"slot-{i}": 1 for i in range(slots)}
+    capacity = {k: {"value": str(v)} for k, v in counters.items()}
+    consumed: list[dict[str, dict[str, str]]] = []
+    for p, rng in zip(parts, part_slots, strict=True):
+        use: dict[str, dict[str, str]] = {f"slot-{i}": {"value": "1"} for i in rng}
+        if "memory" in counters:
+            use["memory"] = {"value": str(p.memory_bytes)}
+        if "compute-units" in counters:
+            use["compute-units"] = {"value": str(p.compute_units)}
+        consumed.append(use)
+    return {"name": name, "counters": capacity}, capacity, consumed
+
+
+def _consumes(set_name: str, counters: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    return [{"counterSet": set_name, "counters": dict(counters)}]
+
+
 def resource_slices(
     inv: HostInventory,
     *,
@@ -239,8 +343,15 @@ def resource_slices(
     node_name: str | None = None,
     generation: int = 1,
     include_partitions: bool = True,
+    partitionable: bool = False,
 ) -> DraProjection:
-    """ResourceSlices for one host: one pool per vendor driver (``<vendor>.<domain>``)."""
+    """ResourceSlices for one host: one pool per vendor driver (``<vendor>.<domain>``).
+
+    By default a partitioned device is published as its partitions only (no feature gate
+    needed); ``partitionable=True`` publishes it and its partitions with shared counters
+    (needs DRAPartitionableDevices).  ``include_partitions=False`` publishes no partitions, and
+    so no partitioned device either (its full silicon is not usable as one device).
+    """
     if not _DNS_SUBDOMAIN.match(domain) or len(domain) > 63:
         raise ConfigError(f"DRA domain must be a DNS subdomain of at most 63 characters, got {domain!r}")
     if generation < 0:
@@ -248,26 +359,64 @@ def resource_slices(
     node = node_name or inv.host.hostname
     projection = DraProjection()
     by_vendor: dict[str, list[dict[str, Any]]] = {}
-    parents = {d.id: d for d in inv.devices}
+    counter_sets: dict[str, list[dict[str, Any]]] = {}
     for dev in inv.devices:
-        by_vendor.setdefault(dev.vendor, []).append(_project_device(dev, inv, domain, projection.omitted))
-    if include_partitions:
-        for part in inv.partitions:
-            parent = parents[part.parent_id]
-            by_vendor.setdefault(parent.vendor, []).append(
-                _project_partition(part, parent, domain, projection.omitted)
+        devices = by_vendor.setdefault(dev.vendor, [])
+        parts = [p for p in inv.partitions if p.parent_id == dev.id] if include_partitions else []
+        if not is_partitioned(dev, inv):
+            devices.append(_project_device(dev, inv, domain, projection.omitted))
+            continue
+        if not include_partitions:
+            projection.withheld[dev.id] = "partitioned, and partitions were not asked for"
+            continue
+        projected = [_project_partition(p, dev, domain, projection.omitted) for p in parts]
+        if partitionable:
+            parent = _project_device(dev, inv, domain, projection.omitted)
+            made = _counter_set(dev, parts, inv, _label(f"{parent['name']}-counters"))
+            if isinstance(made, str):
+                projection.withheld[dev.id] = f"partitioned; not partitionable: {made}"
+            else:
+                cset, capacity, consumed = made
+                counter_sets.setdefault(dev.vendor, []).append(cset)
+                parent.pop("allowMultipleAllocations", None)
+                parent["consumesCounters"] = _consumes(cset["name"], capacity)
+                for out, use in zip(projected, consumed, strict=True):
+                    out["consumesCounters"] = _consumes(cset["name"], use)
+                devices.append(parent)
+        else:
+            projection.withheld[dev.id] = (
+                f"partitioned ({len(parts)} partition(s) published instead); "
+                "partitionable=True publishes both with shared counters"
             )
-    for vendor, devices in sorted(by_vendor.items()):
+        devices.extend(projected)
+    for vendor in sorted(by_vendor):
+        devices = by_vendor[vendor]
         driver = f"{vendor}.{domain}"
         if len(driver) > 63:
             raise ConfigError(f"DRA driver name {driver!r} is longer than 63 characters")
-        names = [d["name"] for d in devices]
+        names = [d["name"] for d in devices] + [c["name"] for c in counter_sets.get(vendor, [])]
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})
             raise ConfigError(f"DRA device names collide in pool {node!r}: {', '.join(dup)}")
-        per_slice = MAX_DEVICES_WITH_TAINTS if any("taints" in d for d in devices) else MAX_DEVICES
-        chunks = [devices[i : i + per_slice] for i in range(0, len(devices), per_slice)] or [[]]
-        for n, chunk in enumerate(chunks):
+        guarded = any("taints" in d or "consumesCounters" in d for d in devices)
+        per_slice = MAX_DEVICES_WITH_TAINTS if guarded else MAX_DEVICES
+        specs: list[dict[str, Any]] = []
+        # Counter sets live in slices of their own (1.36+); at most 8 sets and, for 1.34's
+        # rule, 32 counters in all sets of one slice.
+        pending: list[dict[str, Any]] = []
+        for cset in counter_sets.get(vendor, []):
+            total = sum(len(c["counters"]) for c in pending) + len(cset["counters"])
+            if pending and (len(pending) >= MAX_COUNTER_SETS or total > MAX_COUNTERS):
+                specs.append({"sharedCounters": pending})
+                pending = []
+            pending.append(cset)
+        if pending:
+            specs.append({"sharedCounters": pending})
+        chunks = [devices[i : i + per_slice] for i in range(0, len(devices), per_slice)]
+        specs += [{"devices": chunk} for chunk in chunks]
+        if not specs:
+            specs = [{"devices": []}]
+        for n, body in enumerate(specs):
             projection.slices.append(
                 {
                     "apiVersion": "resource.k8s.io/v1",
@@ -276,8 +425,8 @@ def resource_slices(
                     "spec": {
                         "driver": driver,
                         "nodeName": node,
-                        "pool": {"name": node, "generation": generation, "resourceSliceCount": len(chunks)},
-                        "devices": chunk,
+                        "pool": {"name": node, "generation": generation, "resourceSliceCount": len(specs)},
+                        **body,
                     },
                 }
             )
