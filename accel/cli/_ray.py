@@ -43,7 +43,8 @@ def main(args: argparse.Namespace) -> int:
             print(json.dumps(res.as_dict(), indent=2))
             return _read_code(inv)
         if res.num_gpus:
-            print(f"--num-gpus={res.num_gpus}    (Ray's GPU resource; the devices' visibility variable: {res.env.get('GPU')})")
+            gpu_env = res.env.get("GPU")
+            print(f"--num-gpus={res.num_gpus}    (Ray's GPU resource; the devices' visibility variable: {gpu_env})")
         if res.resources:
             print(f"--resources='{json.dumps(res.resources, sort_keys=True)}'")
             for name, count in res.resources.items():

@@ -84,7 +84,8 @@ def test_every_vendor_is_read_from_its_backend(facts: dict[str, FrameworkFacts])
 
 def test_known_rows(facts: dict[str, FrameworkFacts]) -> None:
     ascend, nvidia, enflame = facts["ascend"], facts["nvidia"], facts["enflame"]
-    assert (ascend.visible_env, ascend.index_scheme, ascend.ray_resource) == ("ASCEND_RT_VISIBLE_DEVICES", "logic id", "NPU")
+    assert (ascend.visible_env, ascend.index_scheme, ascend.ray_resource) == (
+        "ASCEND_RT_VISIBLE_DEVICES", "logic id", "NPU")
     assert (nvidia.index_scheme, nvidia.torch_device_type, nvidia.collective_backend) == ("uuid", "cuda", "nccl")
     # The gap the issue names, closed from vllm-gcu's platform: TOPS_VISIBLE_DEVICES, gcu, eccl.
     assert (enflame.visible_env, enflame.torch_device_type, enflame.collective_backend) == (
