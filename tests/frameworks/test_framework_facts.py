@@ -87,6 +87,9 @@ def test_known_rows(facts: dict[str, FrameworkFacts]) -> None:
     assert (ascend.visible_env, ascend.index_scheme, ascend.ray_resource) == (
         "ASCEND_RT_VISIBLE_DEVICES", "logic id", "NPU")
     assert (nvidia.index_scheme, nvidia.torch_device_type, nvidia.collective_backend) == ("uuid", "cuda", "nccl")
+    # Toolkit backends carry a Ray resource now (Ray's MetaX manager; the vLLM platforms' ray_device_key).
+    assert {facts[n].ray_resource for n in ("metax", "mthreads", "kunlunxin", "enflame")} == {"GPU"}
+    assert facts["iluvatar"].ray_resource is None  # nothing names one
     # The gap the issue names, closed from vllm-gcu's platform: TOPS_VISIBLE_DEVICES, gcu, eccl.
     assert (enflame.visible_env, enflame.torch_device_type, enflame.collective_backend) == (
         "TOPS_VISIBLE_DEVICES", "gcu", "eccl")
