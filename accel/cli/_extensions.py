@@ -31,6 +31,10 @@ def add_parsers(
     )
     _exporter_arguments(exporter)
     selection_args(exporter)
+    ray = sub.add_parser("ray", help="Ray integration: `accel ray resources` prints this node's `ray start` resources")
+    from ._ray import add_arguments as ray_arguments
+
+    ray_arguments(ray, selection_args)
     sched = sub.add_parser("sched", help="the scheduler's journal: job histories, states and bills")
     if argv is not None and "sched" not in argv:
         # The scheduler loads numpy (~150 ms): only when this command line is about it.
@@ -86,6 +90,11 @@ def run(args: argparse.Namespace) -> int:
             ) from exc
         code: int = kit.main(list(args.rest) or ["--help"])
         return code
+    if args.command == "ray":
+        from ._ray import main as ray_main
+
+        ray_code: int = ray_main(args)
+        return ray_code
     if args.command == "sched":
         if getattr(args, "sched_missing", False):
             from ..errors import ConfigError

@@ -452,6 +452,9 @@ class ToolBackend(CliBackend):
     visible_env: ClassVar[str | None] = None
     torch_device_type: ClassVar[str | None] = None
     collective_backend: ClassVar[str | None] = None
+    #: The Ray resource name (``GPU`` goes to ``ray start --num-gpus``), from Ray's accelerator
+    #: manager or the vendor's vLLM platform ``ray_device_key``; ``None`` when neither names one.
+    ray_resource: ClassVar[str | None] = None
 
     def __init__(self, config: BackendConfig, runner: Runner) -> None:
         self.config = config
@@ -468,7 +471,9 @@ class ToolBackend(CliBackend):
         )
         col = Collection(self.backend_name, self.version, session)
         snap = self.collect(col)
-        binding = visible_binding(self.visible_env, torch=self.torch_device_type, collective=self.collective_backend)
+        binding = visible_binding(
+            self.visible_env, torch=self.torch_device_type, collective=self.collective_backend, ray=self.ray_resource
+        )
         snap = with_census(
             snap,
             col.outputs,
@@ -500,7 +505,9 @@ class ToolBackend(CliBackend):
         too, with health ``unknown`` and a ``DeviceNotRead`` condition (:func:`unread_units`),
         and no telemetry sample: one unreadable row never makes a chip disappear.
         """
-        binding = visible_binding(self.visible_env, torch=self.torch_device_type, collective=self.collective_backend)
+        binding = visible_binding(
+            self.visible_env, torch=self.torch_device_type, collective=self.collective_backend, ray=self.ray_resource
+        )
         readings = list(readings)
         col.read_bus_ids.update(r.bus_id for r in readings if r.bus_id is not None)
         devices, samples = build_units(

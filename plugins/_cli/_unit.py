@@ -446,9 +446,10 @@ def merge_readings(primary: Sequence[UnitReading], secondary: Iterable[UnitReadi
 
 
 def visible_binding(
-    env: str | None, *, torch: str | None = None, collective: str | None = None
+    env: str | None, *, torch: str | None = None, collective: str | None = None, ray: str | None = None
 ) -> Callable[[UnitReading], Binding]:
-    """A binding rule: ``env=<index>`` plus the torch device type and collective backend."""
+    """A binding rule: ``env=<index>`` plus the torch device type, collective backend and the
+    Ray resource name the unit is scheduled under (see ``docs/frameworks.md``)."""
 
     def bind(reading: UnitReading) -> Binding:
         visible = str(reading.index) if env is not None and reading.index is not None else None
@@ -457,6 +458,7 @@ def visible_binding(
             visible_id=visible,
             torch_device_type=torch,
             collective_backend=collective,
+            ray_resource=ray,
             device_nodes=tuple(reading.device_nodes),
         )
 

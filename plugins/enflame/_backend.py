@@ -8,9 +8,9 @@ the card is kept as the relation between them: ``board_id`` ``sn-<serial>``, a `
 VM or container sees no physical function to name it by) and each VF a ``sriov_vf``
 partition of it; that view has no PCI address or telemetry for the card itself.
 
-RMA flags, double-bit ECC counts and ``Health: False`` of ``-q`` are health conditions.  No
-visibility variable is set: the reference lists Enflame's as "(vendor toolkit)", not a
-documented name, so ``binding.visible_env`` stays unknown rather than guessed.
+RMA flags, double-bit ECC counts and ``Health: False`` of ``-q`` are health conditions.  The
+binding is ``TOPS_VISIBLE_DEVICES=<efsmi index>``, torch ``gcu``, collective ``eccl``: what
+Enflame's own vLLM platform (EnflameTechnology/vllm-gcu) declares (``docs/frameworks.md``).
 """
 
 from __future__ import annotations
@@ -55,6 +55,15 @@ class EnflameBackend(PartitionsSurface, ToolBackend):
     tool = TOOL
     search_path = SEARCH_PATH
     kind = DeviceKind.GCU
+    #: TopsRuntime's visibility variable, by efsmi's device index: vllm-gcu's platform sets
+    #: ``device_control_env_var = "TOPS_VISIBLE_DEVICES"`` and ``device_type = "gcu"``; its
+    #: collectives are ECCL (``libeccl.so``).  ``ENFLAME_VISIBLE_DEVICES`` is the container
+    #: runtime's variable (gcushare-device-plugin sets it for the toolkit to mount the device),
+    #: not the process's; see ``docs/frameworks.md``.
+    visible_env = "TOPS_VISIBLE_DEVICES"
+    torch_device_type = "gcu"
+    collective_backend = "eccl"
+    ray_resource = "GPU"
 
     def collect(self, col: Collection) -> Snapshot:
         view = self.config.option("sriov", "vf")

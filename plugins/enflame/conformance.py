@@ -8,7 +8,6 @@ from .._cli import conformance_scenarios
 
 __all__ = ["CONFORMANCE_SCENARIOS"]
 
-_NO_ENV = "no Enflame visibility variable is documented (the reference lists '(vendor toolkit)'); none is guessed"
 _NO_USED = "efsmi's default table prints total memory only; used needs efsmi -q, which this sample lacks"
 
 CONFORMANCE_SCENARIOS: dict[str, Any] = conformance_scenarios(
@@ -16,15 +15,15 @@ CONFORMANCE_SCENARIOS: dict[str, Any] = conformance_scenarios(
     {
         "s60g-sriov": (
             "Enflame S60G seen as two SR-IOV VFs sharing one serial, efsmi 1.6.3.12.",
-            {"inventory.binding-filled": _NO_ENV, "memory.used-le-total": _NO_USED},
+            {"memory.used-le-total": _NO_USED},
         ),
         "s60-2dev": (
             "Enflame S60 x2, efsmi v1.2.0.301 (doubled rules, squeezed cells).",
-            {"inventory.binding-filled": _NO_ENV, "memory.used-le-total": _NO_USED},
+            {"memory.used-le-total": _NO_USED},
         ),
         "s60-query": (
             "Enflame S60, efsmi -q 1.4.3.4 only (elided upstream after DEV ID 0).",
-            {"inventory.binding-filled": _NO_ENV},
+            {},
         ),
     },
 )

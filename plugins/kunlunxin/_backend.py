@@ -34,6 +34,8 @@ class KunlunxinBackend(ProcessesSurface, ToolBackend):
     kind = DeviceKind.XPU
     visible_env = "XPU_VISIBLE_DEVICES"
     collective_backend = "bkcl"
+    #: vLLM-Kunlun's platform: ``ray_device_key = "GPU"`` (Ray has no Kunlunxin manager).
+    ray_resource = "GPU"
 
     def tool_name(self) -> str:
         for name in TOOLS:

@@ -45,6 +45,8 @@ class MetaxBackend(ProcessesSurface, ToolBackend):
     kind = DeviceKind.GPU
     visible_env = "CUDA_VISIBLE_DEVICES"
     torch_device_type = "cuda"
+    #: Ray's MetaxGPUAcceleratorManager and vLLM-metax both schedule MetaX GPUs as ``GPU``.
+    ray_resource = "GPU"
 
     def collect(self, col: Collection) -> Snapshot:
         smi = col.required(lambda text, cmd: parse_mx_smi(text, command=cmd))

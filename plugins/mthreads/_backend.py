@@ -51,6 +51,8 @@ class MthreadsBackend(ProcessesSurface, PartitionsSurface, ToolBackend):
     visible_env = "MUSA_VISIBLE_DEVICES"
     torch_device_type = "musa"
     collective_backend = "mccl"
+    #: vllm-musa's platform: ``ray_device_key = "GPU"`` (Ray has no MUSA manager of its own).
+    ray_resource = "GPU"
 
     def collect(self, col: Collection) -> Snapshot:
         table = col.main(lambda text, cmd: parse_table(text, command=cmd))

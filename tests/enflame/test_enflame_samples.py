@@ -50,7 +50,10 @@ def test_two_cards_are_two_devices() -> None:
     assert [d.id for d in inv.devices] == ["enflame:pci-0000:01:00.0", "enflame:pci-0000:09:00.0"]
     assert inv.devices[0].kind == "gcu" and inv.devices[0].memory[0].total_bytes == 49120 * MIB
     assert inv.devices[1].memory[0].ecc_enabled is True
-    assert inv.devices[0].binding.visible_env is None  # no documented variable
+    # TopsRuntime's variable by efsmi index, as vllm-gcu declares it (docs/frameworks.md).
+    b0, b1 = (d.binding for d in inv.devices)
+    assert (b0.visible_env, b0.visible_id, b1.visible_id) == ("TOPS_VISIBLE_DEVICES", "0", "1")
+    assert (b0.torch_device_type, b0.collective_backend, b0.ray_resource) == ("gcu", "eccl", "GPU")
     assert inv.partitions == ()
 
 
