@@ -1,0 +1,81 @@
+"""``HealthCheckProgram``: drain this node when a device is lost or unhealthy, as NHC does.
+
+Only ``lost`` and ``unhealthy`` (a critical or fatal condition) drain; ``degraded`` and
+``unknown`` never do (nothing read says the device is broken).  ``resume`` undrains a node only
+when its drain reason starts with :data:`REASON_PREFIX` (accel drained it) and no device is bad.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ...errors import ToolError
+from ...model import HealthState, HostInventory, Operational
+from ...tools import Runner
+
+__all__ = ["REASON_PREFIX", "Decision", "bad_devices", "decide_and_act", "node_state"]
+
+REASON_PREFIX = "accel:"
+_TIMEOUT_S = 20.0
+
+
+def bad_devices(inv: HostInventory) -> list[tuple[str, str]]:
+    """``(device, condition)`` for every lost or unhealthy device, in inventory order."""
+    out: list[tuple[str, str]] = []
+    for i, d in enumerate(inv.devices):
+        h = d.health
+        name = f"{d.vendor}{d.index if d.index is not None else i} {d.id}"
+        if h.operational is Operational.LOST:
+            out.append((name, "lost"))
+        elif h.state is HealthState.UNHEALTHY:
+            worst = max(h.conditions, key=lambda c: c.severity.rank, default=None)
+            out.append((name, worst.reason if worst is not None else "unhealthy"))
+    return out
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # drain | resume | none
+    reason: str | None
+    bad: tuple[tuple[str, str], ...]
+
+
+def _scontrol(runner: Runner, args: list[str]) -> str:
+    try:
+        result = runner.run(["scontrol", *args], timeout_s=_TIMEOUT_S, check=True)
+    except ToolError:
+        raise
+    return result.stdout
+
+
+def node_state(runner: Runner, node: str) -> tuple[str, str | None]:
+    """``(State, Reason)`` of ``node`` from ``scontrol show node -o``."""
+    out = _scontrol(runner, ["show", "node", "-o", node])
+    state = re.search(r"\bState=(\S+)", out)
+    reason = re.search(r"\bReason=(.*?)(?: \[[^\]]*\])?(?:\s+\w+=|$)", out)
+    if state is None:
+        raise ToolError(f"scontrol show node {node}: no State= in its output", tool="scontrol")
+    return state.group(1), reason.group(1).strip() if reason and reason.group(1).strip() not in ("", "(null)") else None
+
+
+def decide_and_act(inv: HostInventory, node: str, runner: Runner, *, resume: bool = False) -> Decision:
+    """Drain ``node`` (or, with ``resume``, undrain it) as the inventory says; run scontrol."""
+    bad = bad_devices(inv)
+    if bad:
+        first, cond = bad[0]
+        more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+        reason = f"{REASON_PREFIX} {first} {cond}{more}"
+        state, current = node_state(runner, node)
+        if "DRAIN" in state and current is not None and not current.startswith(REASON_PREFIX):
+            return Decision("none", current, tuple(bad))  # drained by someone else: leave their reason
+        if current == reason and "DRAIN" in state:
+            return Decision("none", reason, tuple(bad))
+        _scontrol(runner, ["update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"])
+        return Decision("drain", reason, tuple(bad))
+    if resume:
+        state, current = node_state(runner, node)
+        if "DRAIN" in state and current is not None and current.startswith(REASON_PREFIX):
+            _scontrol(runner, ["update", f"NodeName={node}", "State=RESUME"])
+            return Decision("resume", current, ())
+    return Decision("none", None, ())
