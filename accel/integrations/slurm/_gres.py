@@ -219,6 +219,13 @@ def generate(
             comments.append(f"{dev.id}: {len(parts)} {parts[0].family.value} partition(s) are not expressible in gres.conf; the whole device is listed")
         staged.append((base_type, dev, _remap(node, dev_root), dev.binding.visible_id, None, False))
     staged.sort(key=lambda s: s[0])
+    # slurmd refuses records of one node and name whose env flags differ ("Flags (nvidia_gpu_env)
+    # does not match env flags for previous GRES of same node and name", measured on 22.05): a
+    # node mixing vendors gets no_gpu_env throughout, and the TaskProlog sets every variable.
+    flags = {flags_for(s[1].vendor) for s in staged}
+    mixed_flags = len(flags) > 1
+    if mixed_flags:
+        comments.append("vendors with different Slurm env flags share Name=gpu: Flags=no_gpu_env for all (the TaskProlog sets each vendor's variable)")
     ids = [s[4] or s[1].id for s in staged]
     links = _links(inv, [s[1].id for s in staged])
     records: list[GresRecord] = []
@@ -230,7 +237,7 @@ def generate(
                 file=file,
                 cores=core_list(dev.cpu_affinity, cpu_count=cpu_count, threads_per_core=threads_per_core),
                 links=tuple(links[i]),
-                flags=flags_for(dev.vendor),
+                flags=NO_ENV_FLAG if mixed_flags else flags_for(dev.vendor),
                 device_id=ids[i],
                 vendor=dev.vendor,
                 visible_env=dev.binding.visible_env,
