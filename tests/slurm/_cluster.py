@@ -142,6 +142,7 @@ def cluster(workdir: Path, profile: str, *, health_interval: int = 5) -> Iterato
         workdir / "healthcheck.sh",
         f'export ACCEL_SIM={profile}\nF=$(cat {shlex.quote(str(faults))})\n'
         f'exec {py} -m accel slurm healthcheck --node {node} --resume -o "faults=$F" '
+        f'--slurm-conf {shlex.quote(str(conf))} '
         f'>>{shlex.quote(str(workdir / "healthcheck.log"))} 2>&1',
     )
     prolog = _wrapper(

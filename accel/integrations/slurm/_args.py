@@ -40,6 +40,8 @@ def add_arguments(p: argparse.ArgumentParser, selection_args: Callable[[argparse
     health.add_argument("--node", metavar="NAME", help="the Slurm node name (default: the short hostname)")
     health.add_argument("--resume", action="store_true",
                         help="undrain the node when healthy, if accel drained it (reason 'accel: ...')")
+    health.add_argument("--slurm-conf", metavar="FILE",
+                        help="slurm.conf for scontrol (default: $SLURM_CONF, else Slurm's own default)")
     health.add_argument("--dry-run", action="store_true", help="print the decision, run no scontrol update")
     selection_args(health)
 

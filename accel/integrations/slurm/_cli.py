@@ -125,7 +125,8 @@ def cmd_healthcheck(args: argparse.Namespace, runner: Runner | None = None) -> i
     node = args.node or socket.gethostname().split(".", 1)[0]
     real: Runner = runner if runner is not None else SubprocessRunner()
     used: Any = _DryRunner(real) if args.dry_run else real
-    decision = decide_and_act(inv, node, used, resume=args.resume)
+    slurm_conf = args.slurm_conf or os.environ.get("SLURM_CONF")
+    decision = decide_and_act(inv, node, used, resume=args.resume, slurm_conf=slurm_conf)
     for dev, cond in decision.bad:
         print(f"accel: {node}: {dev}: {cond}", file=sys.stderr)
     if decision.action != "none":

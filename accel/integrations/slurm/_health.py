@@ -41,17 +41,16 @@ class Decision:
     bad: tuple[tuple[str, str], ...]
 
 
-def _scontrol(runner: Runner, args: list[str]) -> str:
-    try:
-        result = runner.run(["scontrol", *args], timeout_s=_TIMEOUT_S, check=True)
-    except ToolError:
-        raise
+def _scontrol(runner: Runner, args: list[str], slurm_conf: str | None) -> str:
+    # accel.tools gives a child a clean environment: the configuration Slurm reads is passed on.
+    env = {"SLURM_CONF": slurm_conf} if slurm_conf else None
+    result = runner.run(["scontrol", *args], timeout_s=_TIMEOUT_S, check=True, env=env)
     return result.stdout
 
 
-def node_state(runner: Runner, node: str) -> tuple[str, str | None]:
+def node_state(runner: Runner, node: str, slurm_conf: str | None = None) -> tuple[str, str | None]:
     """``(State, Reason)`` of ``node`` from ``scontrol show node -o``."""
-    out = _scontrol(runner, ["show", "node", "-o", node])
+    out = _scontrol(runner, ["show", "node", "-o", node], slurm_conf)
     state = re.search(r"\bState=(\S+)", out)
     reason = re.search(r"\bReason=(.*?)(?: \[[^\]]*\])?(?:\s+\w+=|$)", out)
     if state is None:
@@ -59,23 +58,27 @@ def node_state(runner: Runner, node: str) -> tuple[str, str | None]:
     return state.group(1), reason.group(1).strip() if reason and reason.group(1).strip() not in ("", "(null)") else None
 
 
-def decide_and_act(inv: HostInventory, node: str, runner: Runner, *, resume: bool = False) -> Decision:
-    """Drain ``node`` (or, with ``resume``, undrain it) as the inventory says; run scontrol."""
+def decide_and_act(
+    inv: HostInventory, node: str, runner: Runner, *, resume: bool = False, slurm_conf: str | None = None
+) -> Decision:
+    """Drain ``node`` (or, with ``resume``, undrain it) as the inventory says; run scontrol
+    (with ``SLURM_CONF=slurm_conf`` when given).  A failed or hung scontrol raises its
+    :class:`~accel.errors.ToolError`."""
     bad = bad_devices(inv)
     if bad:
         first, cond = bad[0]
         more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
         reason = f"{REASON_PREFIX} {first} {cond}{more}"
-        state, current = node_state(runner, node)
+        state, current = node_state(runner, node, slurm_conf)
         if "DRAIN" in state and current is not None and not current.startswith(REASON_PREFIX):
             return Decision("none", current, tuple(bad))  # drained by someone else: leave their reason
         if current == reason and "DRAIN" in state:
             return Decision("none", reason, tuple(bad))
-        _scontrol(runner, ["update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"])
+        _scontrol(runner, ["update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"], slurm_conf)
         return Decision("drain", reason, tuple(bad))
     if resume:
-        state, current = node_state(runner, node)
+        state, current = node_state(runner, node, slurm_conf)
         if "DRAIN" in state and current is not None and current.startswith(REASON_PREFIX):
-            _scontrol(runner, ["update", f"NodeName={node}", "State=RESUME"])
+            _scontrol(runner, ["update", f"NodeName={node}", "State=RESUME"], slurm_conf)
             return Decision("resume", current, ())
     return Decision("none", None, ())
