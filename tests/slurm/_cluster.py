@@ -118,7 +118,10 @@ def cluster(workdir: Path, profile: str, *, health_interval: int = 5) -> Iterato
     # The generated gres.conf, its device nodes made as character devices under devroot.
     gen = subprocess.run(
         accel_cmd("slurm", "gres-conf", "--sim", profile, "--dev-root", str(devroot)),
-        capture_output=True, text=True, env=env, timeout=60,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     if gen.returncode != 0:
         raise AssertionError(f"gres-conf: {gen.returncode}\n{gen.stderr}")
@@ -140,10 +143,10 @@ def cluster(workdir: Path, profile: str, *, health_interval: int = 5) -> Iterato
     py = shlex.quote(sys.executable)
     health = _wrapper(
         workdir / "healthcheck.sh",
-        f'export ACCEL_SIM={profile}\nF=$(cat {shlex.quote(str(faults))})\n'
+        f"export ACCEL_SIM={profile}\nF=$(cat {shlex.quote(str(faults))})\n"
         f'exec {py} -m accel slurm healthcheck --node {node} --resume -o "faults=$F" '
-        f'--slurm-conf {shlex.quote(str(conf))} '
-        f'>>{shlex.quote(str(workdir / "healthcheck.log"))} 2>&1',
+        f"--slurm-conf {shlex.quote(str(conf))} "
+        f">>{shlex.quote(str(workdir / 'healthcheck.log'))} 2>&1",
     )
     prolog = _wrapper(
         workdir / "taskprolog.sh",
@@ -207,15 +210,23 @@ def cluster(workdir: Path, profile: str, *, health_interval: int = 5) -> Iterato
     c = Cluster(workdir, node, gres_text, env)
     logs = []
     try:
+
         def start(argv: list[str], log: str) -> None:
             fh = open(workdir / log, "ab")  # noqa: SIM115 - closed below
             logs.append(fh)
             c.procs.append(subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=workdir))
 
         start(
-            [_bin("munged"), "-F", "--force", f"--socket={msock}", f"--key-file={key}",
-             f"--pid-file={workdir / 'munged.pid'}", f"--log-file={workdir / 'munged.log'}",
-             f"--seed-file={workdir / 'munged.seed'}"],
+            [
+                _bin("munged"),
+                "-F",
+                "--force",
+                f"--socket={msock}",
+                f"--key-file={key}",
+                f"--pid-file={workdir / 'munged.pid'}",
+                f"--log-file={workdir / 'munged.log'}",
+                f"--seed-file={workdir / 'munged.seed'}",
+            ],
             "munged.out",
         )
         c.wait("munged socket", msock.exists, 20)
@@ -234,7 +245,9 @@ def cluster(workdir: Path, profile: str, *, health_interval: int = 5) -> Iterato
 def _sim_cpus(profile: str, env: dict[str, str]) -> int:
     import json
 
-    out = subprocess.run(accel_cmd("ls", "--sim", profile, "--json"), capture_output=True, text=True, env=env, timeout=60)
+    out = subprocess.run(
+        accel_cmd("ls", "--sim", profile, "--json"), capture_output=True, text=True, env=env, timeout=60
+    )
     data = json.loads(out.stdout)
     host = data.get("host", {}) if isinstance(data, dict) else {}
     return int(host.get("cpu_count") or 1)

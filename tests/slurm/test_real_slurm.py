@@ -9,7 +9,6 @@ device drains the node with accel's reason in ``sinfo -R`` (and ``--resume`` und
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,7 +42,7 @@ def _ids(value: str | None) -> list[str]:
 
 
 def test_node_registers_with_the_generated_gres(slurm: tuple[str, Cluster]) -> None:
-    profile, c = slurm
+    _, c = slurm
     node = c.show_node()
     want = next(ln.split("Gres=", 1)[1] for ln in c.gres_conf.splitlines() if ln.startswith("# slurm.conf: NodeName="))
     for item in want.split(","):
@@ -73,7 +72,9 @@ def test_two_concurrent_jobs_get_disjoint_devices(slurm: tuple[str, Cluster]) ->
     gres_type, var, _ = PROFILES[profile]
     script = f'echo "{var}=${var}"; echo "SLURM_STEP_GPUS=$SLURM_STEP_GPUS"; sleep 4'
     cmd = ["srun", f"--gres=gpu:{gres_type}:2", "sh", "-c", script]
-    procs = [subprocess.Popen(cmd, env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(cmd, env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)
+    ]
     outs = []
     try:
         for p in procs:
@@ -97,7 +98,7 @@ def _reason(c: Cluster) -> str:
 
 
 def test_a_lost_device_drains_the_node_and_resume_undrains(slurm: tuple[str, Cluster]) -> None:
-    profile, c = slurm
+    _, c = slurm
     faults = Path(c.workdir, "faults")
     faults.write_text("device_lost:1")
     try:
@@ -108,4 +109,3 @@ def test_a_lost_device_drains_the_node_and_resume_undrains(slurm: tuple[str, Clu
     finally:
         faults.write_text("")
     c.wait("resumed", lambda: "accel:" not in _reason(c) and "DRAIN" not in c.show_node(), 40)
-    time.sleep(0)  # the node is back for the next profile's tests

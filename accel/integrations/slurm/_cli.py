@@ -66,8 +66,15 @@ def cmd_gres_conf(args: argparse.Namespace) -> int:
     if args.json:
         from ...cli import dump
 
-        print(dump({"records": [r.__dict__ for r in conf.records], "node_gres": conf.node_gres(),
-                    "problems": [p.model_dump(mode="json") for p in conf.problems]}))
+        print(
+            dump(
+                {
+                    "records": [r.__dict__ for r in conf.records],
+                    "node_gres": conf.node_gres(),
+                    "problems": [p.model_dump(mode="json") for p in conf.problems],
+                }
+            )
+        )
     else:
         sys.stdout.write(conf.render())
         print(f"# slurm.conf: {conf.gres_types()}")

@@ -113,7 +113,11 @@ class GresRecord:
     multiple_files: bool = False
 
     def line(self) -> str:
-        parts = [f"Name={self.name}", f"Type={self.type}", f"{'MultipleFiles' if self.multiple_files else 'File'}={self.file}"]
+        parts = [
+            f"Name={self.name}",
+            f"Type={self.type}",
+            f"{'MultipleFiles' if self.multiple_files else 'File'}={self.file}",
+        ]
         if self.cores:
             parts.append(f"Cores={self.cores}")
         if self.links is not None:
@@ -216,7 +220,10 @@ def generate(
                 staged.append((mig_type, dev, _remap(node, dev_root), part.binding.visible_id, part.id, True))
             continue
         if parts:
-            comments.append(f"{dev.id}: {len(parts)} {parts[0].family.value} partition(s) are not expressible in gres.conf; the whole device is listed")
+            comments.append(
+                f"{dev.id}: {len(parts)} {parts[0].family.value} partition(s) are not expressible "
+                "in gres.conf; the whole device is listed"
+            )
         staged.append((base_type, dev, _remap(node, dev_root), dev.binding.visible_id, None, False))
     staged.sort(key=lambda s: s[0])
     # slurmd refuses records of one node and name whose env flags differ ("Flags (nvidia_gpu_env)
@@ -225,11 +232,14 @@ def generate(
     flags = {flags_for(s[1].vendor) for s in staged}
     mixed_flags = len(flags) > 1
     if mixed_flags:
-        comments.append("vendors with different Slurm env flags share Name=gpu: Flags=no_gpu_env for all (the TaskProlog sets each vendor's variable)")
+        comments.append(
+            "vendors with different Slurm env flags share Name=gpu: Flags=no_gpu_env for all "
+            "(the TaskProlog sets each vendor's variable)"
+        )
     ids = [s[4] or s[1].id for s in staged]
     links = _links(inv, [s[1].id for s in staged])
     records: list[GresRecord] = []
-    for i, (typ, dev, file, visible, part_id, multi) in enumerate(staged):
+    for i, (typ, dev, file, visible, _part, multi) in enumerate(staged):
         records.append(
             GresRecord(
                 name=GRES_NAME,
@@ -247,7 +257,11 @@ def generate(
         )
     shards = tuple((r.file, shards_per_device) for r in records) if shards_per_device > 0 else ()
     return GresConf(
-        node=inv.host.hostname, records=tuple(records), comments=tuple(comments), problems=tuple(problems), shards=shards
+        node=inv.host.hostname,
+        records=tuple(records),
+        comments=tuple(comments),
+        problems=tuple(problems),
+        shards=shards,
     )
 
 
@@ -333,29 +347,43 @@ def check(text: str, conf: GresConf) -> list[Difference]:
         w, h = want_counts.get(t, 0), have_counts.get(t, 0)
         if w != h:
             diffs.append(Difference("count", f"type {t or '(none)'}: {h} in the file, {w} on the hardware"))
-    by_file = {p.fields.get("file", ""): p for p in found}
-    wanted = {r.file: r for r in conf.records}
+    # One file may carry several records (MIG instances on their GPU's node): matched in order.
+    by_file: dict[str, list[ParsedLine]] = {}
+    for p in found:
+        by_file.setdefault(p.fields.get("file", ""), []).append(p)
     for r in conf.records:
-        p = by_file.get(r.file)
-        if p is None:
+        queue = by_file.get(r.file)
+        if not queue:
             diffs.append(Difference("missing-file", f"{r.file} ({r.device_id}, {r.type}) is not in the file", r.file))
             continue
-        f = p.fields
+        got = queue.pop(0)
+        f = got.fields
         if f.get("type", "") != r.type:
-            diffs.append(Difference("type", f"{r.file}: Type={f.get('type', '')}, the hardware is {r.type}", r.file, p.line))
-        have_cores = _norm_cores(f.get("cores"))
-        if have_cores != _norm_cores(r.cores):
             diffs.append(
-                Difference("cores", f"{r.file}: Cores={f.get('cores', '')}, the device's CPUs are {r.cores}", r.file, p.line)
+                Difference("type", f"{r.file}: Type={f.get('type', '')}, the hardware is {r.type}", r.file, got.line)
+            )
+        if _norm_cores(f.get("cores")) != _norm_cores(r.cores):
+            diffs.append(
+                Difference(
+                    "cores", f"{r.file}: Cores={f.get('cores', '')}, the device's CPUs are {r.cores}", r.file, got.line
+                )
             )
         if "links" in f and r.links is not None and f["links"] != ",".join(str(n) for n in r.links):
             want = ",".join(str(n) for n in r.links)
-            diffs.append(Difference("links", f"{r.file}: Links={f['links']}, the topology is {want}", r.file, p.line))
+            diffs.append(Difference("links", f"{r.file}: Links={f['links']}, the topology is {want}", r.file, got.line))
         if f.get("flags", "").lower() != r.flags.lower():
-            diffs.append(Difference("flags", f"{r.file}: Flags={f.get('flags', '')}, the vendor needs {r.flags}", r.file, p.line))
-    for path, p in by_file.items():
-        if path not in wanted:
-            diffs.append(Difference("extra-file", f"{path or '(no File=)'} is in the file but is no device here", path, p.line))
+            diffs.append(
+                Difference(
+                    "flags", f"{r.file}: Flags={f.get('flags', '')}, the vendor needs {r.flags}", r.file, got.line
+                )
+            )
+    for path, rest in by_file.items():
+        for extra in rest:
+            diffs.append(
+                Difference(
+                    "extra-file", f"{path or '(no File=)'} is in the file but is no device here", path, extra.line
+                )
+            )
     return diffs
 
 
