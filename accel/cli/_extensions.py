@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         exporter_code: int = exporter_main(args, selection)
         return exporter_code
     if args.command == "slurm":
-        from ..integrations.slurm._cli import main as slurm_main
+        from ._slurm import main as slurm_main
 
         slurm_code: int = slurm_main(args)
         return slurm_code

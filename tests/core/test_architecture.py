@@ -78,6 +78,7 @@ RULES = {
     "accel.sysfs": ("accel.sysfs", "accel.model", "accel.errors"),
     "accel.k8s": ("accel.k8s", "accel.integrations.k8s"),  # the old name, kept for imports
     "accel.integrations.k8s": ("accel.integrations", "accel.model", "accel.errors"),
+    "accel.integrations.slurm": ("accel.integrations", "accel.model", "accel.errors"),
     "accel.conformance": (
         "accel.conformance", "accel.plugin", "accel.model", "accel.errors", "accel.sysfs", "accel.tools",
         "accel.testing", "accel.discovery",
@@ -163,6 +164,7 @@ def test_public_api_is_curated() -> None:
         "accel.testing",
         "accel.k8s",
         "accel.integrations.k8s",
+        "accel.integrations.slurm",
         "accel.leak",
         "accel.scheduler",
         "accel.conformance",

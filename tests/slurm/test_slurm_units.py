@@ -332,3 +332,26 @@ def test_slurm_help_and_cheap_startup() -> None:
     code = "import sys, accel.cli._parser as p; p.parse(['ls']); print('accel.integrations.slurm._gres' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_cli_a_profile_without_device_nodes_exits_partial_with_one_warning_per_device(tmp_path: Path) -> None:
+    import json
+
+    src = Path(__file__).parents[2] / "accel" / "sim" / "profiles" / "mlu370-x8.json"
+    data = json.loads(src.read_text())
+    for template in data["templates"].values():
+        template["binding"].pop("device_nodes", None)
+    path = tmp_path / "no-nodes.json"
+    path.write_text(json.dumps(data))
+    res = accel("slurm", "gres-conf", "--sim", str(path))
+    assert res.returncode == 5, res.stderr
+    warnings = [ln for ln in res.stderr.splitlines() if "slurm.no-device-node" in ln]
+    assert len(warnings) == 8
+    assert res.stdout.count("no device node of its own") == 8
+    assert "Name=gpu" not in res.stdout
+
+
+@pytest.mark.parametrize(("option", "value"), [("--shards", "-1"), ("--threads-per-core", "0")])
+def test_numeric_options_are_checked_first(option: str, value: str) -> None:
+    res = accel("slurm", "gres-conf", "--sim", "mlu370-x8", option, value)
+    assert res.returncode == 2 and option in res.stderr

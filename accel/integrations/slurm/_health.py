@@ -8,13 +8,29 @@ when its drain reason starts with :data:`REASON_PREFIX` (accel drained it) and n
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ...errors import ToolError
 from ...model import HealthState, HostInventory, Operational
-from ...tools import Runner
 
-__all__ = ["REASON_PREFIX", "Decision", "bad_devices", "decide_and_act", "node_state"]
+
+class _Result(Protocol):
+    @property
+    def stdout(self) -> str: ...
+
+
+class Runner(Protocol):
+    """What runs scontrol: :class:`accel.tools.SubprocessRunner` (the CLI's), or a test's fake.
+    It raises :class:`~accel.errors.ToolError` (timeout, exit status, not found)."""
+
+    def run(
+        self, argv: Sequence[str], *, timeout_s: float = ..., check: bool = ..., env: Mapping[str, str] | None = ...
+    ) -> _Result: ...
+
+
+__all__ = ["REASON_PREFIX", "Decision", "Runner", "bad_devices", "decide_and_act", "node_state"]
 
 REASON_PREFIX = "accel:"
 _TIMEOUT_S = 20.0

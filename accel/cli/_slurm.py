@@ -1,4 +1,4 @@
-"""``accel slurm ...``: run by :mod:`accel.cli._extensions` when the command line names it."""
+"""``accel slurm ...`` (:mod:`accel.integrations.slurm`): loaded by :mod:`._extensions` only when run."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigError
-from ...model import HostInventory
-from ...tools import Runner, SubprocessRunner, ToolResult
-from ._gres import GRES_NAME, GresConf, check, generate, parse_gres_conf
-from ._health import decide_and_act
-from ._prolog import allocated, task_prolog_lines
+from ..errors import ConfigError
+from ..integrations.slurm._gres import GRES_NAME, GresConf, check, generate, parse_gres_conf
+from ..integrations.slurm._health import decide_and_act
+from ..integrations.slurm._prolog import allocated, task_prolog_lines
+from ..model import HostInventory
+from ..tools import Runner, SubprocessRunner, ToolResult
 
 __all__ = ["main"]
 
@@ -23,7 +23,7 @@ EXIT_OK, EXIT_ERROR, EXIT_UNHEALTHY, EXIT_PARTIAL = 0, 1, 4, 5
 
 
 def _inventory(args: argparse.Namespace) -> HostInventory:
-    from ...cli._commands import _session, _warn_problems
+    from ._commands import _session, _warn_problems
 
     with _session(args) as session:
         inv = session.inventory()
@@ -34,21 +34,26 @@ def _inventory(args: argparse.Namespace) -> HostInventory:
 def _conf(args: argparse.Namespace, inv: HostInventory) -> GresConf:
     tpc = getattr(args, "threads_per_core", 1)
     shards = getattr(args, "shards", 0)
-    if tpc < 1:
-        raise ConfigError(f"--threads-per-core must be >= 1, got {tpc}")
-    if shards < 0:
-        raise ConfigError(f"--shards must be >= 0, got {shards}")
     return generate(inv, dev_root=args.dev_root, threads_per_core=tpc, shards_per_device=shards)
 
 
 def _warn(conf: GresConf) -> None:
-    from ...cli._commands import problem_line
+    from ._commands import problem_line
 
     for p in conf.problems:
         print(problem_line(p), file=sys.stderr)
 
 
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Numeric options are checked before anything runs (the CLI's rule)."""
+    if getattr(args, "threads_per_core", 1) < 1:
+        raise ConfigError(f"--threads-per-core must be >= 1, got {args.threads_per_core}")
+    if getattr(args, "shards", 0) < 0:
+        raise ConfigError(f"--shards must be >= 0 per device, got {args.shards}")
+
+
 def cmd_gres_conf(args: argparse.Namespace) -> int:
+    _check_numbers(args)
     inv = _inventory(args)
     conf = _conf(args, inv)
     _warn(conf)
@@ -64,7 +69,7 @@ def cmd_gres_conf(args: argparse.Namespace) -> int:
             print(f"{args.check}: matches the hardware ({len(conf.records)} gpu records)")
         return EXIT_ERROR if diffs else (EXIT_PARTIAL if conf.problems else EXIT_OK)
     if args.json:
-        from ...cli import dump
+        from . import dump
 
         print(
             dump(
@@ -103,6 +108,7 @@ def _prolog_conf(args: argparse.Namespace, inv: HostInventory) -> GresConf:
 
 
 def cmd_task_prolog(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
+    _check_numbers(args)
     inv = _inventory(args)
     conf = _prolog_conf(args, inv)
     records = allocated(os.environ if env is None else env, conf, if_absent=args.if_absent)
