@@ -355,3 +355,10 @@ def test_cli_a_profile_without_device_nodes_exits_partial_with_one_warning_per_d
 def test_numeric_options_are_checked_first(option: str, value: str) -> None:
     res = accel("slurm", "gres-conf", "--sim", "mlu370-x8", option, value)
     assert res.returncode == 2 and option in res.stderr
+
+
+def test_rtx4090_profile_lists_no_device_nodes_so_every_gpu_is_a_warning() -> None:
+    # rtx4090-4 keeps no device nodes on purpose (the CDI tests use it the same way).
+    res = accel("slurm", "gres-conf", "--sim", "rtx4090-4")
+    assert res.returncode == 5
+    assert sum("slurm.no-device-node" in ln for ln in res.stderr.splitlines()) == 4
