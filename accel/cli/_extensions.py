@@ -1,4 +1,4 @@
-"""Sub-commands contributed by the optional parts (conformance kit, scheduler, exporter).
+"""Sub-commands contributed by the optional parts (conformance kit, scheduler, exporter, slurm).
 
 They are wired here so ``accel --help`` lists them; their modules load only when run.
 """
@@ -35,6 +35,15 @@ def add_parsers(
     from ._ray import add_arguments as ray_arguments
 
     ray_arguments(ray, selection_args)
+    slurm = sub.add_parser(
+        "slurm",
+        help="Slurm from the device model: gres-conf | task-prolog | healthcheck (see docs/slurm.md)",
+        description="gres.conf for every vendor, a TaskProlog that sets each vendor's own visibility "
+        "variable, and a HealthCheckProgram that drains the node when a device is lost or unhealthy.",
+    )
+    from ..integrations.slurm._args import add_arguments as slurm_arguments
+
+    slurm_arguments(slurm, selection_args)
     sched = sub.add_parser("sched", help="the scheduler's journal: job histories, states and bills")
     if argv is not None and "sched" not in argv:
         # The scheduler loads numpy (~150 ms): only when this command line is about it.
@@ -78,6 +87,11 @@ def run(args: argparse.Namespace) -> int:
         selection = _configs(args) if args.action == "serve" else None
         exporter_code: int = exporter_main(args, selection)
         return exporter_code
+    if args.command == "slurm":
+        from ._slurm import main as slurm_main
+
+        slurm_code: int = slurm_main(args)
+        return slurm_code
     if args.command == "conformance":
         # Imported by name: the conformance kit pulls in pytest, which `accel ls` should not pay for.
         try:

@@ -199,6 +199,12 @@ class Built:
             raise ProfileError(f"profile {self.source}: devices[{i}]: {exc}") from exc
         binding = dict(data.get("binding", {}))
         binding.setdefault("visible_id", data.get("uuid") or str(data.get("index", i)))
+        # A template names its device nodes with "{index}" (``/dev/davinci{index}``): the
+        # vendor's own numbering, one node per device plus the shared control nodes.
+        index = data.get("index", i)
+        binding["device_nodes"] = [str(n).replace("{index}", str(index)) for n in binding.get("device_nodes", ())]
+        # ... and a vendor whose variable takes indices, not UUIDs, says "visible_id": "{index}".
+        binding["visible_id"] = str(binding["visible_id"]).replace("{index}", str(index))
         data["binding"] = binding
         self.telemetry.append(self._wrap(f"templates.{name}.telemetry", lambda: TelemetryParams(**params)))
         dev: Device = self._validate(Device, data, f"devices[{i}]")

@@ -82,6 +82,7 @@ RULES = {
     "accel.integrations.frameworks": (
         "accel.integrations", "accel.model", "accel.errors", "accel.discovery", "accel.plugin",
     ),
+    "accel.integrations.slurm": ("accel.integrations", "accel.model", "accel.errors"),
     "accel.conformance": (
         "accel.conformance", "accel.plugin", "accel.model", "accel.errors", "accel.sysfs", "accel.tools",
         "accel.testing", "accel.discovery",
@@ -168,6 +169,7 @@ def test_public_api_is_curated() -> None:
         "accel.k8s",
         "accel.integrations.k8s",
         "accel.integrations.frameworks",
+        "accel.integrations.slurm",
         "accel.leak",
         "accel.scheduler",
         "accel.conformance",
