@@ -12,6 +12,12 @@ from accel.cli import main
 
 ray: Any = pytest.importorskip("ray")
 
+# Ray's own worker and raylet Popen handles outlive ray.shutdown() and warn when collected
+# (ResourceWarning, raised through pytest's unraisable hook): not this test's resources.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning"
+)
+
 
 @pytest.fixture
 def local_ray() -> Iterator[Any]:
