@@ -205,7 +205,7 @@ def test_bind_with_binder_records_the_allocation(cluster: list[HostInventory]) -
     assert ext.bind({"PodName": "big", "PodNamespace": "team-a", "PodUID": "uid-big", "Node": target}) == {"Error": ""}
     assert calls == [("team-a", "big", "uid-big", target)]
     again = ext.filter({"Pod": make_pod("big2", {"devices": 8}), "NodeNames": [target]})
-    assert again["NodeNames"] == [] and "0 matching free device(s)" in again["FailedNodes"][target]
+    assert again["NodeNames"] == [] and "8 devices wanted, 0 free" in again["FailedNodes"][target]
 
 
 # -- decisions identical to accel.scheduler ------------------------------------------------------------

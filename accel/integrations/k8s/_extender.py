@@ -33,6 +33,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from http import HTTPStatus
+from itertools import repeat
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
@@ -472,6 +473,7 @@ class Extender:
         self._gang_plans: dict[tuple[str, int, int], frozenset[int] | None] = {}
         self._epoch = 0
         self.builds = 0
+        self._frags: dict[str, bytes] = {}
         self.lock = threading.Lock()
 
     # -- cluster view ------------------------------------------------------------------------------
@@ -561,7 +563,7 @@ class Extender:
             return [str((n.get("metadata") or {}).get("name")) for n in items], items
         if names is None:
             return [], None
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        if not isinstance(names, list) or not set(map(type, names)) <= {str}:
             raise _BadRequest("ExtenderArgs.NodeNames must be a list of strings")
         return names, None
 
@@ -607,17 +609,31 @@ class Extender:
         ok[sched.filter(pr.request)] = True
         return ok, ""
 
-    def _reason(self, st: _ClusterState, req: Request, host: int) -> str:
-        if st.cpu_free[host] < req.cpu_milli:
-            return f"accel: {req.cpu_milli}m CPU requested, {int(st.cpu_free[host])}m free"
-        if st.mem_free[host] < req.memory_bytes:
-            return f"accel: {req.memory_bytes} bytes of memory requested, {int(st.mem_free[host])} free"
-        if st.pods_used[host] >= st.pods_cap[host]:
-            return "accel: pod slots full"
-        fit = int(st.slot_fit(req, np.array([host]))[0].sum())
-        what = (f"{req.devices} whole device(s)" if req.devices else
-                f"partition {req.partition}" if req.partition else "a share of one device")
-        return f"accel: {what} requested, {fit} matching free device(s) on this node"
+    def _reasons(self, st: _ClusterState, req: Request, hosts: np.ndarray, gang_why: str) -> list[str]:
+        """Why each of ``hosts`` fails, computed for all of them at once (few distinct strings)."""
+        if len(hosts) == 0:
+            return []
+        cpu = st.cpu_free[hosts] < req.cpu_milli
+        mem = st.mem_free[hosts] < req.memory_bytes
+        pods = st.pods_used[hosts] >= st.pods_cap[hosts]
+        fit = st.slot_fit(req, hosts).sum(axis=1) if req.wants_devices else np.zeros(len(hosts), dtype=np.int64)
+        need = req.device_count
+        what = (f"{req.devices} devices" if req.devices else
+                f"partition {req.partition}" if req.partition else "a device share")
+        cache: dict[tuple[int, int], str] = {}
+        out = []
+        for c, m, p, f in zip(cpu.tolist(), mem.tolist(), pods.tolist(), fit.tolist(), strict=True):
+            code = 1 if c else 2 if m else 3 if p else 4 if f < need else 5
+            text = cache.get((code, f))
+            if text is None:
+                text = cache[(code, f)] = (
+                    f"accel: {req.cpu_milli}m CPU wanted, less free" if code == 1 else
+                    f"accel: {req.memory_bytes} bytes memory wanted, less free" if code == 2 else
+                    "accel: pod slots full" if code == 3 else
+                    f"accel: {what} wanted, {f} free" if code == 4 else
+                    f"accel: {gang_why or 'refused by a scheduler filter'}")
+            out.append(text)
+        return out
 
     # -- verbs -----------------------------------------------------------------------------------
     def filter(self, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -640,15 +656,17 @@ class Extender:
             return self._filter_result([], items, {n: self._unknown_reason(n) for n in names}, unresolvable)
         st = sched.state
         ok, why = self._feasible(sched, pr)
-        for n in names:
-            h = st.host_index.get(n)
-            if h is None:
-                failed[n] = self._unknown_reason(n)
-            elif ok[h]:
-                passed.append(n)
-            else:
-                failed[n] = f"accel: {why}" if why and st.feasible(pr.request, np.array([h]))[0] else \
-                    self._reason(st, pr.request, h)
+        index = st.host_index
+        idx = np.fromiter(map(index.get, names, repeat(-1)), dtype=np.int64, count=len(names))
+        known = idx >= 0
+        good = np.zeros(len(names), dtype=bool)
+        good[known] = ok[idx[known]]
+        passed = [names[i] for i in np.nonzero(good)[0].tolist()]
+        bad = np.nonzero(~good & known)[0]
+        failed = dict(zip([names[i] for i in bad.tolist()], self._reasons(st, pr.request, idx[bad], why),
+                          strict=True))
+        for i in np.nonzero(~known)[0].tolist():
+            failed[names[i]] = self._unknown_reason(names[i])
         return self._filter_result(passed, items, failed, unresolvable)
 
     @staticmethod
@@ -678,14 +696,16 @@ class Extender:
         if sched is None or not pr.wants_devices:
             return zero
         st = sched.state
-        idx = [st.host_index.get(n) for n in names]
+        index = st.host_index
+        idx = np.fromiter(map(index.get, names, repeat(-1)), dtype=np.int64, count=len(names))
         ok, _ = self._feasible(sched, pr)
-        hosts = np.array(sorted({h for h in idx if h is not None and ok[h]}), dtype=np.int64)
+        ok = np.append(ok, False)  # index -1 (unknown node) reads this
+        hosts = np.unique(idx[ok[idx]])
         if len(hosts) == 0:
             return zero
-        score_of: dict[int, int] = {}
+        per_host = np.zeros(st.n_hosts + 1, dtype=np.int64)  # the last entry stays 0 for unknown nodes
         if pr.request.gang is not None and pr.gang_size > 1:
-            score_of = {int(h): MAX_EXTENDER_PRIORITY for h in hosts}
+            per_host[hosts] = MAX_EXTENDER_PRIORITY
         else:
             scores, _ = sched.score(pr.request, hosts)
             finite = np.isfinite(scores)
@@ -695,13 +715,11 @@ class Extender:
                 tied = np.nonzero(scores == best)[0]
                 pick = int(hosts[tied[np.argmin(sched.host_rank[hosts[tied]])]])
                 span = best - low
-                for h, s in zip(hosts.tolist(), scores.tolist(), strict=True):
-                    if not math.isfinite(s):
-                        continue
-                    score_of[h] = 9 if span <= 0 else min(9, int((s - low) / span * 9))
-                score_of[pick] = MAX_EXTENDER_PRIORITY
-        return [{"Host": n, "Score": score_of.get(h, 0) if h is not None else 0}
-                for n, h in zip(names, idx, strict=True)]
+                with np.errstate(invalid="ignore"):
+                    scaled = np.full(len(hosts), 9) if span <= 0 else np.minimum(9, ((scores - low) / span * 9))
+                per_host[hosts[finite]] = scaled[finite].astype(np.int64)
+                per_host[pick] = MAX_EXTENDER_PRIORITY
+        return [{"Host": n, "Score": s} for n, s in zip(names, per_host[idx].tolist(), strict=True)]
 
     def bind(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """``ExtenderBindingArgs`` -> ``ExtenderBindingResult``; records the allocation on success."""
@@ -750,6 +768,48 @@ class Extender:
         except _BadRequest as exc:
             return HTTPStatus.BAD_REQUEST, {"Error": str(exc)}
 
+    def handle_bytes(self, verb: str, body: bytes) -> tuple[int, bytes]:
+        """:meth:`handle`, encoded: what the HTTP server sends back."""
+        status, out = self.handle(verb, body)
+        if status == HTTPStatus.OK and verb == "prioritize":
+            return status, self._encode_priorities(out)
+        if status == HTTPStatus.OK and verb == "filter":
+            return status, self._encode_filter(out)
+        return status, json.dumps(out, separators=(",", ":")).encode()
+
+    def _key(self, name: str) -> bytes:
+        """``"name"`` as JSON bytes, cached per node name (names repeat on every call)."""
+        frag = self._frags.get(name)
+        if frag is None:
+            if len(self._frags) > 4 * max(1, len(self._names)) + 100_000:
+                self._frags.clear()
+            frag = self._frags[name] = json.dumps(name).encode()
+        return frag
+
+    def _encode_priorities(self, prios: list[dict[str, Any]]) -> bytes:
+        key = self._key
+        return b"[" + b",".join(b'{"Host":%s,"Score":%d}' % (key(p["Host"]), p["Score"]) for p in prios) + b"]"
+
+    def _encode_map(self, m: Mapping[str, str]) -> bytes:
+        key = self._key
+        values: dict[str, bytes] = {}
+        parts = []
+        for name, reason in m.items():
+            v = values.get(reason)
+            if v is None:
+                v = values[reason] = json.dumps(reason).encode()
+            parts.append(key(name) + b":" + v)
+        return b"{" + b",".join(parts) + b"}"
+
+    def _encode_filter(self, out: Mapping[str, Any]) -> bytes:
+        names = out["NodeNames"]
+        return b"".join((
+            b'{"Nodes":', json.dumps(out["Nodes"], separators=(",", ":")).encode(),
+            b',"NodeNames":', b"null" if names is None else b"[" + b",".join(map(self._key, names)) + b"]",
+            b',"FailedNodes":', self._encode_map(out["FailedNodes"]),
+            b',"FailedAndUnresolvableNodes":', self._encode_map(out["FailedAndUnresolvableNodes"]),
+            b',"Error":', json.dumps(out["Error"]).encode(), b"}"))
+
 
 # ------------------------------------------------------------------------------------------------
 # HTTP
@@ -758,13 +818,14 @@ class Extender:
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes: no delayed-ACK stall between them
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
         if self.server.verbose:
             super().log_message(format, *args)
 
     def _send(self, status: int, body: Any) -> None:
-        data = json.dumps(body, separators=(",", ":")).encode()
+        data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -791,7 +852,7 @@ class _Handler(BaseHTTPRequestHandler):
                        {"Error": f"request body of {n} bytes is over the limit of {self.server.max_body_bytes}"})
             return
         body = self.rfile.read(n)
-        status, out = self.server.extender.handle(verb, body)
+        status, out = self.server.extender.handle_bytes(verb, body)
         self._send(status, out)
 
 
