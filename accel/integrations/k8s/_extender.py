@@ -943,6 +943,9 @@ def _load_workload(path: str) -> list[Request]:
 
 def main(args: Any) -> int:
     """Run ``accel k8s extender`` with parsed arguments (see ``_extender_args``)."""
+    from ...scheduler import make_scorer
+
+    make_scorer(args.scorer)  # an unknown name is the answer now, not at the first call
     specs: list[HostSpec] = []
     invs: list[HostInventory] = []
     for path in args.inventories or []:
