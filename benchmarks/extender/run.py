@@ -123,7 +123,8 @@ def http_in_child(ext: Extender, bodies: list[tuple[bytes, dict[str, Any]]]) -> 
         proc.join(5)
 
 
-def naive(specs: list[HostSpec], workload: Any, bodies: list[tuple[bytes, dict[str, Any]]]) -> tuple[list[float], list[Any]]:
+def naive(specs: list[HostSpec], workload: Any,
+          bodies: list[tuple[bytes, dict[str, Any]]]) -> tuple[list[float], list[Any]]:
     """Rebuild the view per call, then filter and score one node at a time."""
     times, tops = [], []
     for body, _ in bodies:

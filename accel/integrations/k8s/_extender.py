@@ -33,8 +33,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from http import HTTPStatus
-from itertools import repeat
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -97,7 +97,8 @@ _UNLIMITED = 2**52  # host CPU / memory when the node source does not say (slice
 # the pod's request
 
 
-_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
+                       r"(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
 _SUFFIX = {None: 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
            "E": 1e18, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
 
@@ -361,7 +362,8 @@ def host_specs_from_slices(slices: Iterable[Mapping[str, Any]], *, domain: str =
             caps = d.get("capacity") or {}
             typ = _attr(attrs, f"{domain}/type") or "device"
             if typ == "partition":
-                parts.append((str(_attr(attrs, f"{domain}/parentUUID")), str(_attr(attrs, f"{domain}/partitionProfile")),
+                parts.append((str(_attr(attrs, f"{domain}/parentUUID")),
+                              str(_attr(attrs, f"{domain}/partitionProfile")),
                               _cap(caps, f"{domain}/computeUnits"), _cap(caps, f"{domain}/memory")))
                 continue
             health = str(_attr(attrs, f"{domain}/health") or "unknown")
@@ -678,7 +680,8 @@ class Extender:
             out["NodeNames"] = passed
         else:
             keep = set(passed)
-            out["Nodes"] = {"metadata": {}, "items": [n for n in items if (n.get("metadata") or {}).get("name") in keep]}
+            out["Nodes"] = {"metadata": {},
+                            "items": [n for n in items if (n.get("metadata") or {}).get("name") in keep]}
             out["NodeNames"] = None
         return out
 
@@ -733,7 +736,7 @@ class Extender:
         pr = self._pods.get(uid)
         try:
             self.binder(ns, name, uid, node)
-        except Exception as exc:  # the binder is the API client: its failure is the answer
+        except Exception as exc:  # noqa: BLE001 - the binder is the API client: its failure is the answer
             return {"Error": f"accel extender: binding {ns}/{name} to {node} failed: {exc}"}
         sched = self._ensure()
         if pr is not None and pr.wants_devices and sched is not None and node in sched.state.host_index:
@@ -820,7 +823,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body are two writes: no delayed-ACK stall between them
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+    def log_message(self, format: str, *args: Any) -> None:
         if self.server.verbose:
             super().log_message(format, *args)
 
@@ -832,13 +835,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         if self.path.rstrip("/") in ("/healthz", "/readyz"):
             self._send(HTTPStatus.OK, {"ok": True})
         else:
             self._send(HTTPStatus.NOT_FOUND, {"Error": "POST /filter, /prioritize or /bind"})
 
-    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_POST(self) -> None:
         verb = self.path.split("?", 1)[0].strip("/").rsplit("/", 1)[-1]
         length = self.headers.get("Content-Length")
         if length is None or not length.isdigit():
