@@ -14,3 +14,4 @@ echo "== bench: openb (quick)";           "$PY" benchmarks/openb/run_openb.py --
 echo "== bench: philly (quick)";          "$PY" benchmarks/philly/run_philly.py --quick --out "$OUT/philly"
 echo "== bench: parse time per byte (quick)"; "$PY" benchmarks/parse_scaling/run.py --quick
 echo "== bench: memory-leak detection (quick)"; "$PY" benchmarks/leak/run.py --quick
+echo "== bench: k8s scheduler extender (quick)"; "$PY" benchmarks/extender/run.py --quick
