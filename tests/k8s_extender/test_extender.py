@@ -136,6 +136,13 @@ def test_filter_full_nodes_mode_reads_annotations(cluster: list[HostInventory]) 
         status, prio = post(srv, "prioritize", {"Pod": make_pod("p", {"devices": 2}),
                                                 "Nodes": {"items": nodes}})
         assert status == 200 and [p["Host"] for p in prio] == [n["metadata"]["name"] for n in nodes]
+        # a broken annotation is named as the reason; a removed one forgets the node
+        nodes[1]["metadata"]["annotations"][INVENTORY_ANNOTATION] = '{"host": 1}'
+        nodes[1]["metadata"]["resourceVersion"] = "9"
+        del nodes[2]["metadata"]["annotations"][INVENTORY_ANNOTATION]
+        _, out = post(srv, "filter", {"Pod": make_pod("p", {"devices": 1}), "Nodes": {"items": nodes[:3]}})
+        assert "annotation is not a HostInventory" in out["FailedNodes"][nodes[1]["metadata"]["name"]]
+        assert "no accel.dev/inventory annotation" in out["FailedNodes"][nodes[2]["metadata"]["name"]]
 
 
 def test_unknown_node_is_filtered_out_with_reason(server: ExtenderServer, names: list[str]) -> None:
@@ -309,6 +316,11 @@ def test_pod_request_from_resources_and_annotation() -> None:
 def test_pod_request_errors(request_: dict[str, Any] | None, limits: dict[str, str] | None, message: str) -> None:
     with pytest.raises(InvalidRequestError, match=message):
         pod_request(make_pod("p", request_, limits=limits))
+
+
+def test_pod_request_rejects_absurd_quantities() -> None:
+    with pytest.raises(InvalidRequestError, match="out of range"):
+        pod_request(make_pod("p", {"devices": 1}, memory="1e30"))
 
 
 @pytest.mark.parametrize("text, value", [("500m", 0.5), ("2", 2.0), ("1Gi", 2.0**30), ("1e3", 1000.0),

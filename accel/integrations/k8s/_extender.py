@@ -173,6 +173,9 @@ def _container_totals(spec: Mapping[str, Any]) -> tuple[int, int, dict[str, int]
         return out
 
     main = one(spec.get("containers"), "spec.containers")
+    for c, m, _ in main + one(spec.get("initContainers"), "spec.initContainers"):
+        if not 0 <= c < 2**53 or not 0 <= m < 2**62:
+            raise InvalidRequestError("container CPU or memory request out of range", field="resources")
     init = one(spec.get("initContainers"), "spec.initContainers")
     cpu = sum(c for c, _, _ in main)
     mem = sum(m for _, m, _ in main)
@@ -476,6 +479,7 @@ class Extender:
         self._epoch = 0
         self.builds = 0
         self._frags: dict[str, bytes] = {}
+        self._bad: dict[str, str] = {}
         self.lock = threading.Lock()
 
     # -- cluster view ------------------------------------------------------------------------------
@@ -513,6 +517,11 @@ class Extender:
             return False
         return True
 
+    def _forget(self, name: str) -> None:
+        del self._dynamic[name]
+        if name not in self._static:
+            self._names.remove(name)
+
     def _learn_nodes(self, items: Sequence[Any]) -> None:
         """Take inventories from full ``Node`` objects' annotations (cached per resourceVersion)."""
         changed = False
@@ -525,16 +534,24 @@ class Extender:
                 raise _BadRequest("a Node in Nodes.items has no metadata.name")
             annotations = meta.get("annotations") or {}
             raw = annotations.get(self.annotation) if isinstance(annotations, Mapping) else None
+            cached = self._dynamic.get(name)
             if not isinstance(raw, str):
+                if cached is not None:  # the annotation went away: forget the node's devices
+                    self._forget(name)
+                    changed = True
                 continue
             key: object = ("rv", meta["resourceVersion"]) if meta.get("resourceVersion") else raw
-            cached = self._dynamic.get(name)
             if cached is not None and cached[0] == key:
                 continue
             try:
                 inv = HostInventory.model_validate_json(raw)
-            except ValueError:
-                continue  # reported as unknown node with a reason by the caller
+            except ValueError as exc:
+                self._bad[name] = f"its {self.annotation} annotation is not a HostInventory: {str(exc)[:200]}"
+                if cached is not None:  # never keep placing on a picture the node no longer publishes
+                    self._forget(name)
+                    changed = True
+                continue
+            self._bad.pop(name, None)
             spec = replace(host_spec_from_inventory(inv, max_pods=self.max_pods), name=name)
             self._dynamic[name] = (key, spec)
             if name not in self._names:
@@ -576,6 +593,8 @@ class Extender:
             self._pods.popitem(last=False)
 
     def _unknown_reason(self, name: str) -> str:
+        if name in self._bad:
+            return f"accel cannot use node {name}: {self._bad[name]}"
         return (f"accel has no inventory for node {name} (no {self.annotation} annotation "
                 "and not in the extender's inventories or ResourceSlices)")
 
