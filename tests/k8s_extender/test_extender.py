@@ -362,3 +362,16 @@ def test_extender_on_slices_filters_like_on_inventories(cluster: list[HostInvent
         a = on_slices.filter({"Pod": pod, "NodeNames": names})["NodeNames"]
         b = on_invs.filter({"Pod": pod, "NodeNames": names})["NodeNames"]
         assert a == b, req
+
+
+def test_partition_requests_use_the_profiles() -> None:
+    from accel.scheduler import DeviceSpec, HostSpec
+
+    mig = DeviceSpec(id="nvidia:GPU-1", vendor="nvidia", model="A100", memory_bytes=80 << 30,
+                     partition_profiles={"1g.10gb": 142, "7g.80gb": 1000})
+    plain = DeviceSpec(id="nvidia:GPU-2", vendor="nvidia", model="A100", memory_bytes=80 << 30)
+    ext = Extender([HostSpec("mig", 64_000, 512 << 30, (mig,)), HostSpec("plain", 64_000, 512 << 30, (plain,))])
+    out = ext.filter({"Pod": make_pod("p", {"partition": "1g.10gb"}), "NodeNames": ["mig", "plain"]})
+    assert out["NodeNames"] == ["mig"] and out["FailedNodes"]["plain"] == "accel: partition 1g.10gb wanted, 0 free"
+    out = ext.filter({"Pod": make_pod("p", {"partition": "3g.40gb"}), "NodeNames": ["mig"]})
+    assert out["NodeNames"] == []
