@@ -480,6 +480,10 @@ class Extender:
         self.builds = 0
         self._frags: dict[str, bytes] = {}
         self._bad: dict[str, str] = {}
+        self._idx_cache: OrderedDict[tuple[str, ...], tuple[int, np.ndarray]] = OrderedDict()
+        self._pfrags: dict[str, list[bytes]] = {}
+        self._table = np.empty((0, MAX_EXTENDER_PRIORITY + 1), dtype=object)
+        self._table_epoch = -1
         self.lock = threading.Lock()
 
     # -- cluster view ------------------------------------------------------------------------------
@@ -586,6 +590,20 @@ class Extender:
             raise _BadRequest("ExtenderArgs.NodeNames must be a list of strings")
         return names, None
 
+    def _indices(self, st: _ClusterState, names: list[str]) -> np.ndarray:
+        """Host index per candidate name (-1 = unknown); kube-scheduler repeats the same lists,
+        so the last few are cached for the current cluster view."""
+        key = tuple(names)
+        hit = self._idx_cache.get(key)
+        if hit is not None and hit[0] == self.builds:  # host indices change only when the view is rebuilt
+            self._idx_cache.move_to_end(key)
+            return hit[1]
+        idx = np.fromiter(map(st.host_index.get, names, repeat(-1)), dtype=np.int64, count=len(names))
+        self._idx_cache[key] = (self.builds, idx)
+        while len(self._idx_cache) > 8:
+            self._idx_cache.popitem(last=False)
+        return idx
+
     def _remember_pod(self, uid: str, pr: PodRequest) -> None:
         self._pods[uid] = pr
         self._pods.move_to_end(uid)
@@ -677,8 +695,7 @@ class Extender:
             return self._filter_result([], items, {n: self._unknown_reason(n) for n in names}, unresolvable)
         st = sched.state
         ok, why = self._feasible(sched, pr)
-        index = st.host_index
-        idx = np.fromiter(map(index.get, names, repeat(-1)), dtype=np.int64, count=len(names))
+        idx = self._indices(st, names)
         known = idx >= 0
         good = np.zeros(len(names), dtype=bool)
         good[known] = ok[idx[known]]
@@ -706,9 +723,15 @@ class Extender:
 
     def prioritize(self, args: Mapping[str, Any]) -> list[dict[str, Any]]:
         """``ExtenderArgs`` -> ``HostPriorityList`` (scores 0..``MaxExtenderPriority``)."""
+        names, scores, _ = self._prioritize(args)
+        listed = scores if isinstance(scores, list) else scores.tolist()
+        return [{"Host": n, "Score": s} for n, s in zip(names, listed, strict=True)]
+
+    def _prioritize(self, args: Mapping[str, Any]) -> tuple[list[str], Any, np.ndarray | None]:
+        """(names, scores, host index per name or ``None``)."""
         pod, uid = self._pod(args)
         names, _ = self._candidates(args)
-        zero = [{"Host": n, "Score": 0} for n in names]
+        zero = names, [0] * len(names), None
         try:
             pr = pod_request(pod)
         except AccelError:
@@ -718,8 +741,7 @@ class Extender:
         if sched is None or not pr.wants_devices:
             return zero
         st = sched.state
-        index = st.host_index
-        idx = np.fromiter(map(index.get, names, repeat(-1)), dtype=np.int64, count=len(names))
+        idx = self._indices(st, names)
         ok, _ = self._feasible(sched, pr)
         ok = np.append(ok, False)  # index -1 (unknown node) reads this
         hosts = np.unique(idx[ok[idx]])
@@ -741,7 +763,7 @@ class Extender:
                     scaled = np.full(len(hosts), 9) if span <= 0 else np.minimum(9, ((scores - low) / span * 9))
                 per_host[hosts[finite]] = scaled[finite].astype(np.int64)
                 per_host[pick] = MAX_EXTENDER_PRIORITY
-        return [{"Host": n, "Score": s} for n, s in zip(names, per_host[idx].tolist(), strict=True)]
+        return names, per_host[idx], idx
 
     def bind(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """``ExtenderBindingArgs`` -> ``ExtenderBindingResult``; records the allocation on success."""
@@ -774,14 +796,17 @@ class Extender:
 
     def handle(self, verb: str, body: bytes) -> tuple[int, Any]:
         """Answer one POST: (HTTP status, JSON-able body)."""
+        fn: Callable[[Mapping[str, Any]], Any] | None = {
+            "filter": self.filter, "prioritize": self.prioritize, "bind": self.bind}.get(verb)
+        return self._run(verb, fn, body)
+
+    def _run(self, verb: str, fn: Callable[[Mapping[str, Any]], Any] | None, body: bytes) -> tuple[int, Any]:
         try:
             args = json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             return HTTPStatus.BAD_REQUEST, {"Error": f"request body is not JSON: {exc}"}
         if not isinstance(args, Mapping):
             return HTTPStatus.BAD_REQUEST, {"Error": "request body must be a JSON object"}
-        fn: Callable[[Mapping[str, Any]], Any] | None = {
-            "filter": self.filter, "prioritize": self.prioritize, "bind": self.bind}.get(verb)
         if fn is None:
             return HTTPStatus.NOT_FOUND, {"Error": f"unknown verb {verb!r} (filter, prioritize, bind)"}
         try:
@@ -792,11 +817,14 @@ class Extender:
 
     def handle_bytes(self, verb: str, body: bytes) -> tuple[int, bytes]:
         """:meth:`handle`, encoded: what the HTTP server sends back."""
-        status, out = self.handle(verb, body)
-        if status == HTTPStatus.OK and verb == "prioritize":
-            return status, self._encode_priorities(out)
-        if status == HTTPStatus.OK and verb == "filter":
-            return status, self._encode_filter(out)
+        if verb == "prioritize":
+            status, out = self._run(verb, self._prioritize, body)
+            if status == HTTPStatus.OK:
+                return status, self._encode_priorities(*out)
+        else:
+            status, out = self.handle(verb, body)
+            if status == HTTPStatus.OK and verb == "filter":
+                return status, self._encode_filter(out)
         return status, json.dumps(out, separators=(",", ":")).encode()
 
     def _key(self, name: str) -> bytes:
@@ -808,9 +836,29 @@ class Extender:
             frag = self._frags[name] = json.dumps(name).encode()
         return frag
 
-    def _encode_priorities(self, prios: list[dict[str, Any]]) -> bytes:
-        key = self._key
-        return b"[" + b",".join(b'{"Host":%s,"Score":%d}' % (key(p["Host"]), p["Score"]) for p in prios) + b"]"
+    def _encode_priorities(self, names: list[str], scores: Any, idx: np.ndarray | None = None) -> bytes:
+        if idx is not None and len(idx) and bool((idx >= 0).all()) and self._sched is not None:
+            if self._table_epoch != self.builds:  # one fragment per (host, score), made once per view
+                hosts = self._sched.state.host_names
+                self._table = np.empty((len(hosts), MAX_EXTENDER_PRIORITY + 1), dtype=object)
+                for h, n in enumerate(hosts):
+                    head = b'{"Host":' + json.dumps(n).encode() + b',"Score":'
+                    self._table[h] = [head + b"%d}" % v for v in range(MAX_EXTENDER_PRIORITY + 1)]
+                self._table_epoch = self.builds
+            return b"[" + b",".join(self._table[idx, np.asarray(scores)].tolist()) + b"]"
+        if not isinstance(scores, list):
+            scores = scores.tolist()
+        frags = self._pfrags
+        parts = []
+        for n, sc in zip(names, scores, strict=True):
+            per = frags.get(n)
+            if per is None:
+                if len(frags) > 4 * max(1, len(self._names)) + 100_000:
+                    frags.clear()
+                head = b'{"Host":' + self._key(n) + b',"Score":'
+                per = frags[n] = [head + b"%d}" % v for v in range(MAX_EXTENDER_PRIORITY + 1)]
+            parts.append(per[sc])
+        return b"[" + b",".join(parts) + b"]"
 
     def _encode_map(self, m: Mapping[str, str]) -> bytes:
         key = self._key
