@@ -20,8 +20,27 @@ _EXTENDER = ("INVENTORY_ANNOTATION", "MAX_EXTENDER_PRIORITY", "REQUEST_ANNOTATIO
              "Extender", "ExtenderServer", "PodRequest", "host_specs_from_slices", "load_inventories",
              "load_slices", "parse_quantity", "pod_request")
 
-__all__ = ["DEFAULT_DOMAIN", "MAX_ATTRIBUTES", "MAX_DEVICES", "MAX_DEVICES_WITH_TAINTS", "DraProjection",
-           "resource_slices", *_EXTENDER]
+__all__ = [
+    "DEFAULT_DOMAIN",
+    "INVENTORY_ANNOTATION",
+    "MAX_ATTRIBUTES",
+    "MAX_DEVICES",
+    "MAX_DEVICES_WITH_TAINTS",
+    "MAX_EXTENDER_PRIORITY",
+    "REQUEST_ANNOTATION",
+    "RESOURCE_PREFIX",
+    "Binder",
+    "DraProjection",
+    "Extender",
+    "ExtenderServer",
+    "PodRequest",
+    "host_specs_from_slices",
+    "load_inventories",
+    "load_slices",
+    "parse_quantity",
+    "pod_request",
+    "resource_slices",
+]
 
 
 def __getattr__(name: str) -> Any:
