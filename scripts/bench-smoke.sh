@@ -15,3 +15,4 @@ echo "== bench: philly (quick)";          "$PY" benchmarks/philly/run_philly.py 
 echo "== bench: parse time per byte (quick)"; "$PY" benchmarks/parse_scaling/run.py --quick
 echo "== bench: memory-leak detection (quick)"; "$PY" benchmarks/leak/run.py --quick
 echo "== bench: exporter scrape vs nvitop-exporter (quick; skips without it)"; "$PY" benchmarks/exporter_scrape/run.py --scrapes 5 --warmup 1
+echo "== bench: k8s scheduler extender (quick)"; "$PY" benchmarks/extender/run.py --quick

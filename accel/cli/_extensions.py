@@ -1,4 +1,4 @@
-"""Sub-commands contributed by the optional parts (conformance kit, scheduler, exporter, slurm).
+"""Sub-commands contributed by the optional parts (conformance kit, scheduler, exporter, slurm, ray, k8s).
 
 They are wired here so ``accel --help`` lists them; their modules load only when run.
 """
@@ -44,6 +44,18 @@ def add_parsers(
     from ..integrations.slurm._args import add_arguments as slurm_arguments
 
     slurm_arguments(slurm, selection_args)
+    k8s = sub.add_parser("k8s", help="Kubernetes services (`accel k8s extender`: a kube-scheduler extender)")
+    k8s_sub = k8s.add_subparsers(dest="k8s_command", metavar="SUBCOMMAND")
+    k8s_sub.required = True
+    extender = k8s_sub.add_parser(
+        "extender",
+        help="serve kube-scheduler's extender protocol (filter, prioritize, bind) on accel.scheduler placement",
+        description="A kube-scheduler extender backed by accel.scheduler (loopback by default); "
+        "see docs/kubernetes-extender.md.",
+    )
+    from ..integrations.k8s._extender_args import add_arguments as _extender_arguments
+
+    _extender_arguments(extender)
     sched = sub.add_parser("sched", help="the scheduler's journal: job histories, states and bills")
     if argv is not None and "sched" not in argv:
         # The scheduler loads numpy (~150 ms): only when this command line is about it.
@@ -92,6 +104,16 @@ def run(args: argparse.Namespace) -> int:
 
         slurm_code: int = slurm_main(args)
         return slurm_code
+    if args.command == "k8s" and args.k8s_command == "extender":
+        try:  # the extender runs accel.scheduler, which needs numpy ([scheduler] extra)
+            ext = importlib.import_module("accel.integrations.k8s._extender")
+        except ImportError as exc:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"accel k8s extender needs the scheduler's dependencies ({exc}): "
+                              "pip install 'accel-sdk[scheduler]'") from exc
+        ext_code: int = ext.main(args)
+        return ext_code
     if args.command == "conformance":
         # Imported by name: the conformance kit pulls in pytest, which `accel ls` should not pay for.
         try:

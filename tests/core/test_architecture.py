@@ -77,7 +77,8 @@ RULES = {
     "accel.tools": ("accel.tools", "accel.errors"),
     "accel.sysfs": ("accel.sysfs", "accel.model", "accel.errors"),
     "accel.k8s": ("accel.k8s", "accel.integrations.k8s"),  # the old name, kept for imports
-    "accel.integrations.k8s": ("accel.integrations", "accel.model", "accel.errors"),
+    # DESIGN.md section 1: integrations -> model, discovery, scheduler (the extender runs accel.scheduler)
+    "accel.integrations.k8s": ("accel.integrations", "accel.model", "accel.errors", "accel.scheduler"),
     # Reads each backend through discovery; accel.plugin only for the BackendConfig it passes.
     "accel.integrations.frameworks": (
         "accel.integrations", "accel.model", "accel.errors", "accel.discovery", "accel.plugin",

@@ -1,4 +1,4 @@
-"""accel.scheduler imports accel.model and accel.errors only (never plugins, discovery, vendors)."""
+"""accel.scheduler imports accel.model, accel.errors and accel.leak only (never plugins, discovery, vendors)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import accel.scheduler
 
-ALLOWED_ACCEL = {"accel.model", "accel.errors", "accel.scheduler"}
+# accel.leak: the placement input reads the memory-leak condition's reason (analysis over the model).
+ALLOWED_ACCEL = {"accel.model", "accel.errors", "accel.scheduler", "accel.leak"}
 FORBIDDEN_PREFIXES = ("accel.plugins", "accel.discovery", "accel.plugin", "accel.conformance", "accel.sim",
                       "accel.cli", "accel.tools", "pynvml", "pyrsmi", "amdsmi", "stevedore")
 

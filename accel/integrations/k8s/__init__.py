@@ -1,11 +1,14 @@
 """Kubernetes: DRA ResourceSlices, DeviceClasses, example claims and NFD labels (``accel dra``),
-and CDI specs (``accel cdi``), from the model.
+CDI specs (``accel cdi``) and a kube-scheduler extender (``accel k8s extender``), from the model.
 
 See :mod:`accel.integrations.k8s._dra` for the projection, its safe-publication modes and
 DRA's limits it enforces; :mod:`._classes` for DeviceClasses and ResourceClaimTemplates;
 :mod:`._nfd` for node-feature-discovery's feature file; :mod:`._cdi` for the CDI specs (kind
-``<vendor>.<domain>/<kind>``, the same vendor names as the DRA drivers).
+``<vendor>.<domain>/<kind>``, the same vendor names as the DRA drivers); :mod:`._extender` for
+the extender.  The extender's names load lazily: they import :mod:`accel.scheduler` (numpy).
 """
+
+from typing import Any
 
 from ._cdi import (
     CDI_VERSION,
@@ -32,28 +35,53 @@ from ._dra import (
 )
 from ._nfd import FEATURES_DIR, nfd_features, valid_label
 
+_EXTENDER = ("INVENTORY_ANNOTATION", "MAX_EXTENDER_PRIORITY", "REQUEST_ANNOTATION", "RESOURCE_PREFIX", "Binder",
+             "Extender", "ExtenderServer", "PodRequest", "host_specs_from_slices", "load_inventories",
+             "load_slices", "parse_quantity", "pod_request")
+
 __all__ = [
     "CDI_VERSION",
     "DEFAULT_DOMAIN",
     "ENV_MODES",
     "FEATURES_DIR",
     "FEATURE_GATES",
+    "INVENTORY_ANNOTATION",
     "MAX_ATTRIBUTES",
     "MAX_COUNTERS",
     "MAX_COUNTER_SETS",
     "MAX_DEVICES",
     "MAX_DEVICES_WITH_TAINTS",
+    "MAX_EXTENDER_PRIORITY",
+    "REQUEST_ANNOTATION",
+    "RESOURCE_PREFIX",
     "SHARED_NODES",
+    "Binder",
     "CdiProblem",
     "CdiProjection",
     "DraProjection",
+    "Extender",
+    "ExtenderServer",
+    "PodRequest",
     "cdi_specs",
     "claim_templates",
     "device_classes",
+    "host_specs_from_slices",
     "is_partitioned",
+    "load_inventories",
+    "load_slices",
     "nfd_features",
+    "parse_quantity",
+    "pod_request",
     "resource_slices",
     "spec_file_name",
     "valid_label",
     "write_specs",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXTENDER:
+        from . import _extender
+
+        return getattr(_extender, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
