@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..integrations.slurm._gres import GRES_NAME, GresConf, check, generate, parse_gres_conf
-from ..integrations.slurm._health import decide_and_act
+from ..integrations.slurm._health import bad_devices, decide_and_act
 from ..integrations.slurm._prolog import allocated, task_prolog_lines
 from ..model import HostInventory
 from ..tools import Runner, SubprocessRunner, ToolResult
@@ -117,6 +117,24 @@ def cmd_task_prolog(args: argparse.Namespace, env: Mapping[str, str] | None = No
     return EXIT_OK
 
 
+def cmd_prolog(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
+    """A job Prolog: the job's devices (``SLURM_JOB_GPUS``) must not be lost or unhealthy.
+
+    Slurm's Prolog cannot set the tasks' environment (that is the TaskProlog's job); what it
+    can do is refuse the job: a non-zero exit drains the node and requeues the job, so a job is
+    never started on a device that fell off the bus since the last health check.
+    """
+    _check_numbers(args)
+    inv = _inventory(args)
+    conf = _prolog_conf(args, inv)
+    records = allocated(os.environ if env is None else env, conf, if_absent="hide")
+    given = {r.device_id for r in records or ()}
+    bad = bad_devices(inv, only=given)
+    for dev, cond in bad:
+        print(f"accel: job's device {dev}: {cond}", file=sys.stderr)
+    return EXIT_ERROR if bad else EXIT_OK
+
+
 class _DryRunner:
     """Runs ``scontrol show``; prints ``scontrol update`` instead of running it."""
 
@@ -153,6 +171,8 @@ def main(args: argparse.Namespace) -> int:
         return cmd_gres_conf(args)
     if action == "task-prolog":
         return cmd_task_prolog(args)
+    if action == "prolog":
+        return cmd_prolog(args)
     if action == "healthcheck":
         return cmd_healthcheck(args)
     raise AssertionError(action)

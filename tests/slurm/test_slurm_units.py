@@ -217,6 +217,25 @@ def test_prolog_command_through_an_existing_gres_conf(tmp_path: Path) -> None:
     assert res.returncode == 2 and "no device here" in res.stderr
 
 
+def test_job_prolog_refuses_a_lost_device_it_was_given_and_only_that() -> None:
+    # Device 3 is lost (simulator fault): a job given 3 is refused (exit 1: Slurm drains and
+    # requeues), a job given 0 and 1 starts, and a job with no GPU is not this prolog's business.
+    argv = ("slurm", "prolog", "--sim", "mlu370-x8", "-o", "faults=device_lost:3")
+    res = accel(*argv, env={"SLURM_JOB_GPUS": "2,3"})
+    assert res.returncode == 1, res
+    assert "device" in res.stderr and "lost" in res.stderr and res.stdout == ""
+    assert accel(*argv, env={"SLURM_JOB_GPUS": "0,1"}).returncode == 0
+    assert accel(*argv, env={}).returncode == 0
+    assert accel(*argv, env={"SLURM_JOB_GPUS": "0,x"}).returncode == 2
+
+
+def test_bad_devices_limited_to_a_job_never_counts_unknown() -> None:
+    inv = inventory("mlu370-x8", faults="device_lost:3,not_supported=health")
+    ids = [d.id for d in inv.devices]
+    assert [c for _, c in bad_devices(inv, only={ids[3]})] == ["lost"]
+    assert bad_devices(inv, only={ids[0], ids[1]}) == []  # unknown health: not bad
+
+
 # ------------------------------------------------------------------------------- healthcheck
 class FakeScontrol:
     """A stand-in for scontrol: answers ``show node`` from ``state``/``reason``, records updates."""

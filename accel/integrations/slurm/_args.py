@@ -48,6 +48,17 @@ def add_arguments(p: argparse.ArgumentParser, selection_args: Callable[[argparse
         help="without SLURM_STEP_GPUS/SLURM_JOB_GPUS: error (exit 2), hide every device, or keep",
     )
     selection_args(prolog)
+    job = sub.add_parser(
+        "prolog",
+        help="Prolog: refuse to start a job on a lost or unhealthy device it was given (exit 1: Slurm "
+        "drains the node and requeues the job)",
+    )
+    _dev_root(job)
+    job.add_argument("--threads-per-core", type=int, default=1, metavar="N", help=argparse.SUPPRESS)
+    job.add_argument(
+        "--gres-conf", metavar="FILE", help="the node's gres.conf (default: the same generation from the devices)"
+    )
+    selection_args(job)
     health = sub.add_parser(
         "healthcheck",
         help="HealthCheckProgram: drain this node when a device is lost or unhealthy",

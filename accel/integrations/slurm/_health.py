@@ -36,10 +36,16 @@ REASON_PREFIX = "accel:"
 _TIMEOUT_S = 20.0
 
 
-def bad_devices(inv: HostInventory) -> list[tuple[str, str]]:
-    """``(device, condition)`` for every lost or unhealthy device, in inventory order."""
+def bad_devices(inv: HostInventory, only: set[str] | None = None) -> list[tuple[str, str]]:
+    """``(device, condition)`` for every lost or unhealthy device, in inventory order.
+
+    ``only`` limits the check to these device ids (a job prolog checks the job's own devices).
+    ``unknown`` and ``degraded`` are never bad: nothing says the device cannot run the job.
+    """
     out: list[tuple[str, str]] = []
     for i, d in enumerate(inv.devices):
+        if only is not None and d.id not in only:
+            continue
         h = d.health
         name = f"{d.vendor}{d.index if d.index is not None else i} {d.id}"
         if h.operational is Operational.LOST:
