@@ -77,7 +77,8 @@ def interrupt(
     """
     environ = dict(env or accel_env())
     environ["PYTHONPROFILEIMPORTTIME"] = "1"
-    proc = subprocess.Popen([*ACCEL, *args], env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([*ACCEL, *args], env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=foreground_signals)
     assert proc.stdout is not None and proc.stderr is not None
     out = bytearray()
     err = bytearray()
@@ -127,3 +128,13 @@ def interrupt(
         reached_main=trigger is not None or any(_imported(line) == _MAIN_IMPORT for line in stderr.splitlines()),
         trigger=trigger,
     )
+
+
+def foreground_signals() -> None:
+    """In the child before exec: SIGINT at its default, as in a foreground process at a terminal.
+
+    A test run started in the background by a shell without job control (``cmd &``) inherits
+    SIGINT ignored, and an ignored signal stays ignored across exec: the child would then not see
+    the Ctrl-C these tests send before accel installs its own handler.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

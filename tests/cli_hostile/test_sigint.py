@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from accel.cli import EXIT_INTERRUPTED
-from tests.cli_hostile._proc import ACCEL, Interrupted, accel_env, interrupt, messages
+from tests.cli_hostile._proc import ACCEL, Interrupted, accel_env, foreground_signals, interrupt, messages
 
 WATCH = ("watch", "--sim", "dgx-h100", "--interval", "0.05")
 
@@ -124,6 +124,7 @@ def _interrupt_when(pidfile: Path, env: dict[str, str]) -> Interrupted:
         env=environ,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=foreground_signals,
     )
     deadline = time.monotonic() + 30
     while not pidfile.exists() and time.monotonic() < deadline and proc.poll() is None:

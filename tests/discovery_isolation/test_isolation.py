@@ -385,6 +385,9 @@ def test_a_real_ctrl_c_while_waiting_on_a_plugin_still_interrupts() -> None:
     register("broken", lambda: TinyPlugin("broken", "open"))
     slow = {"sim": SIM, "broken": BackendConfig(call_timeout_s=30.0, enrich_from_sysfs=False)}
     report = discover(slow, backends=["sim", "broken"])
+    # As in a foreground process: a run started in the background by a shell without job
+    # control inherits SIGINT ignored, and then no Ctrl-C would arrive at all.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     start = time.monotonic()
@@ -393,4 +396,5 @@ def test_a_real_ctrl_c_while_waiting_on_a_plugin_still_interrupts() -> None:
             open_session(slow, report=report)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - start < 10.0
