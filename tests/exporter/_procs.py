@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tests._helpers import stop
+
 T = TypeVar("T")
 
 
@@ -48,17 +50,6 @@ def wait_for(what: str, probe: Callable[[], T | None], limit_s: float, proc: sub
     raise AssertionError(f"{what}: not seen within {limit_s:g} s")
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-    for stream in (proc.stdout, proc.stderr):
-        if stream is not None:
-            stream.close()
 
 
 @contextmanager

@@ -4,28 +4,21 @@ Behaviour only: call counts and shapes, never timings."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests._helpers import loaded_script
+
 _HARNESS = Path(__file__).resolve().parents[2] / "benchmarks" / "exporter_scrape" / "run.py"
 
 
 @pytest.fixture(scope="module")
 def harness() -> Iterator[Any]:
-    spec = importlib.util.spec_from_file_location("exporter_scrape_run", _HARNESS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
+    with loaded_script(_HARNESS, "exporter_scrape_run") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def test_accel_side_scrapes_the_fake_with_the_same_calls_every_warm_scrape(harness: Any) -> None:

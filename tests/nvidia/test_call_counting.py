@@ -3,8 +3,6 @@ symbols those tools read."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import types
 from collections import Counter
 from pathlib import Path
@@ -14,21 +12,15 @@ import pynvml
 import pytest
 
 from accel.plugins.nvidia.testing import FakeNVML
+from tests._helpers import loaded_script
 
 _HARNESS = Path(__file__).resolve().parents[2] / "benchmarks" / "nvml_calls" / "compare.py"
 
 
 @pytest.fixture(scope="module")
 def harness() -> Any:
-    spec = importlib.util.spec_from_file_location("nvml_calls_compare", _HARNESS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
+    with loaded_script(_HARNESS, "nvml_calls_compare") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def test_accel_counts_agree_with_the_backend_counter_and_warm_reads_no_identity(harness: Any) -> None:

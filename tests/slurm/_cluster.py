@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests._helpers import stop
+
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("srun", "sinfo", "scontrol")
 
@@ -88,16 +90,6 @@ class Cluster:
                 pass
             time.sleep(0.2)
         raise AssertionError(f"{what}: not within {limit_s:g} s\n{self.logs()}")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def _wrapper(path: Path, body: str) -> Path:
@@ -237,7 +229,7 @@ def cluster(workdir: Path, profile: str, *, health_interval: int = 5) -> Iterato
         yield c
     finally:
         for proc in reversed(c.procs):
-            _stop(proc)
+            stop(proc)
         for fh in logs:
             fh.close()
 
