@@ -1,4 +1,6 @@
-"""A small argparse front end, for ``python -m accel.conformance`` and the matrix command."""
+"""A small argparse front end, for ``accel conformance``, ``python -m accel.conformance`` and the
+matrix command.  argparse only at import: the kit (and pytest) loads when a command runs, so
+``accel conformance --help`` works without the [conformance] extra."""
 
 from __future__ import annotations
 
@@ -8,9 +10,7 @@ from collections.abc import Sequence
 
 from accel.errors import AccelError
 
-from ._api import report, run, run_all
-
-__all__ = ["main", "matrix_main"]
+__all__ = ["add_arguments", "main", "matrix_main", "run_parsed"]
 
 
 def _kv(text: str) -> tuple[str, str]:
@@ -22,7 +22,13 @@ def _kv(text: str) -> tuple[str, str]:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="accel conformance", description="Run and report the accel conformance kit.")
-    sub = p.add_subparsers(dest="command", required=True)
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``run``, ``report`` and ``matrix`` sub-commands (sets ``conformance_command``)."""
+    sub = p.add_subparsers(dest="conformance_command", metavar="ACTION", required=True)
     r = sub.add_parser("run", help="run the kit against one backend")
     r.add_argument("--backend", required=True, help="accel.backends entry-point name")
     r.add_argument("--report", metavar="DIR", help="write the run directory (matrix.md/json/html...) here")
@@ -36,7 +42,6 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--out", required=True, metavar="DIR")
     a = sub.add_parser("matrix", help="run every shipped scenario of every backend and write the matrix")
     _matrix_args(a)
-    return p
 
 
 def _matrix_args(p: argparse.ArgumentParser) -> None:
@@ -47,6 +52,8 @@ def _matrix_args(p: argparse.ArgumentParser) -> None:
 
 
 def _matrix(ns: argparse.Namespace) -> int:
+    from ._api import run_all
+
     result = run_all(ns.out, backends=ns.backend or None, keep_results=ns.keep_results)
     for kind, path in result.matrix.items():
         print(f"wrote {kind}: {path}")
@@ -56,13 +63,19 @@ def _matrix(ns: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ns = _parser().parse_args(argv)
+    return run_parsed(_parser().parse_args(argv))
+
+
+def run_parsed(ns: argparse.Namespace) -> int:
+    """Run the sub-command :func:`add_arguments` parsed; returns the exit status."""
+    from ._api import report, run
+
     try:
-        if ns.command == "run":
+        if ns.conformance_command == "run":
             result = run(ns.backend, report=ns.report, options=dict(ns.option), scenario=ns.scenario,
                          certify=ns.certify, pytest_args=ns.pytest_args, echo=True)
             return result.exit_code
-        if ns.command == "report":
+        if ns.conformance_command == "report":
             for kind, path in report(ns.runs, ns.out).items():
                 print(f"wrote {kind}: {path}")
             return 0

@@ -17,7 +17,7 @@ from ..errors import BackendUnavailableError, ConfigError, DeviceError, ProfileE
 from ..model import Device, Health, HostInventory, Problem, Telemetry, json_schema, validate
 from ..plugin import BackendConfig
 from ..sim import ENV_PROFILE
-from . import EXIT_NO_DEVICES, EXIT_OK, EXIT_PARTIAL, EXIT_UNHEALTHY, _extensions, _render, dump
+from . import EXIT_NO_DEVICES, EXIT_OK, EXIT_PARTIAL, EXIT_UNHEALTHY, _registry, _render, dump
 
 __all__ = ["dispatch"]
 
@@ -532,8 +532,6 @@ _COMMANDS = {
     "dmon": cmd_dmon,
     "plugins": cmd_plugins,
     "schema": cmd_schema,
-    "dra": cmd_dra,
-    "cdi": cmd_cdi,
     "sim": cmd_sim,
 }
 
@@ -541,5 +539,5 @@ _COMMANDS = {
 def dispatch(args: argparse.Namespace) -> int:
     fn = _COMMANDS.get(args.command)
     if fn is None:
-        return _extensions.run(args)
+        return _registry.run(args)  # a command of the accel.commands group
     return fn(args)

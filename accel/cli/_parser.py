@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any, NoReturn
 
-from . import _extensions
+from . import _registry
 from ._options import check_numeric_options, number, text
 
-__all__ = ["UsageError", "build_parser"]
+__all__ = ["CORE_COMMANDS", "UsageError", "build_parser"]
+
+#: The commands of the parser itself; every other one comes from the ``accel.commands``
+#: entry-point group (:mod:`accel.cli.commands`), accel's own included.
+CORE_COMMANDS = frozenset({"ls", "topo", "health", "ps", "plugins", "show", "watch", "dmon", "bugreport",
+                           "schema", "sim"})
 
 #: Seconds: the longest tool timeout and refresh interval accepted (one day).
 MAX_SECONDS = 86400.0
@@ -67,8 +72,18 @@ def _id_arg(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The ``accel`` parser; ``argv`` lets optional parts skip their imports when not asked for."""
-    parser = _Parser(prog="accel", description="One device model for every AI accelerator vendor.")
+    """The ``accel`` parser.
+
+    ``argv`` is the command line it is for: only that command's parser is built (``accel ls``
+    reads no ``accel.commands`` entry point; ``accel sched ...`` loads only ``sched``).  Without
+    it every command is built in full (the CLI reference, tests that walk every option).
+    """
+    parser = _Parser(
+        prog="accel",
+        description="One device model for every AI accelerator vendor.",
+        epilog="Commands of other installed packages plug in through the accel.commands entry-point group "
+        "(see accel.cli.commands). `accel COMMAND --help` shows a command's options.",
+    )
     from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"accel {__version__}")
@@ -115,36 +130,6 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                       help=f"seconds between samples, 0 to {MAX_SECONDS:g} (default 1)")
     _id_arg(dmon)
     _selection_args(dmon)
-    dra = sub.add_parser(
-        "dra", help="the inventory as Kubernetes DRA ResourceSlices (resource.k8s.io/v1)",
-        description="the inventory as Kubernetes DRA ResourceSlices (resource.k8s.io/v1), as JSON",
-    )
-    dra.add_argument("--domain", default="accel.dev", type=text("a domain name"),
-                     help="attribute domain; drivers are <vendor>.<domain>")
-    dra.add_argument("--node", type=text("a node name"), help="node name (default: the hostname in the inventory)")
-    dra.add_argument("--partitionable", action="store_true",
-                     help="publish partitioned devices beside their partitions with shared counters "
-                     "(needs the DRAPartitionableDevices feature gate; default: parent or partitions)")
-    what = dra.add_mutually_exclusive_group()
-    what.add_argument("--device-classes", action="store_true", help="print DeviceClasses instead of slices")
-    what.add_argument("--claim-templates", action="store_true",
-                      help="print example ResourceClaimTemplates instead of slices")
-    what.add_argument("--nfd", action="store_true",
-                      help="print a node-feature-discovery feature file (features.d, one label=value a line)")
-    _selection_args(dra)
-    cdi = sub.add_parser(
-        "cdi", help="CDI specs (Container Device Interface) from each device's binding",
-        description="one CDI spec per vendor and device kind (kind <vendor>.<domain>/<kind>), as JSON on "
-        "stdout, or one <vendor>-<class>.json per kind under --out",
-    )
-    cdi.add_argument("--domain", default="accel.dev", type=text("a domain name"),
-                     help="CDI vendors are <vendor>.<domain>, the DRA driver names")
-    cdi.add_argument("--out", metavar="DIR", type=text("a directory"),
-                     help="write the specs into DIR (for example /etc/cdi) instead of stdout")
-    cdi.add_argument("--force", action="store_true", help="with --out: overwrite existing spec files")
-    cdi.add_argument("--env", choices=("stable", "host", "none"), default="stable",
-                     help="visibility-variable edits: stable (default) only UUID ids, host also host indexes, none")
-    _selection_args(cdi)
     bug = sub.add_parser(
         "bugreport", help="record every vendor tool run into a bundle `accel ls --replay` replays",
         description="record every vendor tool run of the present backends (argv, exit status, stdout, stderr; no "
@@ -165,8 +150,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     prof = simsub.add_parser("profiles", help="list the built-in simulator profiles")
     prof.add_argument("--json", action="store_true")
 
-    _extensions.add_parsers(sub, _selection_args, argv)
-    check_numeric_options(parser)  # the floor for what the optional parts add
+    assert set(sub.choices) == CORE_COMMANDS, sorted(set(sub.choices) ^ CORE_COMMANDS)
+    _registry.add_commands(sub, _selection_args, argv, CORE_COMMANDS)
+    check_numeric_options(parser)  # the floor for what the other commands add
     return parser
 
 

@@ -1,4 +1,4 @@
-"""``accel slurm ...`` (:mod:`accel.integrations.slurm`): loaded by :mod:`._extensions` only when run."""
+"""``accel slurm ...`` (:mod:`accel.integrations.slurm`): loaded by the ``slurm`` command only when run."""
 
 from __future__ import annotations
 

@@ -194,7 +194,7 @@ def _walk(
 
 def _numeric() -> list[tuple[tuple[str, ...], argparse.Action]]:
     found = []
-    for path, action in _walk(build_parser(["sched"])):  # "sched": load the scheduler's options too
+    for path, action in _walk(build_parser()):  # no command line: every command, in full
         if action.type is int or action.type is float:
             raise AssertionError(f"{' '.join(path)} {action.option_strings}: a bare type={action.type.__name__}")
         if getattr(action.type, "__name__", "") in ("number", "integer"):
