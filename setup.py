@@ -2,19 +2,23 @@
 
 The import names live under ``accel`` while the folders stay as the design gives them
 (``plugins/`` -> ``accel.plugins``, ``conformance/`` -> ``accel.conformance``,
-``scheduler/`` -> ``accel.scheduler``).  setuptools cannot discover mapped sub-packages by
-itself, so they are listed here by walking the folders; a test builds the wheel and imports
-every module from it, so a package that is missed fails CI rather than a user.
+``scheduler/`` -> ``accel.scheduler``).  The map is written once, in pyproject.toml's
+``[tool.setuptools.package-dir]`` (which setuptools also reads); this file, scripts/typecheck.py
+and tests/core/test_architecture.py read it from there.  setuptools cannot discover mapped
+sub-packages by itself, so they are listed here by walking the folders; a test builds the wheel
+and imports every module from it, so a package that is missed fails CI rather than a user.
 """
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 from setuptools import setup
 
-ROOTS = {"accel": "accel", "accel.plugins": "plugins", "accel.conformance": "conformance",
-         "accel.scheduler": "scheduler"}
+HERE = Path(__file__).resolve().parent
+with open(HERE / "pyproject.toml", "rb") as _f:
+    ROOTS: dict[str, str] = tomllib.load(_f)["tool"]["setuptools"]["package-dir"]
 SKIP = {"_template", "__pycache__", "build", "tests"}
 
 

@@ -1,7 +1,8 @@
 """mypy --strict over the whole ``accel`` namespace as it is installed.
 
 The import names map folders (``plugins/`` -> ``accel.plugins``, ``conformance/`` ->
-``accel.conformance``, ``scheduler/`` -> ``accel.scheduler``), which mypy cannot follow through
+``accel.conformance``, ``scheduler/`` -> ``accel.scheduler``; the map is pyproject.toml's
+``[tool.setuptools.package-dir]``), which mypy cannot follow through
 setuptools' editable-install hook.  So this lays out a tree of symbolic links shaped like the
 installed package in a temporary directory and checks that, with the project's mypy settings.
 """
@@ -12,10 +13,15 @@ import os
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MAPPED = {"plugins": "plugins", "conformance": "conformance", "scheduler": "scheduler"}
+with open(ROOT / "pyproject.toml", "rb") as _f:
+    # The folder map, written once in pyproject.toml: import name -> folder.
+    _PACKAGE_DIR: dict[str, str] = tomllib.load(_f)["tool"]["setuptools"]["package-dir"]
+# accel.<name> -> folder, for the packages that live outside accel/.
+MAPPED = {name.removeprefix("accel."): folder for name, folder in _PACKAGE_DIR.items() if name != "accel"}
 SKIP = {"_template", "__pycache__", "build"}
 
 

@@ -65,3 +65,15 @@ def test_wheel_contains_and_imports_every_module(tmp_path: Path) -> None:
     entry_points = [n for n in names if n.endswith("entry_points.txt")]
     text = zipfile.ZipFile(wheel).read(entry_points[0]).decode()
     assert "sim = accel.sim:PLUGIN" in text and "accel = accel.cli:main" in text
+    assert "[accel.commands]" in text and "sched = accel.cli._builtin:SCHED" in text
+    # PEP 639 metadata: an SPDX expression and the license text itself.
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert "Classifier: Typing :: Typed" in metadata
+    # The commands of the group, from the wheel: every level's --help.
+    for argv in (["--help"], ["sched", "--help"], ["conformance", "run", "--help"]):
+        proc = subprocess.run([sys.executable, "-m", "accel", *argv], capture_output=True, text=True, timeout=300,
+                              cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
+        assert proc.returncode == 0 and proc.stderr == "", (argv, proc.stderr)
+        assert proc.stdout.startswith(f"usage: accel {' '.join(argv[:-1])}".rstrip()), proc.stdout[:200]
