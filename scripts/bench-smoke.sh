@@ -8,6 +8,7 @@ PY="${PYTHON:-python3}"
 OUT="${ACCEL_BENCH_OUT:-build/bench}"
 mkdir -p "$OUT"
 echo "== bench: import time";            "$PY" benchmarks/import_time.py --runs 7
+echo "== bench: pytest plugin cost (a project that does not use the kit)"; "$PY" benchmarks/pytest_plugin_cost.py --runs 5
 echo "== bench: NVML calls per snapshot"; "$PY" benchmarks/nvml_calls/run.py
 echo "== bench: scheduler speed (quick)"; "$PY" benchmarks/scheduler_speed/bench_speed.py --quick
 echo "== bench: openb (quick)";           "$PY" benchmarks/openb/run_openb.py --quick --out "$OUT/openb"
