@@ -19,10 +19,11 @@ _CHOSEN = "accel_command"
 
 
 def command_word(argv: list[str]) -> str | None:
-    """The sub-command named on a command line (the first word that is not an option): the
-    top-level parser's own options (``--help``, ``--version``) take no value."""
+    """The sub-command named on a command line (the first word that is not an option), or
+    ``None`` when there is none or the top-level help comes first (``accel -h sched`` prints
+    the list of commands).  The top-level options (``--help``, ``--version``) take no value."""
     for token in argv:
-        if token == "--":
+        if token in ("--", "-h", "--help"):
             return None
         if not token.startswith("-"):
             return token

@@ -87,6 +87,10 @@ def test_a_third_party_command_runs_and_has_help(fake_entry_points: Path, capsys
     assert _main(capsys, "hello", "--sim", "dgx-h100", "--greeting", "three")[0] == 3
     code, out, err = _main(capsys, "hello", "--nosuch")
     assert code == EXIT_USAGE and err.startswith("accel: error: unrecognized arguments: --nosuch")
+    # The top-level help before the command's name: the list of commands, each with its help line.
+    code, out, err = _main(capsys, "-h", "hello")
+    assert code == EXIT_OK and any(line.split()[:2] == ["hello", "greet"] for line in out.splitlines()), out
+    assert any(line.split()[:2] == ["sched", "the"] for line in out.splitlines()), out
 
 
 def test_a_command_whose_import_raises_is_one_warning(
@@ -174,7 +178,7 @@ def test_help_works_for_every_command_and_sub_command(capsys: pytest.CaptureFixt
 
 _NO_EXTRAS = (
     "import sys\n"
-    "sys.modules['numpy'] = None; sys.modules['pytest'] = None  # as if the extras were not installed\n"
+    "sys.modules['numpy'] = sys.modules['pytest'] = sys.modules['prometheus_client'] = None  # no extras\n"
     "from accel.cli import main\n"
     "argv = sys.argv[1:]\n"
     "print('EXIT', main(argv))\n"
@@ -189,6 +193,7 @@ _NO_EXTRAS = (
         (["conformance", "--help"], "accel-sdk[conformance]", "matrix"),
         (["conformance", "run", "--help"], None, "--backend"),
         (["k8s", "extender", "--help"], "accel-sdk[scheduler]", "--scorer"),
+        (["exporter", "--help"], "accel-sdk[exporter]", "{serve,rules}"),
     ],
 )
 def test_help_without_the_optional_extra(argv: list[str], extra: str | None, shown: str) -> None:
