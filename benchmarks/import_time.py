@@ -3,6 +3,9 @@
 Prints the cumulative microseconds that ``python -X importtime`` reports for ``accel`` and for
 the baselines (the bare interpreter start, ``import json``, ``import pydantic``), median of
 N runs, and the ratios.  ``import accel`` must not load a vendor library, stevedore or pydantic.
+It also times the ``accel`` command itself: ``accel --help`` (which loads every command of the
+``accel.commands`` group for its help line, but none of their implementations) and
+``accel ls --sim dgx-h100``, against the bare interpreter start.
 
     python benchmarks/import_time.py [--runs 15]
 """
@@ -30,12 +33,16 @@ def cumulative_us(module: str) -> int:
     return total
 
 
-def wall_us(code: str) -> float:
+def wall_us(code: str, *args: str) -> float:
     import time
 
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code, *args], check=True, stdout=subprocess.DEVNULL)
     return (time.perf_counter() - start) * 1e6
+
+
+# The console script's own code: main() with the command line after the -c program.
+CLI = "import sys; from accel.cli import main; raise SystemExit(main())"
 
 
 def main() -> int:
@@ -58,6 +65,9 @@ def main() -> int:
     print(f"  accel / pydantic  {rows['accel'] / max(rows['pydantic'], 1):8.2f}x")
     print(f"  interpreter start {bare / 1000:8.2f} ms; with import accel {with_accel / 1000:8.2f} ms "
           f"(ratio {with_accel / bare:.2f}x)")
+    for argv in (["--help"], ["ls", "--sim", "dgx-h100"]):
+        cli = statistics.median(wall_us(CLI, *argv) for _ in range(args.runs))
+        print(f"  accel {' '.join(argv):<22} {cli / 1000:8.2f} ms (ratio to the interpreter start {cli / bare:.2f}x)")
     heavy = [m for m in loaded if m.split(".")[0] in (*VENDOR, "stevedore", "pydantic")]
     print(f"  heavy or vendor modules loaded by 'import accel': {heavy or 'none'}")
     return 1 if heavy else 0

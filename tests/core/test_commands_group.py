@@ -233,6 +233,22 @@ def test_a_core_command_loads_no_group_command() -> None:
         assert heavy not in loaded, heavy
 
 
+def test_the_command_list_loads_no_command_implementation() -> None:
+    code = (
+        "import sys, json, io, contextlib\n"
+        "from accel.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['--help']) == 0\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    loaded = set(json.loads(proc.stdout))
+    assert "accel.cli._builtin" in loaded  # the help lines
+    for heavy in ("pydantic", "accel.model", "accel.discovery", "accel.integrations", "accel.exporter",
+                  "accel.scheduler", "accel.conformance", "numpy", "pytest", "prometheus_client"):
+        assert heavy not in loaded, heavy
+
+
 def test_sched_options_match_the_schedulers_own_parser() -> None:
     """accel sched declares the scheduler CLI's options itself (so its --help needs no numpy)."""
     from accel.scheduler.queueing.cli import add_arguments
