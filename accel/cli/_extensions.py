@@ -44,7 +44,8 @@ def add_parsers(
     from ..integrations.slurm._args import add_arguments as slurm_arguments
 
     slurm_arguments(slurm, selection_args)
-    k8s = sub.add_parser("k8s", help="Kubernetes services (`accel k8s extender`: a kube-scheduler extender)")
+    k8s = sub.add_parser("k8s", help="Kubernetes services (`accel k8s extender`: a kube-scheduler extender; "
+                          "`accel k8s kubelet-plugin`: a DRA kubelet plugin)")
     k8s_sub = k8s.add_subparsers(dest="k8s_command", metavar="SUBCOMMAND")
     k8s_sub.required = True
     extender = k8s_sub.add_parser(
@@ -56,6 +57,17 @@ def add_parsers(
     from ..integrations.k8s._extender_args import add_arguments as _extender_arguments
 
     _extender_arguments(extender)
+    kubelet = k8s_sub.add_parser(
+        "kubelet-plugin",
+        help="serve the kubelet's DRA plugin protocol: prepare claims as CDI specs, publish ResourceSlices",
+        description="A DRA kubelet plugin for one accel driver: registration and DRA gRPC (v1, v1beta1) on "
+        "unix sockets, a CDI spec per prepared claim, a checkpoint, and this node's ResourceSlices kept current "
+        "through the Kubernetes API; see docs/kubernetes.md.",
+    )
+    from ..integrations.k8s._kubelet_args import add_arguments as _kubelet_arguments
+
+    _kubelet_arguments(kubelet)
+    selection_args(kubelet)
     sched = sub.add_parser("sched", help="the scheduler's journal: job histories, states and bills")
     if argv is not None and "sched" not in argv:
         # The scheduler loads numpy (~150 ms): only when this command line is about it.
@@ -114,6 +126,11 @@ def run(args: argparse.Namespace) -> int:
                               "pip install 'accel-sdk[scheduler]'") from exc
         ext_code: int = ext.main(args)
         return ext_code
+    if args.command == "k8s" and args.k8s_command == "kubelet-plugin":
+        from ._kubelet import main as kubelet_main
+
+        kubelet_code: int = kubelet_main(args)
+        return kubelet_code
     if args.command == "conformance":
         # Imported by name: the conformance kit pulls in pytest, which `accel ls` should not pay for.
         try:
