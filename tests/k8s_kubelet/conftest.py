@@ -89,6 +89,11 @@ class Running:
     def cdi_dir(self) -> Path:
         return self.base / "cdi"
 
+    def stop(self) -> None:
+        """Stop serving and release the state directory (what a process exit does)."""
+        self.server.stop(grace=0)
+        self.plugin.close()
+
     def channel(self, path: Path | None = None) -> grpc.Channel:
         return grpc.insecure_channel(f"unix://{path or self.server.dra_socket}")
 
@@ -125,7 +130,7 @@ def start(fake: FakeApiServer, short_dir: Path) -> Iterator[Start]:
 
     yield _start
     for r in running:
-        r.server.stop(grace=0)
+        r.stop()
 
 
 def claim_msg(pb2: Any, uid: str, name: str, namespace: str = "default") -> Any:

@@ -8,15 +8,15 @@ with stubs generated from the same .proto files.
 from __future__ import annotations
 
 import json
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 
-from accel.integrations.k8s._kubelet import SERVICES, KubeletPlugin, SocketInUseError
+from accel.integrations.k8s._kubelet import SERVICES, KubeletPlugin, KubeletPluginServer, PluginInUseError
 from tests.k8s_kubelet._fakeapi import FakeApiServer, validate
 from tests.k8s_kubelet.conftest import (
     DRIVER,
@@ -141,7 +141,7 @@ def test_prepare_survives_a_restart_and_unprepare_removes_the_spec(start: Start,
     assert uid in json.loads((r.base / "state" / "checkpoint.json").read_text())["claims"]
     mtime = spec_path.stat().st_mtime_ns
 
-    r.server.stop()  # a restart: a new plugin and server on the same state and CDI directories
+    r.stop()  # a restart: a new plugin and server on the same state and CDI directories
     assert not r.server.dra_socket.exists() and not r.server.registration_socket.exists()
     reads = claim_reads(fake)
     r2 = start()
@@ -220,36 +220,23 @@ def test_concurrent_prepares_of_different_claims(start: Start, fake: FakeApiServ
     r.plugin.publish()
     names = sorted(published(fake))
     uids = [fake.add_claim("default", f"c{i}", [result(n)]) for i, n in enumerate(names)]
-    answers: dict[str, Any] = {}
-    errors: list[Exception] = []
 
-    def one(i: int) -> None:
-        try:
-            stub = r.v1()
-            answers[uids[i]] = prepare(stub, dra_v1_pb2, (uids[i], f"c{i}")).claims[uids[i]]
-        except Exception as exc:  # a thread's failure is the test's
-            errors.append(exc)
+    def one(i: int) -> Any:
+        return prepare(r.v1(), dra_v1_pb2, (uids[i], f"c{i}")).claims[uids[i]]
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(uids))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not errors
+    with ThreadPoolExecutor(max_workers=len(uids)) as pool:  # .result() raises what a thread raised
+        answers = dict(zip(uids, [f.result(60) for f in [pool.submit(one, i) for i in range(len(uids))]],
+                           strict=True))
     assert sorted(answers) == sorted(uids)
     assert {a.devices[0].device_name for a in answers.values()} == set(names)
     checkpoint = json.loads((r.base / "state" / "checkpoint.json").read_text())
     assert sorted(checkpoint["claims"]) == sorted(uids)
     assert len(list(r.cdi_dir.glob(f"{DRIVER}-claim-*.json"))) == len(uids)
     # The same claim prepared twice at once: one spec, one answer.
-    results: list[Any] = []
     again = fake.add_claim("default", "twice", [result(names[0], request="other")])
-    ts = [threading.Thread(target=lambda: results.append(prepare(r.v1(), dra_v1_pb2, (again, "twice"))))
-          for _ in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(60)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = [f.result(60) for f in [pool.submit(prepare, r.v1(), dra_v1_pb2, (again, "twice"))
+                                          for _ in range(4)]]
     assert len({tuple(x.claims[again].devices[0].cdi_device_ids) for x in results}) == 1 and len(results) == 4
 
 
@@ -307,7 +294,7 @@ def test_start_removes_leaked_specs_and_restores_missing_ones(start: Start, fake
     name = sorted(published(fake))[0]
     uid = fake.add_claim("default", "kept", [result(name)])
     prepare(r.v1(), dra_v1_pb2, (uid, "kept"))
-    r.server.stop()
+    r.stop()
     kept = r.cdi_dir / f"{DRIVER}-claim-{uid}.json"
     leaked = r.cdi_dir / f"{DRIVER}-claim-11111111-2222-4333-8444-555555555555.json"
     leaked.write_text(kept.read_text())  # a prepare that crashed before its checkpoint
@@ -323,10 +310,20 @@ def test_start_removes_leaked_specs_and_restores_missing_ones(start: Start, fake
 def test_a_socket_in_use_is_refused_and_a_stale_one_replaced(start: Start, fake: FakeApiServer,
                                                              short_dir: Path) -> None:
     r = start()
-    with pytest.raises(SocketInUseError, match="in use"):
+    with pytest.raises(PluginInUseError, match=r"state directory .* is in use by another plugin"):
         start()
+    other = KubeletPlugin(driver=DRIVER, node=NODE, inventory=inventory, api=client_api(fake),
+                          cdi_dir=short_dir / "cdi", state_dir=short_dir / "state2")
+    try:
+        second = KubeletPluginServer(other, plugin_dir=r.server.dra_socket.parent,
+                                     registry_dir=r.server.registration_socket.parent)
+        with pytest.raises(PluginInUseError, match=r"socket .*dra\.sock is in use by another process"):
+            second.start()
+    finally:
+        other.close()
     assert r.server.dra_socket.exists()
-    r.server.stop()
+    assert r.registration().GetInfo(reg_pb2.InfoRequest(), timeout=10).name == DRIVER
+    r.stop()
     import socket
 
     stale = socket.socket(socket.AF_UNIX)

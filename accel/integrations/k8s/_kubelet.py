@@ -47,22 +47,16 @@ from ...model import Device, HostInventory, Partition, ProblemKind
 from ._cdi import CDI_VERSION, SHARED_NODES, CdiProblem, device_edits
 from ._dra import DEFAULT_DOMAIN, resource_slices
 from ._kubeapi import KubeApi, KubeApiError, KubeApiTimeoutError
-from ._kubelet_state import ClaimStore, PreparedClaim, PreparedDevice
+from ._kubelet_state import ClaimStore, PluginInUseError, PreparedClaim, PreparedDevice
 
 __all__ = ["PLUGIN_TYPE", "SERVICES", "ClaimFailure", "ClaimRef", "KubeletPlugin", "KubeletPluginServer",
-           "SocketInUseError", "driver_for", "main"]
+           "PluginInUseError", "driver_for", "main"]
 
 #: PluginInfo.type of a DRA driver.
 PLUGIN_TYPE = "DRAPlugin"
 #: PluginInfo.supported_versions: the gRPC services on the DRA socket, newest first.
 SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
 _MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
-
-
-class SocketInUseError(ConfigError):
-    """Another process serves on a socket path this plugin was asked to use."""
-
-    code = "k8s.socket-in-use"
 
 
 @dataclass(frozen=True)
@@ -174,11 +168,19 @@ class KubeletPlugin:
         self._view_lock = threading.Lock()
         self._published: dict[str, dict[str, Any]] | None = None
         self.store = ClaimStore(driver, state_dir, cdi_dir)
-        removed, restored = self.store.reconcile()
+        try:
+            removed, restored = self.store.reconcile()
+        except BaseException:
+            self.store.close()
+            raise
         for path in removed:
             self._log(f"removed {path}: not a claim in the checkpoint")
         for path in restored:
             self._log(f"restored {path}: its claim is in the checkpoint")
+
+    def close(self) -> None:
+        """Release the state directory (another plugin may then take it)."""
+        self.store.close()
 
     # -- prepare / unprepare ------------------------------------------------------------------
 
@@ -375,10 +377,10 @@ def _take_socket(path: Path) -> None:
         path.unlink(missing_ok=True)  # nobody listens: a socket left by a plugin that died
         return
     except OSError as exc:
-        raise SocketInUseError(f"socket {path} cannot be checked: {exc.strerror or exc}") from exc
+        raise PluginInUseError(f"socket {path} cannot be checked: {exc.strerror or exc}") from exc
     finally:
         probe.close()
-    raise SocketInUseError(f"socket {path} is in use by another process")
+    raise PluginInUseError(f"socket {path} is in use by another process")
 
 
 class _DraServicer:
@@ -546,6 +548,7 @@ def main(args: Any, inventory: Callable[[], HostInventory]) -> int:
             stop.wait(args.poll_interval)
     finally:
         server.stop()
+        plugin.close()
         for s, handler in previous.items():
             signal.signal(s, handler)
         api.close()

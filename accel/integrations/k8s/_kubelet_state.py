@@ -15,6 +15,7 @@ and restores missing ones of claims it does name.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -26,10 +27,16 @@ from typing import Any
 
 from ...errors import ConfigError
 
-__all__ = ["CHECKPOINT_VERSION", "ClaimStore", "PreparedClaim", "PreparedDevice"]
+__all__ = ["CHECKPOINT_VERSION", "ClaimStore", "PluginInUseError", "PreparedClaim", "PreparedDevice"]
 
 CHECKPOINT_VERSION = 1
 _UID = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$")
+
+
+class PluginInUseError(ConfigError):
+    """Another plugin serves on a socket path, or holds the state directory, this plugin was given."""
+
+    code = "k8s.plugin-in-use"
 
 
 @dataclass(frozen=True)
@@ -107,7 +114,25 @@ class ClaimStore:
         self.cdi_dir = cdi_dir
         self.path = state_dir / "checkpoint.json"
         self.lock = threading.RLock()
-        self._claims: dict[str, PreparedClaim] = self._load()
+        # One plugin per state directory: a second one would reconcile away the first one's specs.
+        self._lock_fd: int | None = os.open(state_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise PluginInUseError(f"the state directory {state_dir} is in use by another plugin") from exc
+        try:
+            self._claims: dict[str, PreparedClaim] = self._load()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Release the state directory's lock."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def _load(self) -> dict[str, PreparedClaim]:
         if not self.path.exists():
