@@ -11,7 +11,9 @@ Each device gets up to three ``devices[]`` entries with the same edits (CDI devi
 - the vendor tool's index (``"0"``), when the device has one;
 - its UUID (``"GPU-1b2c..."``; characters outside the CDI set become ``-``), when it has one and
   the UUID was printed by the vendor (a synthesized UUID is not a name anyone would ask for);
-- its DRA device name (``"gpu-0000-18-00-0"``), always: the id the kubelet plugin returns.
+- its DRA device name (``"gpu-0000-18-00-0"``), always.  (``accel k8s kubelet-plugin`` writes a
+  spec of its own per prepared claim, kind ``<driver>/claim``, with the same edits from
+  :func:`device_edits`, so two claims sharing a device never define one CDI name twice.)
 
 plus ``"all"``: every device of the spec at once, with the visibility variable listing every id.
 
