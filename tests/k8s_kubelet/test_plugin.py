@@ -103,6 +103,41 @@ def test_health_change_is_republished_with_a_taint(start: Start, fake: FakeApiSe
     assert {s["spec"]["pool"]["generation"] for s in fake.slices.values()} == {3}
 
 
+def test_a_failed_publication_is_retried_at_the_next_refresh(start: Start, fake: FakeApiServer) -> None:
+    from accel.integrations.k8s._kubeapi import KubeApiTimeoutError
+
+    state = {"faults": None}
+    r = start(lambda: inventory(faults=state["faults"]), timeout_s=1.0)
+    assert r.plugin.refresh() is True
+    state["faults"] = "ecc_uncorrectable:2"
+    fake.start_hanging()
+    with pytest.raises(KubeApiTimeoutError):
+        r.plugin.refresh()
+    fake.stop_hanging()
+    assert not any("taints" in d for d in published(fake).values())
+    assert r.plugin.refresh() is True  # the inventory did not change again; the API still lags
+    assert [n for n, d in published(fake).items() if "taints" in d] == ["gpu-0000-3a-00-0"]
+
+
+def test_an_inventory_with_a_backend_missing_is_not_published(start: Start, fake: FakeApiServer) -> None:
+    from accel.model import Problem, ProblemKind
+
+    state = {"broken": False}
+
+    def inv() -> Any:
+        full = inventory()
+        if not state["broken"]:
+            return full
+        gone = Problem(kind=ProblemKind.BACKEND, backend="sim", message="sim: read timed out")
+        return full.model_copy(update={"devices": (), "problems": (gone,)})
+
+    r = start(inv)
+    assert r.plugin.refresh() is True
+    state["broken"] = True
+    assert r.plugin.refresh() is False
+    assert len(published(fake)) == 8
+
+
 def test_stale_slices_of_the_pool_are_deleted_and_others_left(start: Start, fake: FakeApiServer) -> None:
     r = start()
     r.plugin.publish()

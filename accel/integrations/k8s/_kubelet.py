@@ -300,6 +300,7 @@ class KubeletPlugin:
         :class:`~._kubeapi.KubeApiError` when the API refuses or does not answer.
         """
         with self._view_lock:
+            self._published = None  # until this publication is through: the next refresh retries it
             desired = {s["metadata"]["name"]: copy.deepcopy(s) for s in self.view.slices}
             existing = {s["metadata"]["name"]: s for s in self.api.list_slices(self.driver, self.node)}
             same = set(existing) == set(desired) and all(
