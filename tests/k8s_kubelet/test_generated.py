@@ -60,3 +60,14 @@ def test_a_changed_proto_is_caught(tmp_path: Path) -> None:
     (tmp_path / "dra_v1.proto").write_text(edited)
     assert protoc.main(["protoc", f"-I{tmp_path}", f"--python_out={tmp_path}", "dra_v1.proto"]) == 0
     assert (tmp_path / "dra_v1_pb2.py").read_text() != (PROTO_DIR / "dra_v1_pb2.py").read_text()
+
+
+def test_grpc_and_the_kubernetes_client_load_only_when_the_plugin_runs() -> None:
+    """`import accel.integrations.k8s` and building accel's parser load neither (accel ls pays nothing)."""
+    code = ("import json, sys, accel.integrations.k8s\n"
+            "from accel.cli._parser import parse\n"
+            "args = parse(['k8s', 'kubelet-plugin', '--sim', 'dgx-h100'])\n"
+            "import accel.integrations.k8s._kubelet\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('grpc', 'kubernetes', 'google'))))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert run.stdout.strip() == "[]", run.stdout

@@ -127,7 +127,7 @@ def driver_for(inv: HostInventory, driver: str | None, domain: str = DEFAULT_DOM
         return drivers[0]
     if driver not in drivers and log is not None:
         log(f"warning: no device of driver {driver} on this host (drivers here: {', '.join(drivers) or 'none'}); "
-            "publishing an empty pool")
+            "nothing of it is published")
     return driver
 
 
