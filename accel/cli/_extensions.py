@@ -67,6 +67,7 @@ def add_parsers(
     from ..integrations.k8s._kubelet_args import add_arguments as _kubelet_arguments
 
     _kubelet_arguments(kubelet)
+    _seconds_options(kubelet, ("api_timeout", "poll_interval"))
     selection_args(kubelet)
     sched = sub.add_parser("sched", help="the scheduler's journal: job histories, states and bills")
     if argv is not None and "sched" not in argv:
@@ -94,6 +95,16 @@ def _check_sched_options(sched: argparse.ArgumentParser) -> None:
                 for opt in sub._actions:
                     if "--at" in opt.option_strings:
                         opt.type = at
+
+
+def _seconds_options(p: argparse.ArgumentParser, dests: tuple[str, ...]) -> None:
+    """Give these options the CLI's number type (finite seconds > 0, at most a day; one-line errors)."""
+    from ._options import number
+
+    seconds = number(unit="seconds", minimum=0, min_inclusive=False, maximum=86400)
+    for opt in p._actions:
+        if opt.dest in dests:
+            opt.type = seconds
 
 
 def _exporter_arguments(p: argparse.ArgumentParser) -> None:
