@@ -1,12 +1,12 @@
 """A faithful fake of the Kubernetes API server for the paths the kubelet plugin uses.
 
-``resource.k8s.io/v1``: list (with ``fieldSelector`` on ``spec.driver`` and ``spec.nodeName``),
-create, replace (``metadata.resourceVersion`` must match: 409 otherwise) and delete
-ResourceSlices; get ResourceClaims.  Every object it receives, and every claim a test puts in,
-is validated with ``kubernetes-validate --strict`` against the Kubernetes 1.37 schema (422 with
-the reason when it fails): "checked object by object against the schema".  Errors are
-``Status`` objects as the real server sends them.  ``hang`` makes every request wait until it is
-cleared (a hung API server).
+``/api/v1/nodes/NAME`` (get) and ``resource.k8s.io/v1``: list (with ``fieldSelector`` on
+``spec.driver`` and ``spec.nodeName``), create, replace (``metadata.resourceVersion`` must
+match: 409 otherwise) and delete ResourceSlices; get ResourceClaims.  Every object it
+receives, and every claim and node a test puts in, is validated with ``kubernetes-validate
+--strict`` against the Kubernetes 1.37 schema (422 with the reason when it fails): "checked
+object by object against the schema".  Errors are ``Status`` objects as the real server sends
+them.  ``start_hanging`` makes every request wait until ``stop_hanging`` (a hung API server).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import kubernetes_validate as kv
 SCHEMA_VERSION = "1.37.0"
 _SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 _SLICE = re.compile(r"^/apis/resource\.k8s\.io/v1/resourceslices/([^/]+)$")
+_NODE = re.compile(r"^/api/v1/nodes/([^/]+)$")
 _CLAIM = re.compile(r"^/apis/resource\.k8s\.io/v1/namespaces/([^/]+)/resourceclaims/([^/]+)$")
 
 
@@ -37,6 +38,7 @@ class FakeApiServer:
     def __init__(self) -> None:
         self.slices: dict[str, dict[str, Any]] = {}
         self.claims: dict[tuple[str, str], dict[str, Any]] = {}
+        self.nodes: dict[str, dict[str, Any]] = {}
         #: Every (method, path, body) received, in order.
         self.requests: list[tuple[str, str, dict[str, Any] | None]] = []
         self.validated = 0
@@ -117,6 +119,15 @@ class FakeApiServer:
         }))
         return path
 
+    def add_node(self, name: str) -> str:
+        """A Node object; returns its uid."""
+        node = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "uid": str(uuid.uuid4()), "resourceVersion": self._next()}}
+        validate(node)
+        with self.lock:
+            self.nodes[name] = node
+        return str(node["metadata"]["uid"])
+
     def add_claim(self, namespace: str, name: str, results: list[dict[str, str]], *,
                   uid: str | None = None, allocated: bool = True) -> str:
         """A ResourceClaim allocated ``results`` ({request, driver, pool, device}); returns its uid."""
@@ -159,6 +170,12 @@ class FakeApiServer:
     def answer(self, method: str, path: str, query: dict[str, list[str]],
                body: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
         with self.lock:
+            m = _NODE.match(path)
+            if m and method == "GET":
+                node = self.nodes.get(m.group(1))
+                if node is None:
+                    return self._status(404, "NotFound", f'nodes "{m.group(1)}" not found')
+                return 200, node
             m = _CLAIM.match(path)
             if m and method == "GET":
                 claim = self.claims.get((m.group(1), m.group(2)))

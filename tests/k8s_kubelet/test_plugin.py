@@ -83,6 +83,25 @@ def test_publishes_the_pool_through_the_api_checked_against_the_schema(start: St
     assert len(fake.requests) == writes + 1 and fake.requests[-1][0] == "GET"
 
 
+def test_the_node_owns_its_slices_when_it_can_be_read(start: Start, fake: FakeApiServer) -> None:
+    uid = fake.add_node(NODE)
+    r = start()
+    r.plugin.publish()
+    owners = [s["metadata"]["ownerReferences"] for s in fake.slices.values()]
+    assert owners and all(o == [{"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": uid, "controller": True}]
+                          for o in owners)
+
+
+def test_an_unreadable_node_leaves_the_slices_without_owner_said_once(start: Start, fake: FakeApiServer) -> None:
+    lines: list[str] = []
+    r = start(log=lines.append)
+    r.plugin.publish()
+    r.plugin.publish()
+    assert fake.slices and not any("ownerReferences" in s["metadata"] for s in fake.slices.values())
+    assert sum("without an owner" in line for line in lines) == 1
+    assert sum(1 for m, path, _ in fake.requests if path.startswith("/api/v1/nodes/")) == 1
+
+
 def test_health_change_is_republished_with_a_taint(start: Start, fake: FakeApiServer) -> None:
     state = {"faults": None}
     r = start(lambda: inventory(faults=state["faults"]))

@@ -1,7 +1,7 @@
 """What the DRA kubelet plugin asks of the Kubernetes API, and the official client behind it.
 
-:class:`KubeApi` is the small surface the plugin needs: read a ResourceClaim, and list, create,
-replace and delete this node's ResourceSlices (``resource.k8s.io/v1``).  :class:`ClientApi`
+:class:`KubeApi` is the small surface the plugin needs: read a ResourceClaim and the Node, and
+list, create, replace and delete this node's ResourceSlices (``resource.k8s.io/v1``).  :class:`ClientApi`
 implements it with the official ``kubernetes`` Python client (``ResourceV1Api``, extra
 ``[kubernetes]``), loaded only when one is made; every call has a deadline, and every failure is
 a :class:`KubeApiError` (:class:`KubeApiTimeoutError` when the deadline passed) naming the call.
@@ -43,6 +43,10 @@ class KubeApi(Protocol):
 
     def read_claim(self, namespace: str, name: str) -> dict[str, Any]:
         """The ResourceClaim ``namespace/name`` (``KubeApiError`` with status 404 when absent)."""
+        ...
+
+    def read_node(self, name: str) -> dict[str, Any]:
+        """The Node ``name`` (its uid makes it the owner of the node's slices)."""
         ...
 
     def list_slices(self, driver: str, node: str) -> list[dict[str, Any]]:
@@ -97,6 +101,7 @@ class ClientApi:
             api_client = self._configured(client, config, kubeconfig)
         self._client = api_client
         self._api = client.ResourceV1Api(api_client)
+        self._core = client.CoreV1Api(api_client)
         self._models = client
 
     @staticmethod
@@ -143,6 +148,10 @@ class ClientApi:
     def read_claim(self, namespace: str, name: str) -> dict[str, Any]:
         out: dict[str, Any] = self._call(f"get resourceclaim {namespace}/{name}",
                                          self._api.read_namespaced_resource_claim, name, namespace)
+        return out
+
+    def read_node(self, name: str) -> dict[str, Any]:
+        out: dict[str, Any] = self._call(f"get node {name}", self._core.read_node, name)
         return out
 
     def list_slices(self, driver: str, node: str) -> list[dict[str, Any]]:

@@ -167,6 +167,8 @@ class KubeletPlugin:
         self.view = _view(inv, driver, self.node, domain, partitionable)
         self._view_lock = threading.Lock()
         self._published: dict[str, dict[str, Any]] | None = None
+        self._owner_ref: dict[str, Any] | None = None
+        self._owner_warned = False
         self.store = ClaimStore(driver, state_dir, cdi_dir)
         try:
             removed, restored = self.store.reconcile()
@@ -301,10 +303,15 @@ class KubeletPlugin:
         """
         with self._view_lock:
             self._published = None  # until this publication is through: the next refresh retries it
+            owner = self._owner()
             desired = {s["metadata"]["name"]: copy.deepcopy(s) for s in self.view.slices}
+            for obj in desired.values():
+                if owner is not None:
+                    obj["metadata"]["ownerReferences"] = [owner]
             existing = {s["metadata"]["name"]: s for s in self.api.list_slices(self.driver, self.node)}
             same = set(existing) == set(desired) and all(
                 _covers(_without_generation(existing[n]["spec"]), _without_generation(s["spec"]))
+                and _covers(existing[n]["metadata"].get("ownerReferences"), s["metadata"].get("ownerReferences"))
                 for n, s in desired.items())
             if same:
                 self._published = desired
@@ -328,6 +335,27 @@ class KubeletPlugin:
                     deleted.append(name)
             self._published = desired
             return created, replaced, deleted
+
+    def _owner(self) -> dict[str, Any] | None:
+        """The Node as the owner of its slices (deleted with it), once known; None when it cannot be read.
+
+        A Node the API does not show (RBAC without ``get nodes``, or not registered yet) leaves
+        the slices without an owner, said once in the log; a timeout is raised (tried again).
+        """
+        if self._owner_ref is None and not self._owner_warned:
+            try:
+                node = self.api.read_node(self.node)
+            except KubeApiTimeoutError:
+                raise
+            except KubeApiError as exc:
+                self._owner_warned = True
+                self._log(f"warning: slices published without an owner (the Node is not readable: {exc})")
+                return None
+            uid = (node.get("metadata") or {}).get("uid")
+            if uid:
+                self._owner_ref = {"apiVersion": "v1", "kind": "Node", "name": self.node, "uid": str(uid),
+                                   "controller": True}
+        return self._owner_ref
 
     def refresh(self) -> bool:
         """Read the inventory again; re-publish when what this node publishes changed.
