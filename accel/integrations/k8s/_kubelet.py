@@ -32,6 +32,7 @@ An inventory with a backend missing is not published (the last publication stays
 from __future__ import annotations
 
 import copy
+import os
 import socket
 import stat
 import sys
@@ -555,7 +556,8 @@ def main(args: Any, inventory: Callable[[], HostInventory]) -> int:
     api = ClientApi(kubeconfig=args.kubeconfig, timeout_s=args.api_timeout)
     driver = driver_for(inventory(), args.driver_name, args.domain)
     plugin_dir = Path(args.plugin_dir or f"/var/lib/kubelet/plugins/{driver}")
-    plugin = KubeletPlugin(driver=driver, node=args.node_name, inventory=inventory, api=api,
+    node = args.node_name or os.environ.get("NODE_NAME", "").strip() or None
+    plugin = KubeletPlugin(driver=driver, node=node, inventory=inventory, api=api,
                            cdi_dir=Path(args.cdi_dir), state_dir=Path(args.state_dir) if args.state_dir else plugin_dir,
                            domain=args.domain, partitionable=args.partitionable, cdi_env=args.cdi_env)
     server = KubeletPluginServer(plugin, plugin_dir=plugin_dir, registry_dir=Path(args.registry_dir))

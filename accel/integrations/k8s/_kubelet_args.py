@@ -25,7 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--driver-name", metavar="NAME",
                    help="the DRA driver served, <vendor>.<domain> (default: the one driver of this host's devices)")
     p.add_argument("--node-name", metavar="NAME",
-                   help="this node's name in Kubernetes, also the pool name (default: the inventory's hostname)")
+                   help="this node's name in Kubernetes, also the pool name (default: $NODE_NAME, as a DaemonSet "
+                        "sets it from spec.nodeName; else the inventory's hostname)")
     p.add_argument("--domain", default="accel.dev", metavar="DOMAIN", help="attribute domain (default accel.dev)")
     p.add_argument("--partitionable", action="store_true",
                    help="publish partitioned devices with their partitions and shared counters "
