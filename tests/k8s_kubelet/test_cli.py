@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -27,14 +28,15 @@ def _command(base: Path, kubeconfig: Path, *extra: str) -> list[str]:
             "--kubeconfig", str(kubeconfig), "--api-timeout", "5", "--poll-interval", "0.5", *extra]
 
 
-def _start(cmd: list[str]) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
+def _start(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, env=env)
     assert proc.stderr is not None
     lines = []
     for raw in proc.stderr:
         line = raw.decode()
         lines.append(line)
         if "serving nvidia.accel.dev" in line:
+            assert f"serving nvidia.accel.dev on node {NODE}:" in line, line
             return proc
     proc.wait(10)
     raise AssertionError("".join(lines))
@@ -74,13 +76,16 @@ def test_the_command_end_to_end_with_a_restart(fake: FakeApiServer, short_dir: P
         stop(proc)
     assert not reg_sock.exists() and not Path(info.endpoint).exists()
 
-    proc = _start(cmd)  # a new process on the same directories
+    # A new process on the same directories, told its node the way a DaemonSet does ($NODE_NAME).
+    without_node = [a for i, a in enumerate(cmd) if a != "--node-name" and cmd[i - 1] != "--node-name"]
+    proc = _start(without_node, env={**os.environ, "NODE_NAME": NODE})
     try:
         assert spec.exists()
         with grpc.insecure_channel(f"unix://{info.endpoint}") as ch:
             out = dra_v1_pb2_grpc.DRAPluginStub(ch).NodeUnprepareResources(dra_v1_pb2.NodeUnprepareResourcesRequest(
                 claims=[dra_v1_pb2.Claim(namespace="default", uid=uid, name="c")]), timeout=20)
         assert out.claims[uid].error == "" and not spec.exists()
+        assert {s["spec"]["nodeName"] for s in fake.slices.values()} == {NODE}
         # A second plugin on the same sockets: one line, exit 2, and the first keeps serving.
         second = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
         assert second.returncode == 2
