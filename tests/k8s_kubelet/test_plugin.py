@@ -406,3 +406,42 @@ def test_driver_is_inferred_or_must_be_named(fake: FakeApiServer, short_dir: Pat
     with pytest.raises(ConfigError, match="--driver-name is needed"):
         KubeletPlugin(driver=None, node=None, inventory=lambda: inventory("mixed-nvidia-ascend"),
                       api=client_api(fake), cdi_dir=short_dir / "cdi2", state_dir=short_dir / "state2")
+
+
+def test_a_checkpoint_of_another_driver_is_refused(fake: FakeApiServer, short_dir: Path) -> None:
+    from accel.errors import ConfigError
+
+    (short_dir / "state").mkdir()
+    (short_dir / "state" / "checkpoint.json").write_text(
+        json.dumps({"version": 1, "driver": "amd.accel.dev", "claims": {}}))
+    with pytest.raises(ConfigError, match=r"belongs to driver 'amd\.accel\.dev'"):
+        KubeletPlugin(driver=DRIVER, node=NODE, inventory=inventory, api=client_api(fake),
+                      cdi_dir=short_dir / "cdi", state_dir=short_dir / "state")
+    # The failed start released the state directory: a right one starts there.
+    (short_dir / "state" / "checkpoint.json").unlink()
+    KubeletPlugin(driver=DRIVER, node=NODE, inventory=inventory, api=client_api(fake), cdi_dir=short_dir / "cdi",
+                  state_dir=short_dir / "state").close()
+
+
+def test_a_socket_path_too_long_for_unix_sockets_is_refused(fake: FakeApiServer, short_dir: Path) -> None:
+    from accel.errors import ConfigError
+
+    plugin = KubeletPlugin(driver=DRIVER, node=NODE, inventory=inventory, api=client_api(fake),
+                           cdi_dir=short_dir / "cdi", state_dir=short_dir / "state")
+    try:
+        deep = short_dir / ("d" * 120)
+        server = KubeletPluginServer(plugin, plugin_dir=deep, registry_dir=short_dir / "registry")
+        with pytest.raises(ConfigError, match="longer than 107 bytes"):
+            server.start()
+        assert not list((short_dir / "registry").glob("*.sock"))
+    finally:
+        plugin.close()
+
+
+def test_unprepare_of_an_impossible_uid_is_a_grpc_error(start: Start) -> None:
+    r = start()
+    with pytest.raises(grpc.RpcError) as err:
+        unprepare(r.v1(), dra_v1_pb2, ("a/../b", "x"))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    empty = r.v1().NodePrepareResources(dra_v1_pb2.NodePrepareResourcesRequest(), timeout=10)
+    assert dict(empty.claims) == {}
