@@ -132,9 +132,39 @@ def _k8s_arguments(parser: argparse.ArgumentParser, context: CommandContext) -> 
         epilog="Needs accel-sdk[scheduler] (pip install 'accel-sdk[scheduler]').",
     )
     extender_arguments(extender)
+    from ..integrations.k8s._kubelet_args import add_arguments as kubelet_arguments
+
+    kubelet = sub.add_parser(
+        "kubelet-plugin",
+        help="serve the kubelet's DRA plugin protocol: prepare claims as CDI specs, publish ResourceSlices",
+        description="A DRA kubelet plugin for one accel driver: registration and DRA gRPC (v1, v1beta1) on "
+        "unix sockets, a CDI spec per prepared claim, a checkpoint, and this node's ResourceSlices kept current "
+        "through the Kubernetes API; see docs/kubernetes.md.",
+        epilog="Needs accel-sdk[kubernetes] (pip install 'accel-sdk[kubernetes]').",
+    )
+    kubelet_arguments(kubelet)
+    seconds = number(unit="seconds", minimum=0, min_inclusive=False, maximum=86400)
+    for opt in kubelet._actions:  # the CLI's number type: finite seconds > 0, at most a day
+        if opt.dest in ("api_timeout", "poll_interval"):
+            opt.type = seconds
+    context.add_selection_arguments(kubelet)
 
 
 def _k8s_run(args: argparse.Namespace) -> int:
+    if args.k8s_command == "kubelet-plugin":
+        try:  # gRPC, protobuf and the Kubernetes client ([kubernetes] extra)
+            kubelet = importlib.import_module("accel.cli._kubelet")
+        except ImportError as exc:
+            from ..errors import ConfigError
+            from ._registry import missing_module
+
+            missing = missing_module(exc)
+            if missing is None:
+                raise
+            raise ConfigError(f"accel k8s kubelet-plugin needs {missing!r}, which is not installed: "
+                              "pip install 'accel-sdk[kubernetes]'") from exc
+        kubelet_code: int = kubelet.main(args)
+        return kubelet_code
     if args.k8s_command == "extender":
         try:  # the extender runs accel.scheduler, which needs numpy ([scheduler] extra)
             ext = importlib.import_module("accel.integrations.k8s._extender")
@@ -153,7 +183,8 @@ def _k8s_run(args: argparse.Namespace) -> int:
 
 
 K8S = Command(
-    help="Kubernetes services (`accel k8s extender`: a kube-scheduler extender)",
+    help="Kubernetes services (`accel k8s extender`: a kube-scheduler extender; "
+    "`accel k8s kubelet-plugin`: a DRA kubelet plugin)",
     add_arguments=_k8s_arguments,
     run=_k8s_run,
 )

@@ -11,7 +11,9 @@ Each device gets up to three ``devices[]`` entries with the same edits (CDI devi
 - the vendor tool's index (``"0"``), when the device has one;
 - its UUID (``"GPU-1b2c..."``; characters outside the CDI set become ``-``), when it has one and
   the UUID was printed by the vendor (a synthesized UUID is not a name anyone would ask for);
-- its DRA device name (``"gpu-0000-18-00-0"``), always: the id the kubelet plugin returns.
+- its DRA device name (``"gpu-0000-18-00-0"``), always.  (``accel k8s kubelet-plugin`` writes a
+  spec of its own per prepared claim, kind ``<driver>/claim``, with the same edits from
+  :func:`device_edits`, so two claims sharing a device never define one CDI name twice.)
 
 plus ``"all"``: every device of the spec at once, with the visibility variable listing every id.
 
@@ -47,11 +49,11 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError
-from ...model import Device, HostInventory
+from ...model import Device, HostInventory, Partition
 from ._dra import DEFAULT_DOMAIN, _device_name
 
-__all__ = ["CDI_VERSION", "ENV_MODES", "SHARED_NODES", "CdiProblem", "CdiProjection", "cdi_specs", "spec_file_name",
-           "write_specs"]
+__all__ = ["CDI_VERSION", "ENV_MODES", "SHARED_NODES", "CdiProblem", "CdiProjection", "cdi_specs", "device_edits",
+           "spec_file_name", "write_specs"]
 
 CDI_VERSION = "0.5.0"
 #: ``cdi_specs(env=...)``: which visibility-variable edits to write.
@@ -125,6 +127,39 @@ def _stable(visible_id: str) -> bool:
     return not _INDEXES.match(visible_id)
 
 
+def device_edits(
+    dev: Device | Partition, vendor: str, *, env: str = "stable", kind: str = ""
+) -> tuple[dict[str, Any], CdiProblem | None] | CdiProblem:
+    """The ``containerEdits`` of one device or partition, as :func:`cdi_specs` writes them.
+
+    ``vendor`` is the device's (a partition's parent's).  ``deviceNodes`` are the binding's nodes
+    less the vendor's shared control nodes (:data:`SHARED_NODES`, which belong in a spec's own
+    edits); ``env`` follows the ``env`` mode of :func:`cdi_specs`.
+    Returns the edits and a problem about them (``no_visible_id``), or only a problem
+    (``no_device_nodes``) when the binding lists no node of the device's own.
+    """
+    if env not in ENV_MODES:
+        raise ConfigError(f"CDI env mode must be one of {', '.join(ENV_MODES)}, got {env!r}")
+    shared = SHARED_NODES.get(vendor, frozenset())
+    own = [n for n in dev.binding.device_nodes if n not in shared]
+    where = f"{dev.id} ({kind})" if kind else dev.id
+    if not own:
+        listed = ", ".join(dev.binding.device_nodes) or "none"
+        return CdiProblem(dev.id, "no_device_nodes",
+                          f"{where}: the binding lists no device node of its own (nodes: {listed}); "
+                          "no CDI device for it")
+    edits: dict[str, Any] = {"deviceNodes": [{"path": n} for n in own]}
+    env_name = dev.binding.visible_env
+    visible = dev.binding.visible_id
+    if env == "none" or (env == "stable" and visible and not _stable(visible)):
+        env_name = None
+    if env_name and visible:
+        edits["env"] = [f"{env_name}={visible}"]
+    elif env_name:
+        return edits, CdiProblem(dev.id, "no_visible_id", f"{where}: {env_name} has no value; no env edit")
+    return edits, None
+
+
 def cdi_specs(inv: HostInventory, *, domain: str = DEFAULT_DOMAIN, env: str = "stable") -> CdiProjection:
     """One CDI spec per ``<vendor>.<domain>/<kind>`` for the devices of ``inv``.
 
@@ -149,28 +184,20 @@ def cdi_specs(inv: HostInventory, *, domain: str = DEFAULT_DOMAIN, env: str = "s
         all_nodes: list[str] = []
         all_ids: dict[str, list[str]] = {}
         for dev in devices:
-            own = [n for n in dev.binding.device_nodes if n not in shared]
             for node in dev.binding.device_nodes:
                 if node in shared and node not in spec_nodes:
                     spec_nodes.append(node)
-            if not own:
-                listed = ", ".join(dev.binding.device_nodes) or "none"
-                out.problems.append(CdiProblem(
-                    dev.id, "no_device_nodes",
-                    f"{dev.id} ({kind}): the binding lists no device node of its own (nodes: {listed}); "
-                    "no CDI device for it"))
+            made = device_edits(dev, dev.vendor, env=env, kind=kind)
+            if isinstance(made, CdiProblem):
+                out.problems.append(made)
                 continue
-            edits: dict[str, Any] = {"deviceNodes": [{"path": n} for n in own]}
-            env_name = dev.binding.visible_env
-            visible = dev.binding.visible_id
-            if env == "none" or (env == "stable" and visible and not _stable(visible)):
-                env_name = None
-            if env_name and visible:
-                edits["env"] = [f"{env_name}={visible}"]
-                all_ids.setdefault(env_name, []).append(visible)
-            elif env_name:
-                out.problems.append(CdiProblem(
-                    dev.id, "no_visible_id", f"{dev.id} ({kind}): {env_name} has no value; no env edit"))
+            edits, problem = made
+            if problem is not None:
+                out.problems.append(problem)
+            own = [n["path"] for n in edits["deviceNodes"]]
+            for var in edits.get("env", []):
+                name, _, visible = var.partition("=")
+                all_ids.setdefault(name, []).append(visible)
             names = []
             for name in _names(dev):
                 if name in taken or name == "all":
