@@ -15,9 +15,9 @@ from accel.model import (
     LinkType,
 )
 
-from ._backend import Collection
 from ._matrix import Matrix, read_matrix
 from ._text import ParseContext
+from ._tool import Collection
 
 __all__ = ["PCIE_CODES", "link_domains", "matrix_links", "topo_links"]
 

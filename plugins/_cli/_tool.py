@@ -1,0 +1,296 @@
+"""A CLI backend over one vendor tool: :class:`ToolBackend` runs the tool's views through a
+:class:`Collection` per snapshot, builds the units with :func:`~accel.plugins._cli.build_units`,
+and checks what it built against the device lists (:func:`with_census`)."""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import shlex
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar, TypeVar
+
+from accel.errors import AccelError, ParseError, ToolError, ToolTimeoutError
+from accel.model import (
+    Binding,
+    Device,
+    DeviceKind,
+    Domain,
+    Link,
+    Partition,
+    PartitionProfile,
+    ProcessUsage,
+    Telemetry,
+)
+from accel.plugin import BackendConfig
+from accel.tools import Runner
+
+from ._listing import ProcessRow, parse_listing
+from ._problems import census, problems_of, unread_units
+from ._session import ToolSession
+from ._snapshot import CliBackend, Snapshot
+from ._text import ParseContext
+from ._unit import UnitReading, build_units, merge_readings, source_info, visible_binding
+
+__all__ = ["Collection", "ToolBackend", "ToolView", "with_census"]
+
+
+class ToolBackend(CliBackend):
+    """A :class:`CliBackend` over one vendor tool: subclasses set the class attributes and
+    implement :meth:`collect`, which reads the tool through a fresh :class:`Collection`."""
+
+    backend_name: ClassVar[str]
+    tool: ClassVar[str]
+    search_path: ClassVar[tuple[str, ...]] = ()
+    version: ClassVar[str] = "0.1.0"
+    #: What every unit of this backend is, and how a runtime binds it (see :func:`visible_binding`).
+    kind: ClassVar[DeviceKind]
+    visible_env: ClassVar[str | None] = None
+    torch_device_type: ClassVar[str | None] = None
+    collective_backend: ClassVar[str | None] = None
+    #: The Ray resource name (``GPU`` goes to ``ray start --num-gpus``), from Ray's accelerator
+    #: manager or the vendor's vLLM platform ``ray_device_key``; ``None`` when neither names one.
+    ray_resource: ClassVar[str | None] = None
+
+    def __init__(self, config: BackendConfig, runner: Runner) -> None:
+        self.config = config
+        self.runner = runner
+        super().__init__(self.backend_name, self._snapshot, config=config, runner=runner)
+
+    def tool_name(self) -> str:
+        """The binary to run (Kunlunxin picks ``xpu_smi`` or ``xpu-smi``)."""
+        return self.tool
+
+    def _snapshot(self) -> Snapshot:
+        session = ToolSession(
+            self.runner, self.tool_name(), search_path=self.search_path, timeout_s=self.config.tool_timeout_s
+        )
+        col = Collection(self.backend_name, self.version, session)
+        snap = self.collect(col)
+        binding = visible_binding(
+            self.visible_env, torch=self.torch_device_type, collective=self.collective_backend, ray=self.ray_resource
+        )
+        snap = with_census(
+            snap,
+            col.outputs,
+            read=col.read_bus_ids,
+            errors=col.problems,
+            vendor=self.backend_name,
+            kind=self.kind,
+            tool=session.tool,
+            binding=lambda index: binding(UnitReading(index=index)),
+        )
+        return dataclasses.replace(snap, unparsed=max(snap.unparsed, len(snap.problems), len(col.problems)))
+
+    @abc.abstractmethod
+    def collect(self, col: Collection) -> Snapshot:
+        """Run the tool's views through ``col`` and build the snapshot."""
+
+    def build(
+        self,
+        col: Collection,
+        readings: Iterable[UnitReading],
+        *,
+        versions: Mapping[str, Any],
+        per_unit: Callable[[UnitReading], Mapping[str, Any]] | None = None,
+        **more: Any,
+    ) -> tuple[list[Device], list[Telemetry]]:
+        """:func:`build_units` with this backend's vendor, kind, tool and binding rule.
+
+        A record that failed to parse but still identifies its device (bus id, index) is listed
+        too, with health ``unknown`` and a ``DeviceNotRead`` condition (:func:`unread_units`),
+        and no telemetry sample: one unreadable row never makes a chip disappear.
+        """
+        binding = visible_binding(
+            self.visible_env, torch=self.torch_device_type, collective=self.collective_backend, ray=self.ray_resource
+        )
+        readings = list(readings)
+        col.read_bus_ids.update(r.bus_id for r in readings if r.bus_id is not None)
+        devices, samples = build_units(
+            readings,
+            vendor=self.backend_name,
+            problems=col.problems,
+            per_unit=per_unit,
+            kind=self.kind,
+            tool=col.session.tool,
+            binding=binding,
+            versions=versions,
+            timestamp=col.now,
+            **more,
+        )
+        unread = unread_units(
+            col.problems,
+            devices,
+            vendor=self.backend_name,
+            kind=self.kind,
+            tool=col.session.tool,
+            binding=lambda index: binding(UnitReading(index=index)),
+        )
+        if unread:
+            # In the tool's order (by index), as if the row had been read.
+            devices = sorted([*devices, *unread], key=lambda d: (d.index is None, d.index or 0))
+        return devices, samples
+
+
+def with_census(
+    snap: Snapshot,
+    outputs: Iterable[tuple[str, str]],
+    *,
+    read: Iterable[str],
+    errors: Iterable[AccelError],
+    vendor: str,
+    kind: DeviceKind,
+    tool: str,
+    binding: Callable[[int | None], Binding] | None = None,
+) -> Snapshot:
+    """``snap`` checked against the device lists it came from (:func:`census`).
+
+    ``outputs`` are the ``(command, stdout)`` of the views devices are listed from, ``read``
+    the bus ids of every unit parsed from them (devices and VFs), ``errors`` the failed records
+    already reported.  A bus id printed in a table row and in none of those is a chip the
+    parser lost (a mangled rule merged its record into the next, a lost header row ended the
+    table early): it becomes a ``record`` problem and a listed device with health ``unknown``
+    (:func:`unread_units`), so the snapshot is partial, loudly, instead of short, silently.
+    """
+    errs = list(errors)
+    known = {*read, *(d.pci.bus_id for d in snap.devices if d.pci is not None)}
+    missed: list[ParseError] = []
+    for command, text in outputs:
+        missed.extend(census(text, known, tool=tool, command=command, errors=[*errs, *missed]))
+    if not missed:
+        return snap
+    unread = unread_units(missed, snap.devices, vendor=vendor, kind=kind, tool=tool, binding=binding)
+    devices = snap.devices
+    if unread:
+        devices = tuple(sorted([*devices, *unread], key=lambda d: (d.index is None, d.index or 0)))
+    return dataclasses.replace(snap, devices=devices, problems=(*snap.problems, *problems_of(vendor, missed)))
+
+
+P = TypeVar("P")
+
+
+class Collection:
+    """One snapshot's tool runs for a backend: what ran, what was skipped, what was dropped.
+
+    ``main`` runs the command a device list comes from, ``extra`` a secondary view whose
+    absence is expected; both parse with the given function.  Failures (other than a hung
+    tool) are remembered rather than raised, so :meth:`snapshot` can report them in the
+    source detail, and :meth:`require` raises the first one when no view produced devices.
+    """
+
+    def __init__(self, backend: str, version: str, session: ToolSession) -> None:
+        self.backend = backend
+        self.version = version
+        self.session = session
+        self.notes: list[str] = []
+        self.problems: list[AccelError] = []
+        #: Main commands that failed (exit status, missing, refused): typed problems too.
+        self.failures: list[AccelError] = []
+        #: ``(command, stdout)`` of every main view that ran: the device lists :func:`census`
+        #: checks the built devices against.
+        self.outputs: list[tuple[str, str]] = []
+        #: Bus ids of every unit :meth:`ToolBackend.build` was given (devices and the VFs that
+        #: become partitions alike): what the census counts as read.
+        self.read_bus_ids: set[str] = set()
+        self.now = datetime.now(UTC)
+        self._first: AccelError | None = None
+
+    def _parsed(self, args: Sequence[str], parse: Callable[[str, str], P], *, optional: bool) -> P | None:
+        command = shlex.join([self.session.tool, *args])
+        try:
+            result = self.session.optional(*args, notes=self.notes) if optional else self.session.run(*args)
+        except ToolTimeoutError:
+            raise
+        except ToolError as exc:
+            self._first = self._first or exc
+            self.notes.append(f"{command}: {exc.code}")
+            # The main view failing is a partial read; an absent secondary view is expected.
+            self.failures.append(exc)
+            return None
+        if result is None:
+            return None
+        if not optional:
+            self.outputs.append((command, result.stdout))
+        try:
+            return parse(result.stdout, command)
+        except ParseError as exc:
+            self._first = self._first or exc
+            self.problems.append(exc)
+            return None
+
+    def main(self, parse: Callable[[str, str], P], *args: str) -> P | None:
+        """Run and parse the main view; ``None`` (remembered) when it fails."""
+        return self._parsed(args, parse, optional=False)
+
+    def extra(self, parse: Callable[[str, str], P], *args: str) -> P | None:
+        """Run and parse a secondary view; ``None`` when absent or unreadable."""
+        return self._parsed(args, parse, optional=True)
+
+    def required(self, parse: Callable[[str, str], P], *args: str) -> P:
+        """Run and parse the main view; its failure is raised (no other view lists devices)."""
+        parsed = self.main(parse, *args)
+        if parsed is None:
+            raise self._first or ParseError(f"{self.session.tool} printed nothing to parse", tool=self.session.tool)
+        if isinstance(parsed, ToolView):  # the units that view left out belong to this snapshot
+            self.problems.extend(parsed.problems)
+        return parsed
+
+    def uuids(self, readings: list[UnitReading], words: Sequence[str]) -> tuple[list[UnitReading], bool]:
+        """Merge the UUIDs (and names, bus ids) of ``<tool> -L`` into ``readings``.
+
+        Returns the merged readings and whether the listing was available at all.
+        """
+        tool = self.session.tool
+        listed = self.extra(lambda text, cmd: parse_listing(text, words=words, ctx=ParseContext(tool, cmd)), "-L")
+        if listed is None:
+            return readings, False
+        extra = [UnitReading(index=x.index, uuid=x.uuid, bus_id=x.bus_id) for x in listed]
+        return merge_readings(readings, extra), True
+
+    def require(self, found: Sized) -> None:
+        """Raise the first failure when nothing was found (no view worked)."""
+        if not found and self._first is not None:
+            raise self._first
+
+    def snapshot(
+        self,
+        devices: Sequence[Device],
+        telemetry: Sequence[Telemetry],
+        *,
+        partitions: Sequence[Partition] = (),
+        profiles: Sequence[PartitionProfile] = (),
+        links: Sequence[Link] = (),
+        domains: Sequence[Domain] = (),
+        processes: Sequence[ProcessUsage] = (),
+    ) -> Snapshot:
+        return Snapshot(
+            devices=tuple(devices),
+            telemetry=tuple(telemetry),
+            partitions=tuple(partitions),
+            profiles=tuple(profiles),
+            links=tuple(links),
+            domains=tuple(domains),
+            processes=tuple(processes),
+            source=source_info(
+                self.backend,
+                version=self.version,
+                api=self.session.tool,
+                calls=self.session.invocations,
+                notes=self.notes,
+                problems=self.problems,
+            ),
+            collected_at=self.now,
+            problems=problems_of(self.backend, [*self.failures, *self.problems]),
+        )
+
+
+@dataclass
+class ToolView:
+    """What one tool view printed: versions, units, processes, and the units left out."""
+
+    driver_version: str | None = None
+    readings: list[UnitReading] = field(default_factory=list)
+    processes: list[ProcessRow] = field(default_factory=list)
+    problems: list[ParseError] = field(default_factory=list)
