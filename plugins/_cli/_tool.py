@@ -53,11 +53,25 @@ class ToolBackend(CliBackend):
     #: The Ray resource name (``GPU`` goes to ``ray start --num-gpus``), from Ray's accelerator
     #: manager or the vendor's vLLM platform ``ray_device_key``; ``None`` when neither names one.
     ray_resource: ClassVar[str | None] = None
+    #: Device files a container needs for a unit, ``{index}`` standing for its index
+    #: (``/dev/cambricon_dev{index}``); see :func:`visible_binding`.
+    device_nodes: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: BackendConfig, runner: Runner) -> None:
         self.config = config
         self.runner = runner
         super().__init__(self.backend_name, self._snapshot, config=config, runner=runner)
+
+    def binding_rule(self) -> Callable[[UnitReading], Binding]:
+        """How a runtime selects a unit of this backend (:func:`visible_binding` of the class
+        attributes)."""
+        return visible_binding(
+            self.visible_env,
+            torch=self.torch_device_type,
+            collective=self.collective_backend,
+            ray=self.ray_resource,
+            nodes=self.device_nodes,
+        )
 
     def tool_name(self) -> str:
         """The binary to run (Kunlunxin picks ``xpu_smi`` or ``xpu-smi``)."""
@@ -69,9 +83,7 @@ class ToolBackend(CliBackend):
         )
         col = Collection(self.backend_name, self.version, session)
         snap = self.collect(col)
-        binding = visible_binding(
-            self.visible_env, torch=self.torch_device_type, collective=self.collective_backend, ray=self.ray_resource
-        )
+        binding = self.binding_rule()
         snap = with_census(
             snap,
             col.outputs,
@@ -103,9 +115,7 @@ class ToolBackend(CliBackend):
         too, with health ``unknown`` and a ``DeviceNotRead`` condition (:func:`unread_units`),
         and no telemetry sample: one unreadable row never makes a chip disappear.
         """
-        binding = visible_binding(
-            self.visible_env, torch=self.torch_device_type, collective=self.collective_backend, ray=self.ray_resource
-        )
+        binding = self.binding_rule()
         readings = list(readings)
         col.read_bus_ids.update(r.bus_id for r in readings if r.bus_id is not None)
         devices, samples = build_units(
@@ -195,6 +205,8 @@ class Collection:
         #: become partitions alike): what the census counts as read.
         self.read_bus_ids: set[str] = set()
         self.now = datetime.now(UTC)
+        #: The tool's version as its output printed it (the source's ``api_version``).
+        self.api_version: str | None = None
         self._first: AccelError | None = None
 
     def _parsed(self, args: Sequence[str], parse: Callable[[str, str], P], *, optional: bool) -> P | None:
@@ -280,6 +292,7 @@ class Collection:
                 calls=self.session.invocations,
                 notes=self.notes,
                 problems=self.problems,
+                api_version=self.api_version,
             ),
             collected_at=self.now,
             problems=problems_of(self.backend, [*self.failures, *self.problems]),

@@ -99,12 +99,19 @@ class UnitReading:
     #: is ``unknown`` (``monitored=False``), never ``healthy``.
     health_read: bool = False
     extras: dict[str, str | int | float | bool] = field(default_factory=dict)
+    #: The id (after ``<vendor>:``) of a unit the tool prints neither a UUID nor a bus id for,
+    #: from something else it does print for it (cnmon v4: ``card-<n>``); the vendor flags
+    #: where it came from in ``extras``.  Unused when a UUID or bus id is known.
+    fallback_id: str | None = None
 
     def stable_id(self, vendor: str) -> str:
-        """``<vendor>:<uuid>`` or ``<vendor>:pci-<bdf>``; :class:`ParseError` without either."""
+        """``<vendor>:<uuid>`` or ``<vendor>:pci-<bdf>``, else ``<vendor>:<fallback_id>``;
+        :class:`ParseError` without any of them."""
         try:
             return device_id_for(vendor, uuid=self.uuid, bus_id=self.bus_id)
         except ValueError as exc:
+            if self.fallback_id is not None and not self.uuid:
+                return f"{vendor}:{self.fallback_id}"
             where = f"device {self.index}" if self.index is not None else "a device"
             raise ParseError(f"{where} has neither a UUID nor a PCI bus id; no stable id") from exc
 
@@ -167,7 +174,9 @@ def build_unit(
     if reserved is not None and reading.memory_total_bytes is not None and reserved > reading.memory_total_bytes:
         reserved = None
     memory: list[dict[str, Any]] = []
-    if reading.memory_total_bytes is not None or used is not None:
+    # A memory column whose values are unreadable this time (masked, dropped) still says the
+    # unit has memory: the region is listed, its sizes unknown.
+    if reading.memory_total_bytes is not None or used is not None or _MEMORY_FIELDS & reading.dropped:
         usable = None
         if reading.memory_total_bytes is not None and reserved is not None:
             usable = reading.memory_total_bytes - reserved
@@ -330,6 +339,10 @@ def _why(bound: tuple[float, float] | None) -> str:
     return "not a finite number" if bound is None else f"outside {bound[0]:g}..{bound[1]:g}"
 
 
+#: Readings whose being dropped (``UnitReading.dropped``) still lists a memory region.
+_MEMORY_FIELDS = frozenset({"memory_total_bytes", "memory_used_bytes"})
+
+
 #: Device fields a CLI view either prints or never prints (architecture: none of these tools).
 _VIEW_FIELDS = ("uuid", "serial_number")
 
@@ -446,20 +459,33 @@ def merge_readings(primary: Sequence[UnitReading], secondary: Iterable[UnitReadi
 
 
 def visible_binding(
-    env: str | None, *, torch: str | None = None, collective: str | None = None, ray: str | None = None
+    env: str | None,
+    *,
+    torch: str | None = None,
+    collective: str | None = None,
+    ray: str | None = None,
+    nodes: Sequence[str] = (),
 ) -> Callable[[UnitReading], Binding]:
     """A binding rule: ``env=<index>`` plus the torch device type, collective backend and the
-    Ray resource name the unit is scheduled under (see ``docs/frameworks.md``)."""
+    Ray resource name the unit is scheduled under (see ``docs/frameworks.md``).
+
+    ``nodes`` are the device files a container needs for a unit, ``{index}`` standing for its
+    index (``/dev/cambricon_dev{index}``); a node with ``{index}`` is left out when the index
+    is unknown.  A reading's own ``device_nodes``, when the tool printed them, win.
+    """
 
     def bind(reading: UnitReading) -> Binding:
         visible = str(reading.index) if env is not None and reading.index is not None else None
+        files = tuple(reading.device_nodes) or tuple(
+            n.format(index=reading.index) for n in nodes if reading.index is not None or "{index}" not in n
+        )
         return Binding(
             visible_env=env if visible is not None else None,
             visible_id=visible,
             torch_device_type=torch,
             collective_backend=collective,
             ray_resource=ray,
-            device_nodes=tuple(reading.device_nodes),
+            device_nodes=files,
         )
 
     return bind
