@@ -67,6 +67,8 @@ class Snapshot:
     #: What could not be read, typed (``HostInventory.problems``): failed records, commands,
     #: devices.  Empty when the snapshot is complete.
     problems: tuple[Problem, ...] = ()
+    #: Sources after ``source`` (Hygon keeps its notes apart from the merge it describes).
+    extra_sources: tuple[SourceInfo, ...] = ()
 
     def inventory(self) -> HostInventory:
         """The snapshot as a validated :class:`HostInventory`."""
@@ -88,7 +90,7 @@ class Snapshot:
                 "domains": self.domains,
                 "processes": self.processes,
                 "collected_at": self.collected_at,
-                "sources": (self.source,) if self.source is not None else (),
+                "sources": ((self.source,) if self.source is not None else ()) + self.extra_sources,
                 "problems": problems,
             },
             what="inventory",

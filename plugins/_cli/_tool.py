@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
-from accel.errors import AccelError, ParseError, ToolError, ToolTimeoutError
+from accel.errors import AccelError, BackendUnavailableError, ParseError, ToolError, ToolTimeoutError
 from accel.model import (
     Binding,
     Device,
     DeviceKind,
     Domain,
+    HostInventory,
     Link,
     Partition,
     PartitionProfile,
@@ -25,6 +26,7 @@ from accel.model import (
     Telemetry,
 )
 from accel.plugin import BackendConfig
+from accel.sysfs import enrich_inventory
 from accel.tools import Runner
 
 from ._listing import ProcessRow, parse_listing
@@ -56,11 +58,33 @@ class ToolBackend(CliBackend):
     #: Device files a container needs for a unit, ``{index}`` standing for its index
     #: (``/dev/cambricon_dev{index}``); see :func:`visible_binding`.
     device_nodes: ClassVar[tuple[str, ...]] = ()
+    #: ``(tool, search path)`` pairs in order of preference (Hygon: ``hy-smi``, else the DTK
+    #: ``rocm-smi``): the first the runner finds is the tool, and opening raises
+    #: :class:`~accel.errors.BackendUnavailableError` when none is found.  Empty: ``tool``.
+    alternatives: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()
+    #: Fill PCI place, NUMA node and CPU affinity of the inventory from sysfs
+    #: (:func:`accel.sysfs.enrich_inventory`) where the tool left them empty.
+    enrich_from_sysfs: ClassVar[bool] = False
 
     def __init__(self, config: BackendConfig, runner: Runner) -> None:
         self.config = config
         self.runner = runner
+        self._search: tuple[str, ...] = self.search_path
+        self._chosen: str | None = None
+        if self.alternatives:
+            found = next(((t, p) for t, p in self.alternatives if runner.which(t, p)), None)
+            if found is None:
+                tried = "; ".join(f"{t} ({', '.join(p) or 'PATH'})" for t, p in self.alternatives)
+                raise BackendUnavailableError(
+                    f"{self.backend_name} backend unavailable: none of its tools was found: {tried}",
+                    plugin=self.backend_name,
+                )
+            self._chosen, self._search = found
         super().__init__(self.backend_name, self._snapshot, config=config, runner=runner)
+
+    def inventory(self) -> HostInventory:
+        inv = super().inventory()
+        return enrich_inventory(inv, self.config.sysfs_root) if self.enrich_from_sysfs else inv
 
     def binding_rule(self) -> Callable[[UnitReading], Binding]:
         """How a runtime selects a unit of this backend (:func:`visible_binding` of the class
@@ -74,12 +98,12 @@ class ToolBackend(CliBackend):
         )
 
     def tool_name(self) -> str:
-        """The binary to run (Kunlunxin picks ``xpu_smi`` or ``xpu-smi``)."""
-        return self.tool
+        """The binary to run (Kunlunxin picks ``xpu_smi`` or ``xpu-smi``; see ``alternatives``)."""
+        return self._chosen or self.tool
 
     def _snapshot(self) -> Snapshot:
         session = ToolSession(
-            self.runner, self.tool_name(), search_path=self.search_path, timeout_s=self.config.tool_timeout_s
+            self.runner, self.tool_name(), search_path=self._search, timeout_s=self.config.tool_timeout_s
         )
         col = Collection(self.backend_name, self.version, session)
         snap = self.collect(col)
@@ -130,7 +154,18 @@ class ToolBackend(CliBackend):
             timestamp=col.now,
             **more,
         )
-        unread = unread_units(
+        unread = self.unread(col, devices)
+        if unread:
+            # In the tool's order (by index), as if the row had been read.
+            devices = sorted([*devices, *unread], key=lambda d: (d.index is None, d.index or 0))
+        return devices, samples
+
+
+    def unread(self, col: Collection, devices: Sequence[Device]) -> list[Device]:
+        """The devices that failed records of ``col`` still identify and ``devices`` lack
+        (:func:`unread_units`), bound by this backend's rule: listed with health ``unknown``."""
+        binding = self.binding_rule()
+        return unread_units(
             col.problems,
             devices,
             vendor=self.backend_name,
@@ -138,10 +173,6 @@ class ToolBackend(CliBackend):
             tool=col.session.tool,
             binding=lambda index: binding(UnitReading(index=index)),
         )
-        if unread:
-            # In the tool's order (by index), as if the row had been read.
-            devices = sorted([*devices, *unread], key=lambda d: (d.index is None, d.index or 0))
-        return devices, samples
 
 
 def with_census(
@@ -205,6 +236,8 @@ class Collection:
         #: become partitions alike): what the census counts as read.
         self.read_bus_ids: set[str] = set()
         self.now = datetime.now(UTC)
+        #: Every tool this snapshot ran: ``session`` and those of :meth:`session_for`.
+        self.sessions: list[ToolSession] = [session]
         #: The tool's version as its output printed it (the source's ``api_version``).
         self.api_version: str | None = None
         self._first: AccelError | None = None
@@ -231,6 +264,19 @@ class Collection:
             self._first = self._first or exc
             self.problems.append(exc)
             return None
+
+    def session_for(self, tool: str, search_path: Sequence[str] = ()) -> ToolSession:
+        """A session for a second tool of this snapshot (Hygon's ``rocminfo``), with the main
+        session's runner and timeout; its runs count in the source's ``tool_invocations``."""
+        main = self.session
+        other = ToolSession(main.runner, tool, search_path=tuple(search_path), timeout_s=main.timeout_s)
+        self.sessions.append(other)
+        return other
+
+    @property
+    def invocations(self) -> int:
+        """How many tool runs this snapshot took, all its tools together."""
+        return sum(s.invocations for s in self.sessions)
 
     def main(self, parse: Callable[[str, str], P], *args: str) -> P | None:
         """Run and parse the main view; ``None`` (remembered) when it fails."""
@@ -289,7 +335,7 @@ class Collection:
                 self.backend,
                 version=self.version,
                 api=self.session.tool,
-                calls=self.session.invocations,
+                calls=self.invocations,
                 notes=self.notes,
                 problems=self.problems,
                 api_version=self.api_version,
