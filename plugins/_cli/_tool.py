@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
-from accel.errors import AccelError, BackendUnavailableError, ParseError, ToolError, ToolTimeoutError
+from accel.errors import (
+    AccelError,
+    BackendUnavailableError,
+    ParseError,
+    ReplayMissingError,
+    ToolError,
+    ToolTimeoutError,
+)
 from accel.model import (
     Binding,
     Device,
@@ -22,6 +29,7 @@ from accel.model import (
     Link,
     Partition,
     PartitionProfile,
+    ProblemKind,
     ProcessUsage,
     Telemetry,
 )
@@ -44,6 +52,9 @@ class ToolBackend(CliBackend):
     implement :meth:`collect`, which reads the tool through a fresh :class:`Collection`."""
 
     backend_name: ClassVar[str]
+    #: The vendor its devices report and their ids start with (``huawei`` for backend
+    #: ``ascend``); the backend id when not set.
+    vendor: ClassVar[str | None] = None
     tool: ClassVar[str]
     search_path: ClassVar[tuple[str, ...]] = ()
     version: ClassVar[str] = "0.1.0"
@@ -113,7 +124,8 @@ class ToolBackend(CliBackend):
             col.outputs,
             read=col.read_bus_ids,
             errors=col.problems,
-            vendor=self.backend_name,
+            vendor=self.vendor or self.backend_name,
+            backend=self.backend_name,
             kind=self.kind,
             tool=session.tool,
             binding=lambda index: binding(UnitReading(index=index)),
@@ -144,7 +156,7 @@ class ToolBackend(CliBackend):
         col.read_bus_ids.update(r.bus_id for r in readings if r.bus_id is not None)
         devices, samples = build_units(
             readings,
-            vendor=self.backend_name,
+            vendor=self.vendor or self.backend_name,
             problems=col.problems,
             per_unit=per_unit,
             kind=self.kind,
@@ -168,7 +180,7 @@ class ToolBackend(CliBackend):
         return unread_units(
             col.problems,
             devices,
-            vendor=self.backend_name,
+            vendor=self.vendor or self.backend_name,
             kind=self.kind,
             tool=col.session.tool,
             binding=lambda index: binding(UnitReading(index=index)),
@@ -185,6 +197,7 @@ def with_census(
     kind: DeviceKind,
     tool: str,
     binding: Callable[[int | None], Binding] | None = None,
+    backend: str | None = None,
 ) -> Snapshot:
     """``snap`` checked against the device lists it came from (:func:`census`).
 
@@ -194,6 +207,7 @@ def with_census(
     parser lost (a mangled rule merged its record into the next, a lost header row ended the
     table early): it becomes a ``record`` problem and a listed device with health ``unknown``
     (:func:`unread_units`), so the snapshot is partial, loudly, instead of short, silently.
+    The problems name ``backend`` (``vendor`` when not given).
     """
     errs = list(errors)
     known = {*read, *(d.pci.bus_id for d in snap.devices if d.pci is not None)}
@@ -206,7 +220,8 @@ def with_census(
     devices = snap.devices
     if unread:
         devices = tuple(sorted([*devices, *unread], key=lambda d: (d.index is None, d.index or 0)))
-    return dataclasses.replace(snap, devices=devices, problems=(*snap.problems, *problems_of(vendor, missed)))
+    problems = (*snap.problems, *problems_of(backend or vendor, missed))
+    return dataclasses.replace(snap, devices=devices, problems=problems)
 
 
 P = TypeVar("P")
@@ -240,6 +255,8 @@ class Collection:
         self.sessions: list[ToolSession] = [session]
         #: The tool's version as its output printed it (the source's ``api_version``).
         self.api_version: str | None = None
+        #: Problem kinds stated by :meth:`problem` (by ``id()`` of the error).
+        self.kinds: dict[int, ProblemKind] = {}
         self._first: AccelError | None = None
 
     def _parsed(self, args: Sequence[str], parse: Callable[[str, str], P], *, optional: bool) -> P | None:
@@ -264,6 +281,37 @@ class Collection:
             self._first = self._first or exc
             self.problems.append(exc)
             return None
+
+    def secondary(self, parse: Callable[[str, str], P], *args: str) -> P | None:
+        """Run and parse a secondary view the host is expected to answer (Ascend's ``info -m``):
+        ``None`` when it fails, and the failure is a ``command`` problem of the snapshot; only a
+        command a replay never recorded (never run on the recorded host) is just a note.  A
+        hung tool still raises."""
+        command = shlex.join([self.session.tool, *args])
+        try:
+            result = self.session.run(*args)
+        except ToolTimeoutError:
+            raise
+        except ReplayMissingError as exc:
+            self.notes.append(f"{command}: {exc.code}")
+            return None
+        except ToolError as exc:
+            self.problems.append(exc)
+            return None
+        try:
+            return parse(result.stdout, command)
+        except ParseError as exc:
+            if exc.command is None:
+                exc.command = command
+            self.problems.append(exc)
+            return None
+
+    def problem(self, exc: AccelError, kind: ProblemKind) -> None:
+        """Record ``exc`` as a problem of ``kind`` where the kind :func:`problem_of` infers
+        from the error is not what it is (a located record whose chip has no stable id is a
+        ``device`` problem)."""
+        self.kinds[id(exc)] = kind
+        self.problems.append(exc)
 
     def session_for(self, tool: str, search_path: Sequence[str] = ()) -> ToolSession:
         """A session for a second tool of this snapshot (Hygon's ``rocminfo``), with the main
@@ -341,7 +389,7 @@ class Collection:
                 api_version=self.api_version,
             ),
             collected_at=self.now,
-            problems=problems_of(self.backend, [*self.failures, *self.problems]),
+            problems=problems_of(self.backend, [*self.failures, *self.problems], kinds=self.kinds),
         )
 
 

@@ -103,12 +103,21 @@ class UnitReading:
     #: from something else it does print for it (cnmon v4: ``card-<n>``); the vendor flags
     #: where it came from in ``extras``.  Unused when a UUID or bus id is known.
     fallback_id: str | None = None
+    #: Appended to the stable id of a unit that shares its PCI function with another (the two
+    #: chips of an Ascend 310P Duo card print one bus id): ``<vendor>:pci-<bdf>-chip1``.
+    id_suffix: str = ""
+    family: str | None = None
+    #: The CPUs close to the unit, as the tool prints them (``0-23``), from a topology view.
+    cpu_affinity: str | None = None
+    #: Memory regions after the first (Ascend 310 chips show DDR next to HBM): ``(kind, total,
+    #: used)``.  Device regions only; the telemetry sample reads the first.
+    other_memory: list[tuple[MemoryKind, int | None, int | None]] = field(default_factory=list)
 
     def stable_id(self, vendor: str) -> str:
         """``<vendor>:<uuid>`` or ``<vendor>:pci-<bdf>``, else ``<vendor>:<fallback_id>``;
         :class:`ParseError` without any of them."""
         try:
-            return device_id_for(vendor, uuid=self.uuid, bus_id=self.bus_id)
+            return device_id_for(vendor, uuid=self.uuid, bus_id=self.bus_id) + self.id_suffix
         except ValueError as exc:
             if self.fallback_id is not None and not self.uuid:
                 return f"{vendor}:{self.fallback_id}"
@@ -150,6 +159,7 @@ def build_unit(
     partition_mode: Mapping[str, Any] | None = None,
     sharing: Mapping[str, Any] | None = None,
     unsupported: Iterable[str] = (),
+    supported: Iterable[str] = (),
     timestamp: datetime,
     telemetry_unsupported: Iterable[str] = (),
     problems: list[AccelError] | None = None,
@@ -158,7 +168,9 @@ def build_unit(
 
     A value outside the model's physical bounds (:data:`accel.model.BOUNDS`) is left out
     (unknown) and appended to ``problems`` as an :class:`~accel.errors.OutOfBoundsError`
-    (a ``field`` problem of the snapshot); without ``problems`` it is an error.  Raises
+    (a ``field`` problem of the snapshot); without ``problems`` it is an error.  Identity
+    fields the unit's views left empty are declared unsupported, except those in ``supported``
+    (another view reads them: Ascend's die id with ``board=true``).  Raises
     :class:`ParseError` (no stable id) or :class:`accel.errors.ValidationError` (a value the
     model refuses); the caller turns either into "this device is bad" without hiding others.
     """
@@ -191,6 +203,7 @@ def build_unit(
                 "ecc_pending": reading.ecc_pending,
             }
         )
+    memory.extend({"kind": k, "total_bytes": total, "used_bytes": used} for k, total, used in reading.other_memory)
     pci: dict[str, Any] | None = None
     if reading.bus_id is not None:
         pci = {
@@ -213,6 +226,8 @@ def build_unit(
         "model": reading.model or "unknown",
         "index": reading.index,
         "uuid": reading.uuid,
+        "family": reading.family,
+        "cpu_affinity": reading.cpu_affinity,
         "serial_number": reading.serial_number,
         "board_id": reading.board_id,
         "pci": pci,
@@ -231,7 +246,7 @@ def build_unit(
         "extras": dict(reading.extras),
         "unsupported": frozenset(unsupported),
     }
-    data["unsupported"] = frozenset(unsupported) | _silent_device_fields(data)
+    data["unsupported"] = (frozenset(unsupported) | _silent_device_fields(data)) - frozenset(supported)
     device, dropped = validate_reading(Device, data, what=f"{vendor} device {dev_id}")
     sample, dropped_t = validate_reading(
         Telemetry,
