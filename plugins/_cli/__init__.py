@@ -105,6 +105,7 @@ from ._tool import Collection, ToolBackend, ToolView, with_census
 from ._topo import PCIE_CODES, link_domains, matrix_links, topo_links
 from ._unit import (
     NEVER_READ,
+    TABLE_NEVER_PRINTS,
     UnitReading,
     bounded,
     build_unit,
@@ -142,6 +143,7 @@ __all__ = [
     "NEVER_READ",
     "PCIE_CODES",
     "PLACEHOLDERS",
+    "TABLE_NEVER_PRINTS",
     "AlignedTable",
     "BoxRecord",
     "BoxRow",

@@ -40,6 +40,7 @@ R = TypeVar("R", bound="DataclassInstance")
 
 __all__ = [
     "NEVER_READ",
+    "TABLE_NEVER_PRINTS",
     "UnitReading",
     "bounded",
     "build_unit",
@@ -508,3 +509,20 @@ def visible_binding(
 
 #: Telemetry no CLI backend here can read: tools print no energy counter.
 NEVER_READ: frozenset[str] = frozenset({"energy_joules"})
+
+#: Telemetry a vendor tool's default device table prints nowhere (``cnmon``, ``npu-smi info``):
+#: clocks, per-sensor temperatures, throttle reasons, PCIe throughput and replays, corrected
+#: ECC, retired pages, per-link counters, memory utilisation and energy.  A backend reading
+#: only such a table passes it (plus what its own table lacks) as ``telemetry_unsupported``.
+TABLE_NEVER_PRINTS: frozenset[str] = NEVER_READ | {
+    "clocks_hertz",
+    "temperatures_celsius",
+    "throttle_reasons",
+    "pcie_rx_bytes_per_s",
+    "pcie_tx_bytes_per_s",
+    "pcie_replay_total",
+    "ecc_corrected_total",
+    "retired_pages_total",
+    "links",
+    "memory_utilization_ratio",
+}

@@ -48,6 +48,7 @@ from accel.model import (
 )
 
 from .._cli import (
+    TABLE_NEVER_PRINTS,
     Collection,
     ProcessesSurface,
     ProcessRow,
@@ -104,21 +105,7 @@ _HEALTH: dict[str, tuple[Severity, str, Action]] = {
 _SHARED_NODES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
 
 #: Telemetry npu-smi info never prints (power too, where it prints a placeholder).
-_NOT_PRINTED = (
-    "energy_joules",
-    "fan_ratio",
-    "clocks_hertz",
-    "temperatures_celsius",
-    "throttle_reasons",
-    "pcie_rx_bytes_per_s",
-    "pcie_tx_bytes_per_s",
-    "pcie_replay_total",
-    "ecc_corrected_total",
-    "ecc_uncorrected_total",
-    "retired_pages_total",
-    "links",
-    "memory_utilization_ratio",
-)
+_NOT_PRINTED = TABLE_NEVER_PRINTS | {"fan_ratio", "ecc_uncorrected_total"}
 
 
 class AscendBackend(ProcessesSurface, ToolBackend):

@@ -29,6 +29,7 @@ from accel.model import (
 )
 
 from .._cli import (
+    TABLE_NEVER_PRINTS,
     Collection,
     ProcessesSurface,
     Snapshot,
@@ -43,22 +44,6 @@ from ._parse import SEARCH_PATH, TOOL, CnmonInfo, MluChip, parse_cnmon, parse_to
 __all__ = ["CambriconBackend"]
 
 _TWO_CHIP_CARDS = ("MLU370-X8",)
-
-#: Telemetry cnmon's default table never prints.
-_NOT_PRINTED = (
-    "energy_joules",
-    "clocks_hertz",
-    "temperatures_celsius",
-    "throttle_reasons",
-    "pcie_rx_bytes_per_s",
-    "pcie_tx_bytes_per_s",
-    "pcie_replay_total",
-    "ecc_corrected_total",
-    "retired_pages_total",
-    "links",
-    "memory_utilization_ratio",
-)
-
 
 class CambriconBackend(ProcessesSurface, ToolBackend):
     """Backend ``cambricon`` over a runner (real, replayed or recording)."""
@@ -83,7 +68,7 @@ class CambriconBackend(ProcessesSurface, ToolBackend):
             [_reading(chip) for chip in info.chips],
             versions={},
             per_unit=lambda r: _per_unit(by_card[r.index or 0], info),
-            telemetry_unsupported=_NOT_PRINTED,
+            telemetry_unsupported=TABLE_NEVER_PRINTS,
         )
         links: list[Link] = []
         domains: list[Domain] = []
