@@ -73,9 +73,10 @@ class ToolBackend(CliBackend):
     #: ``rocm-smi``): the first the runner finds is the tool, and opening raises
     #: :class:`~accel.errors.BackendUnavailableError` when none is found.  Empty: ``tool``.
     alternatives: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()
-    #: Fill PCI place, NUMA node and CPU affinity of the inventory from sysfs
-    #: (:func:`accel.sysfs.enrich_inventory`) where the tool left them empty.
-    enrich_from_sysfs: ClassVar[bool] = False
+    #: The backend itself fills PCI place, NUMA node and CPU affinity of its inventory from
+    #: ``config.sysfs_root`` (:func:`accel.sysfs.enrich_inventory`) where the tool left them
+    #: empty (Hygon).  Apart from ``BackendConfig.enrich_from_sysfs``, which is the core's.
+    fills_from_sysfs: ClassVar[bool] = False
 
     def __init__(self, config: BackendConfig, runner: Runner) -> None:
         self.config = config
@@ -95,7 +96,7 @@ class ToolBackend(CliBackend):
 
     def inventory(self) -> HostInventory:
         inv = super().inventory()
-        return enrich_inventory(inv, self.config.sysfs_root) if self.enrich_from_sysfs else inv
+        return enrich_inventory(inv, self.config.sysfs_root) if self.fills_from_sysfs else inv
 
     def binding_rule(self) -> Callable[[UnitReading], Binding]:
         """How a runtime selects a unit of this backend (:func:`visible_binding` of the class

@@ -114,7 +114,7 @@ class HygonBackend(ToolBackend):
     collective_backend = HYGON.collective_backend
     ray_resource = HYGON.ray_resource
     device_nodes = ("/dev/kfd",)
-    enrich_from_sysfs = True
+    fills_from_sysfs = True
 
     def __init__(self, config: BackendConfig, runner: Runner) -> None:
         super().__init__(config, runner)
