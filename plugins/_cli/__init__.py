@@ -47,14 +47,22 @@ a ``record`` problem and a listed device, so a chip whose record a mangled rule 
 away is never silently missing.  The box readers keep a mangled row inside its table (a line
 between two table lines, ``mangled_rule``) instead of ending the table there.
 
-**Plugins.**  ``CliBackendPlugin`` is the entry-point base: set ``info``, ``probe_spec``,
-``package`` and implement ``open_with(config, runner)``.
+**Plugins.**  Every CLI plugin has one shape: a ``LazyCliPlugin`` entry-point object (``info =
+cli_plugin_info(...)``, ``probe_spec``, ``package`` and ``backend = "module:Class"``, imported
+on open only) over a ``ToolBackend`` subclass.  ``cli_plugin_info`` takes the vendor the devices
+report where it is not the backend id (``ascend`` reports ``huawei``).
 
 **Backends.**  ``UnitReading`` and ``build_unit`` turn one unit as a tool prints it into a
 ``Device`` and a ``Telemetry`` sample with the same rules everywhere (stable id from the UUID
 else the bus id, ``used > total`` becomes a health condition, not a validation crash).
-``CliBackend`` / ``ToolBackend`` answer the three reads from one ``Snapshot`` of tool runs;
+``CliBackend`` / ``ToolBackend`` answer the three reads from one ``Snapshot`` of tool runs,
+remember lost devices (``_snapshot``) and simulate faults over replays (``_faults``);
 ``ProcessesSurface`` and ``PartitionsSurface`` add the optional surfaces a plugin declares.
+A ``ToolBackend`` sets class attributes (``backend_name``, ``vendor``, ``tool`` or
+``alternatives``, ``kind``, the binding's ``visible_env`` ... ``device_nodes``) and implements
+``collect(col)``: ``col.required`` / ``main`` read device lists (census-checked), ``extra`` a
+view whose absence is expected, ``secondary`` a view the host should answer (its failure is a
+problem), ``session_for`` a second tool; ``self.build`` makes the units.
 ``read_header_records``, ``RecordReader`` and ``Lenient`` read tables the box reader cannot
 frame (no outer border, doubled rules, headerless fragments) and record garbage fields as
 conditions; ``parse_listing`` reads ``-L`` listings; ``matrix_links`` / ``link_domains`` turn a
