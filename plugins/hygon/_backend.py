@@ -26,16 +26,19 @@ and a ``DeviceLost`` condition (``hygon.tool:device-missing``), without telemetr
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from accel.errors import AccelError, ParseError
 from accel.model import Device, DeviceKind, DomainKind, Health, Link, LinkType, SourceInfo
 from accel.plugin import BackendConfig
 from accel.plugins._cli import (
     Collection,
+    ParseContext,
     Snapshot,
     ToolBackend,
+    ToolSession,
     bounded,
     is_masked,
     link_domains,
@@ -57,6 +60,8 @@ from ._parse import (
 from ._plugin import DTK_PATHS, HYSMI_PATHS
 
 __all__ = ["HYGON", "JSON_ARGS", "HygonBackend"]
+
+V = TypeVar("V")
 
 HYGON = Flavor(vendor="hygon", kind=DeviceKind.DCU, pci_vendor_id="1d94", extras_domain="hygon.com")
 
@@ -122,56 +127,34 @@ class HygonBackend(ToolBackend):
 
     def collect(self, col: Collection) -> Snapshot:
         smi, notes, errors = col.session, col.notes, col.problems
-        # Either of the JSON query and the concise table suffices; both failing is the error.
+        # Either of the JSON query and the concise table suffices; both failing is the error,
+        # and an unreadable one is a problem of the snapshot.
         failures: list[AccelError] = []
         json_readings: dict[int, GpuReading] = {}
-        json_ok = False
-        res = smi.optional(*JSON_ARGS, notes=notes, failures=failures)
-        if res is not None:
-            try:
-                readings, found, unit = parse_json(res.stdout, smi.context(*JSON_ARGS))
-                json_readings = {r.index or 0: r for r in readings}
-                json_ok = True
-                errors += found
-                notes += [str(e) for e in found]
-                if unit:
-                    notes.append(f"memory unit in the JSON keys: {unit}")
-            except ParseError as exc:
-                failures.append(exc)
-                errors.append(exc)
-                notes.append(str(exc))
+        parsed = _view(smi, JSON_ARGS, parse_json, notes, failures=failures, errors=errors)
+        if parsed is not None:
+            readings, found, unit = parsed
+            json_readings = {r.index or 0: r for r in readings}
+            errors += found
+            notes += [str(e) for e in found]
+            if unit:
+                notes.append(f"memory unit in the JSON keys: {unit}")
         concise: dict[int, ConciseRow] = {}
-        res = smi.optional(notes=notes, failures=failures)
-        if res is not None:
-            try:
-                rows, found_rows = parse_concise(res.stdout, smi.context())
-                concise = {r.index: r for r in rows}
-                errors += found_rows
-                notes += [str(e) for e in found_rows]
-            except ParseError as exc:
-                failures.append(exc)
-                errors.append(exc)
-                notes.append(str(exc))
+        table = _view(smi, (), parse_concise, notes, failures=failures, errors=errors)
+        if table is not None:
+            concise = {r.index: r for r in table[0]}
+            errors += table[1]
+            notes += [str(e) for e in table[1]]
         if not json_readings and not concise:
             raise failures[0] if failures else ParseError(f"{smi.tool} reported no DCU", tool=smi.tool)
         # rocminfo and --showtopo only add to the picture: an unreadable one is a note.
         agents: list[Agent] = []
         if self._rocminfo:
-            rocminfo = col.session_for("rocminfo", DTK_PATHS)
-            res = rocminfo.optional(notes=notes)
-            if res is not None:
-                try:
-                    agents = parse_rocminfo(res.stdout, rocminfo.context())
-                except ParseError as exc:
-                    notes.append(str(exc))
-        topo: Topology | None = None
-        res = smi.optional("--showtopo", notes=notes)
-        if res is not None:
-            try:
-                topo = parse_showtopo(res.stdout, smi.context("--showtopo"))
-                notes += [str(e) for e in topo.errors]
-            except ParseError as exc:
-                notes.append(str(exc))
+            agents = _view(col.session_for("rocminfo", DTK_PATHS), (), parse_rocminfo, notes) or []
+        topo = _view(smi, ("--showtopo",), parse_showtopo, notes)
+        if topo is not None:
+            notes += [str(e) for e in topo.errors]
+        json_ok = parsed is not None
         groups = self._merge(json_readings, concise, agents, topo, smi.tool)
         never = set(_NEVER) | ({"architecture", "isa", "compute_units"} if not agents else set())
         if not json_ok:
@@ -274,6 +257,31 @@ class HygonBackend(ToolBackend):
                       checked_at=now if h.monitored else h.checked_at)
             for i, h in super().health(ids).items()
         }
+
+
+def _view(
+    session: ToolSession,
+    args: Sequence[str],
+    parse: Callable[[str, ParseContext], V],
+    notes: list[str],
+    *,
+    failures: list[AccelError] | None = None,
+    errors: list[AccelError] | None = None,
+) -> V | None:
+    """One view of a tool, parsed; ``None`` when absent (a note, and a failure when
+    ``failures`` is given) or unreadable (a note, and a problem when ``errors`` is given)."""
+    res = session.optional(*args, notes=notes, failures=failures)
+    if res is None:
+        return None
+    try:
+        return parse(res.stdout, session.context(*args))
+    except ParseError as exc:
+        notes.append(str(exc))
+        if errors is not None:
+            errors.append(exc)
+        if failures is not None:
+            failures.append(exc)
+        return None
 
 
 def _source(tool: str, groups: Sequence[Sequence[GpuReading]], invocations: int) -> SourceInfo:
