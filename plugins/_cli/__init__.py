@@ -47,43 +47,38 @@ a ``record`` problem and a listed device, so a chip whose record a mangled rule 
 away is never silently missing.  The box readers keep a mangled row inside its table (a line
 between two table lines, ``mangled_rule``) instead of ending the table there.
 
-**Plugins.**  ``CliBackendPlugin`` is the entry-point base: set ``info``, ``probe_spec``,
-``package`` and implement ``open_with(config, runner)``.
+**Plugins.**  Every CLI plugin has one shape: a ``LazyCliPlugin`` entry-point object (``info =
+cli_plugin_info(...)``, ``probe_spec``, ``package`` and ``backend = "module:Class"``, imported
+on open only) over a ``ToolBackend`` subclass.  ``cli_plugin_info`` takes the vendor the devices
+report where it is not the backend id (``ascend`` reports ``huawei``).
 
 **Backends.**  ``UnitReading`` and ``build_unit`` turn one unit as a tool prints it into a
 ``Device`` and a ``Telemetry`` sample with the same rules everywhere (stable id from the UUID
 else the bus id, ``used > total`` becomes a health condition, not a validation crash).
-``CliBackend`` / ``ToolBackend`` answer the three reads from one ``Snapshot`` of tool runs;
+``CliBackend`` / ``ToolBackend`` answer the three reads from one ``Snapshot`` of tool runs,
+remember lost devices (``_snapshot``) and simulate faults over replays (``_faults``);
 ``ProcessesSurface`` and ``PartitionsSurface`` add the optional surfaces a plugin declares.
+A ``ToolBackend`` sets class attributes (``backend_name``, ``vendor``, ``tool`` or
+``alternatives``, ``kind``, the binding's ``visible_env`` ... ``device_nodes``) and implements
+``collect(col)``: ``col.required`` / ``main`` read device lists (census-checked), ``extra`` a
+view whose absence is expected, ``secondary`` a view the host should answer (its failure is a
+problem), ``session_for`` a second tool; ``self.build`` makes the units.
 ``read_header_records``, ``RecordReader`` and ``Lenient`` read tables the box reader cannot
 frame (no outer border, doubled rules, headerless fragments) and record garbage fields as
 conditions; ``parse_listing`` reads ``-L`` listings; ``matrix_links`` / ``link_domains`` turn a
-``topo -m`` matrix into typed links and domains; ``conformance_scenarios`` registers a plugin's
-shipped replays with the conformance kit.
+``topo -m`` matrix into typed links and domains.  :mod:`accel.plugins._cli.testing`'s
+``conformance_scenarios`` registers a plugin's shipped replays with the conformance kit (only a
+plugin's ``conformance`` module imports it, so runtime code never loads the kit).
 
 **Running.**  ``runner_for(config, __package__)`` picks ``config.runner``, else the shipped
 scenario named by ``options["scenario"]``, else the real runner.  ``ToolSession`` runs the tool
 with the backend's timeout and search path and counts invocations per snapshot.
 """
 
-from ._backend import (
-    BASE_CAPABILITIES,
-    CliBackend,
-    Collection,
-    LazyCliPlugin,
-    PartitionsSurface,
-    ProcessesSurface,
-    Snapshot,
-    ToolBackend,
-    ToolView,
-    cli_plugin_info,
-    conformance_scenarios,
-    with_census,
-)
 from ._kv import KVEntry, KVSection, parse_kv
 from ._listing import Listed, ProcessRow, parse_listing, parse_process_rows, processes_of
 from ._matrix import Matrix, first_line, read_matrix, read_records, select_table, title_match
-from ._plugin import CliBackendPlugin
+from ._plugin import BASE_CAPABILITIES, CliBackendPlugin, LazyCliPlugin, cli_plugin_info
 from ._probe import CliProbeSpec, probe_cli
 from ._problems import census, identify_record, identify_text, problem_of, problems_of, unread_units
 from ._records import (
@@ -100,6 +95,7 @@ from ._records import (
 )
 from ._scenario import ReplayScenario, scenario_names, scenario_path, shipped_scenario_runner
 from ._session import ToolSession, check_deadline, runner_for, snapshot_deadline
+from ._snapshot import CliBackend, PartitionsSurface, ProcessesSurface, Snapshot
 from ._tables import (
     AlignedTable,
     BoxRecord,
@@ -113,9 +109,11 @@ from ._tables import (
     mangled_rule,
 )
 from ._text import MAX_LINE_CHARS, ParseContext, SourceLine, split_lines
+from ._tool import Collection, ToolBackend, ToolView, with_census
 from ._topo import PCIE_CODES, link_domains, matrix_links, topo_links
 from ._unit import (
     NEVER_READ,
+    TABLE_NEVER_PRINTS,
     UnitReading,
     bounded,
     build_unit,
@@ -153,6 +151,7 @@ __all__ = [
     "NEVER_READ",
     "PCIE_CODES",
     "PLACEHOLDERS",
+    "TABLE_NEVER_PRINTS",
     "AlignedTable",
     "BoxRecord",
     "BoxRow",
@@ -189,7 +188,6 @@ __all__ = [
     "clean",
     "cli_plugin_info",
     "condition",
-    "conformance_scenarios",
     "find_aligned_table",
     "find_box_tables",
     "first_line",

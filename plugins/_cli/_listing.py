@@ -6,12 +6,14 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from accel.errors import AccelError
 from accel.model import (
     Device,
     ProcessUsage,
 )
 
 from ._text import ParseContext, SourceLine, split_lines
+from ._unit import validated
 from ._values import clean, parse_bus_id, parse_bytes
 
 __all__ = ["Listed", "ProcessRow", "parse_listing", "parse_process_rows", "processes_of"]
@@ -140,11 +142,27 @@ def parse_process_rows(lines: Sequence[SourceLine], ctx: ParseContext, *, bare_u
     return rows
 
 
-def processes_of(rows: Iterable[ProcessRow], devices: Iterable[Device]) -> list[ProcessUsage]:
-    """Process rows as :class:`ProcessUsage` of the devices with those tool indices."""
+def processes_of(
+    rows: Iterable[ProcessRow], devices: Iterable[Device], *, problems: list[AccelError] | None = None, tool: str = ""
+) -> list[ProcessUsage]:
+    """Process rows as :class:`ProcessUsage` of the devices with those tool indices.
+
+    With ``problems``, a value no process can have is left out (unknown) and appended there as
+    an :class:`~accel.errors.OutOfBoundsError` (see :func:`~accel.plugins._cli.validated`).
+    """
     by_index = {d.index: d.id for d in devices if d.index is not None}
-    return [
-        ProcessUsage(pid=r.pid, device_id=by_index[r.device_index], name=r.name, memory_bytes=r.memory_bytes)
-        for r in rows
-        if r.device_index in by_index
-    ]
+    out: list[ProcessUsage] = []
+    for r in rows:
+        if r.device_index not in by_index:
+            continue
+        data = {"pid": r.pid, "device_id": by_index[r.device_index], "name": r.name, "memory_bytes": r.memory_bytes}
+        if problems is None:
+            out.append(ProcessUsage(**data))
+        else:
+            device_id = by_index[r.device_index]
+            out.append(
+                validated(
+                    ProcessUsage, data, what=f"{tool} process", tool=tool, device_id=device_id, problems=problems
+                )
+            )
+    return out

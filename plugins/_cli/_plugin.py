@@ -1,17 +1,19 @@
-"""A base for the light entry-point object of a CLI vendor plugin."""
+"""The light entry-point object of a CLI vendor plugin and its :class:`PluginInfo`."""
 
 from __future__ import annotations
 
 import abc
+import importlib
+from collections.abc import Iterable
 from typing import ClassVar
 
-from accel.plugin import Backend, BackendConfig, BackendPlugin, ProbeResult
+from accel.plugin import PLUGIN_API, Backend, BackendConfig, BackendPlugin, Capability, PluginInfo, ProbeResult
 from accel.tools import Runner
 
 from ._probe import CliProbeSpec, probe_cli
 from ._session import runner_for
 
-__all__ = ["CliBackendPlugin"]
+__all__ = ["BASE_CAPABILITIES", "CliBackendPlugin", "LazyCliPlugin", "cli_plugin_info"]
 
 
 class CliBackendPlugin(BackendPlugin):
@@ -35,3 +37,58 @@ class CliBackendPlugin(BackendPlugin):
     @abc.abstractmethod
     def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
         """Open the backend over ``runner``."""
+
+
+class LazyCliPlugin(CliBackendPlugin):
+    """A :class:`~accel.plugins._cli.CliBackendPlugin` whose backend class is named, not imported:
+    ``backend = "accel.plugins.metax._backend:MetaxBackend"`` is imported on :meth:`open` only,
+    so the entry-point module stays light.  The class is built as ``cls(config, runner)``."""
+
+    backend: ClassVar[str]
+
+    def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
+        module, _, name = self.backend.partition(":")
+        factory = getattr(importlib.import_module(module), name)
+        backend: Backend = factory(config, runner)
+        return backend
+
+
+#: What every CLI backend built on this module reports (vendors add their own on top).
+BASE_CAPABILITIES: frozenset[Capability] = frozenset(
+    {
+        Capability.INVENTORY,
+        Capability.MEMORY,
+        Capability.MEMORY_USED,
+        Capability.PCI,
+        Capability.HEALTH,
+        Capability.TELEMETRY,
+        Capability.TEMPERATURE,
+        Capability.UTILIZATION,
+        Capability.VERSIONS,
+    }
+)
+
+
+def cli_plugin_info(
+    name: str,
+    *,
+    api: str,
+    description: str,
+    capabilities: Iterable[Capability] = (),
+    without: Iterable[Capability] = (),
+    version: str = "0.1.0",
+    vendor: str | None = None,
+) -> PluginInfo:
+    """The :class:`PluginInfo` of a CLI plugin: :data:`BASE_CAPABILITIES` plus ``capabilities``
+    minus ``without``.  ``vendor`` is the lower-case vendor its devices report (``huawei`` for
+    backend ``ascend``), the backend id when not given; the human name goes in ``description``."""
+    caps = (BASE_CAPABILITIES | frozenset(capabilities)) - frozenset(without)
+    return PluginInfo(
+        name=name,
+        vendor=vendor or name,
+        version=version,
+        api_versions=frozenset({PLUGIN_API}),
+        api=api,
+        description=description,
+        capabilities=caps,
+    )

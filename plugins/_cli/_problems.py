@@ -12,7 +12,7 @@ listed device with health ``unknown`` and a ``DeviceNotRead`` condition naming t
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from accel.errors import AccelError, OutOfBoundsError, ParseError, ToolError
 from accel.model import (
@@ -216,13 +216,16 @@ def problem_of(backend: str, exc: AccelError, *, kind: ProblemKind | None = None
     )
 
 
-def problems_of(backend: str, errors: Iterable[AccelError]) -> tuple[Problem, ...]:
-    """:func:`problem_of` over many errors, the same error once."""
+def problems_of(
+    backend: str, errors: Iterable[AccelError], *, kinds: Mapping[int, ProblemKind] | None = None
+) -> tuple[Problem, ...]:
+    """:func:`problem_of` over many errors, the same error once; ``kinds`` states the kind of
+    some (by ``id()`` of the error) where the inferred one is not right."""
     seen: set[int] = set()
     out: list[Problem] = []
     for exc in errors:
         if id(exc) in seen:
             continue
         seen.add(id(exc))
-        out.append(problem_of(backend, exc))
+        out.append(problem_of(backend, exc, kind=(kinds or {}).get(id(exc))))
     return tuple(out)

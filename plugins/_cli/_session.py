@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from accel.errors import ToolError, ToolTimeoutError
+from accel.errors import AccelError, ToolError, ToolTimeoutError
 from accel.plugin import BackendConfig
 from accel.tools import Runner, SubprocessRunner, ToolResult
 
@@ -103,10 +103,14 @@ class ToolSession:
             [self.tool, *args], timeout_s=timeout, search_path=tuple(self.search_path), check=check
         )
 
-    def optional(self, *args: str, notes: list[str] | None = None) -> ToolResult | None:
+    def optional(
+        self, *args: str, notes: list[str] | None = None, failures: list[AccelError] | None = None
+    ) -> ToolResult | None:
         """Run a secondary command whose absence is expected (an older tool without the
         sub-command, a replay that did not record it): ``None`` plus a note instead of an
-        error.  A timeout is a hung tool, not an absent command, and still raises."""
+        error, and the error appended to ``failures`` when given (for a backend whose views
+        are each optional but not all at once).  A timeout is a hung tool, not an absent
+        command, and still raises."""
         try:
             return self.run(*args)
         except ToolTimeoutError:
@@ -114,6 +118,8 @@ class ToolSession:
         except ToolError as exc:
             if notes is not None:
                 notes.append(f"{shlex.join([self.tool, *args])}: {exc.code}")
+            if failures is not None:
+                failures.append(exc)
             return None
 
     def text(self, *args: str) -> tuple[str, ParseContext]:

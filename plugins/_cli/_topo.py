@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from accel.model import (
     FAST_LINKS,
@@ -15,9 +15,9 @@ from accel.model import (
     LinkType,
 )
 
-from ._backend import Collection
 from ._matrix import Matrix, read_matrix
 from ._text import ParseContext
+from ._tool import Collection
 
 __all__ = ["PCIE_CODES", "link_domains", "matrix_links", "topo_links"]
 
@@ -29,6 +29,7 @@ def matrix_links(
     *,
     domain_kind: DomainKind | None = None,
     domain_prefix: str = "link",
+    count_of: Callable[[str], int] | None = None,
 ) -> tuple[list[Link], list[Domain]]:
     """Links and domains from a ``topo -m`` matrix read with :func:`~accel.plugins._cli.read_matrix`.
 
@@ -36,7 +37,8 @@ def matrix_links(
     the inventory dropped) are skipped.  ``codes`` maps cell codes (``MX``, ``XL``, ``SYS``) to
     link types; other codes (``X``, anything unknown) give no link.  Each connected group of
     devices joined by a fast link (:data:`accel.model.FAST_LINKS`) becomes a :class:`Domain` of
-    ``domain_kind`` (when given) with at least two members.
+    ``domain_kind`` (when given) with at least two members.  ``count_of(code)`` is the number
+    of links a cell code stands for (cnmon's ``MLK2``); one when not given.
     """
     links: dict[frozenset[str], Link] = {}
     for (row, col), code in matrix.codes.items():
@@ -46,7 +48,7 @@ def matrix_links(
         pair = frozenset((a, b))
         if pair not in links:
             first, second = sorted(pair)
-            links[pair] = Link(a=first, b=second, type=codes[code])
+            links[pair] = Link(a=first, b=second, type=codes[code], count=count_of(code) if count_of else 1)
     ordered = sorted(links.values(), key=lambda lk: (lk.a, lk.b))
     fast = [lk for lk in ordered if lk.type in FAST_LINKS]
     domains = link_domains(fast, domain_kind, prefix=domain_prefix, order=list(ids.values())) if domain_kind else []

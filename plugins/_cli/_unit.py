@@ -40,6 +40,7 @@ R = TypeVar("R", bound="DataclassInstance")
 
 __all__ = [
     "NEVER_READ",
+    "TABLE_NEVER_PRINTS",
     "UnitReading",
     "bounded",
     "build_unit",
@@ -99,12 +100,28 @@ class UnitReading:
     #: is ``unknown`` (``monitored=False``), never ``healthy``.
     health_read: bool = False
     extras: dict[str, str | int | float | bool] = field(default_factory=dict)
+    #: The id (after ``<vendor>:``) of a unit the tool prints neither a UUID nor a bus id for,
+    #: from something else it does print for it (cnmon v4: ``card-<n>``); the vendor flags
+    #: where it came from in ``extras``.  Unused when a UUID or bus id is known.
+    fallback_id: str | None = None
+    #: Appended to the stable id of a unit that shares its PCI function with another (the two
+    #: chips of an Ascend 310P Duo card print one bus id): ``<vendor>:pci-<bdf>-chip1``.
+    id_suffix: str = ""
+    family: str | None = None
+    #: The CPUs close to the unit, as the tool prints them (``0-23``), from a topology view.
+    cpu_affinity: str | None = None
+    #: Memory regions after the first (Ascend 310 chips show DDR next to HBM): ``(kind, total,
+    #: used)``.  Device regions only; the telemetry sample reads the first.
+    other_memory: list[tuple[MemoryKind, int | None, int | None]] = field(default_factory=list)
 
     def stable_id(self, vendor: str) -> str:
-        """``<vendor>:<uuid>`` or ``<vendor>:pci-<bdf>``; :class:`ParseError` without either."""
+        """``<vendor>:<uuid>`` or ``<vendor>:pci-<bdf>``, else ``<vendor>:<fallback_id>``;
+        :class:`ParseError` without any of them."""
         try:
-            return device_id_for(vendor, uuid=self.uuid, bus_id=self.bus_id)
+            return device_id_for(vendor, uuid=self.uuid, bus_id=self.bus_id) + self.id_suffix
         except ValueError as exc:
+            if self.fallback_id is not None and not self.uuid:
+                return f"{vendor}:{self.fallback_id}"
             where = f"device {self.index}" if self.index is not None else "a device"
             raise ParseError(f"{where} has neither a UUID nor a PCI bus id; no stable id") from exc
 
@@ -143,6 +160,7 @@ def build_unit(
     partition_mode: Mapping[str, Any] | None = None,
     sharing: Mapping[str, Any] | None = None,
     unsupported: Iterable[str] = (),
+    supported: Iterable[str] = (),
     timestamp: datetime,
     telemetry_unsupported: Iterable[str] = (),
     problems: list[AccelError] | None = None,
@@ -151,7 +169,9 @@ def build_unit(
 
     A value outside the model's physical bounds (:data:`accel.model.BOUNDS`) is left out
     (unknown) and appended to ``problems`` as an :class:`~accel.errors.OutOfBoundsError`
-    (a ``field`` problem of the snapshot); without ``problems`` it is an error.  Raises
+    (a ``field`` problem of the snapshot); without ``problems`` it is an error.  Identity
+    fields the unit's views left empty are declared unsupported, except those in ``supported``
+    (another view reads them: Ascend's die id with ``board=true``).  Raises
     :class:`ParseError` (no stable id) or :class:`accel.errors.ValidationError` (a value the
     model refuses); the caller turns either into "this device is bad" without hiding others.
     """
@@ -167,7 +187,9 @@ def build_unit(
     if reserved is not None and reading.memory_total_bytes is not None and reserved > reading.memory_total_bytes:
         reserved = None
     memory: list[dict[str, Any]] = []
-    if reading.memory_total_bytes is not None or used is not None:
+    # A memory column whose values are unreadable this time (masked, dropped) still says the
+    # unit has memory: the region is listed, its sizes unknown.
+    if reading.memory_total_bytes is not None or used is not None or _MEMORY_FIELDS & reading.dropped:
         usable = None
         if reading.memory_total_bytes is not None and reserved is not None:
             usable = reading.memory_total_bytes - reserved
@@ -182,6 +204,7 @@ def build_unit(
                 "ecc_pending": reading.ecc_pending,
             }
         )
+    memory.extend({"kind": k, "total_bytes": total, "used_bytes": used} for k, total, used in reading.other_memory)
     pci: dict[str, Any] | None = None
     if reading.bus_id is not None:
         pci = {
@@ -204,6 +227,8 @@ def build_unit(
         "model": reading.model or "unknown",
         "index": reading.index,
         "uuid": reading.uuid,
+        "family": reading.family,
+        "cpu_affinity": reading.cpu_affinity,
         "serial_number": reading.serial_number,
         "board_id": reading.board_id,
         "pci": pci,
@@ -222,7 +247,7 @@ def build_unit(
         "extras": dict(reading.extras),
         "unsupported": frozenset(unsupported),
     }
-    data["unsupported"] = frozenset(unsupported) | _silent_device_fields(data)
+    data["unsupported"] = (frozenset(unsupported) | _silent_device_fields(data)) - frozenset(supported)
     device, dropped = validate_reading(Device, data, what=f"{vendor} device {dev_id}")
     sample, dropped_t = validate_reading(
         Telemetry,
@@ -328,6 +353,10 @@ def _within(value: object, bound: tuple[float, float] | None) -> bool:
 
 def _why(bound: tuple[float, float] | None) -> str:
     return "not a finite number" if bound is None else f"outside {bound[0]:g}..{bound[1]:g}"
+
+
+#: Readings whose being dropped (``UnitReading.dropped``) still lists a memory region.
+_MEMORY_FIELDS = frozenset({"memory_total_bytes", "memory_used_bytes"})
 
 
 #: Device fields a CLI view either prints or never prints (architecture: none of these tools).
@@ -446,20 +475,33 @@ def merge_readings(primary: Sequence[UnitReading], secondary: Iterable[UnitReadi
 
 
 def visible_binding(
-    env: str | None, *, torch: str | None = None, collective: str | None = None, ray: str | None = None
+    env: str | None,
+    *,
+    torch: str | None = None,
+    collective: str | None = None,
+    ray: str | None = None,
+    nodes: Sequence[str] = (),
 ) -> Callable[[UnitReading], Binding]:
     """A binding rule: ``env=<index>`` plus the torch device type, collective backend and the
-    Ray resource name the unit is scheduled under (see ``docs/frameworks.md``)."""
+    Ray resource name the unit is scheduled under (see ``docs/frameworks.md``).
+
+    ``nodes`` are the device files a container needs for a unit, ``{index}`` standing for its
+    index (``/dev/cambricon_dev{index}``); a node with ``{index}`` is left out when the index
+    is unknown.  A reading's own ``device_nodes``, when the tool printed them, win.
+    """
 
     def bind(reading: UnitReading) -> Binding:
         visible = str(reading.index) if env is not None and reading.index is not None else None
+        files = tuple(reading.device_nodes) or tuple(
+            n.format(index=reading.index) for n in nodes if reading.index is not None or "{index}" not in n
+        )
         return Binding(
             visible_env=env if visible is not None else None,
             visible_id=visible,
             torch_device_type=torch,
             collective_backend=collective,
             ray_resource=ray,
-            device_nodes=tuple(reading.device_nodes),
+            device_nodes=files,
         )
 
     return bind
@@ -467,3 +509,20 @@ def visible_binding(
 
 #: Telemetry no CLI backend here can read: tools print no energy counter.
 NEVER_READ: frozenset[str] = frozenset({"energy_joules"})
+
+#: Telemetry a vendor tool's default device table prints nowhere (``cnmon``, ``npu-smi info``):
+#: clocks, per-sensor temperatures, throttle reasons, PCIe throughput and replays, corrected
+#: ECC, retired pages, per-link counters, memory utilisation and energy.  A backend reading
+#: only such a table passes it (plus what its own table lacks) as ``telemetry_unsupported``.
+TABLE_NEVER_PRINTS: frozenset[str] = NEVER_READ | {
+    "clocks_hertz",
+    "temperatures_celsius",
+    "throttle_reasons",
+    "pcie_rx_bytes_per_s",
+    "pcie_tx_bytes_per_s",
+    "pcie_replay_total",
+    "ecc_corrected_total",
+    "retired_pages_total",
+    "links",
+    "memory_utilization_ratio",
+}

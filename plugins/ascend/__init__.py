@@ -19,63 +19,12 @@ scenario=910b-8``) replays a shipped scenario instead of running ``npu-smi``; se
 
 from __future__ import annotations
 
-from accel.plugin import PLUGIN_API, Backend, BackendConfig, Capability, PluginInfo
-from accel.tools import Runner
+from .._cli import scenario_names
+from ._plugin import AscendPlugin
 
-from .._cli import CliBackendPlugin, CliProbeSpec, scenario_names
-
-__all__ = ["PLUGIN", "PROBE", "SCENARIOS", "AscendPlugin"]
-
-PROBE = CliProbeSpec(
-    vendor="Huawei Ascend",
-    pci_vendor_ids=("19e5",),
-    pci_class_prefixes=("12",),
-    device_globs=("davinci[0-9]*",),
-    tool="npu-smi",
-    tool_paths=("/usr/local/bin", "/usr/local/sbin", "/usr/sbin"),
-)
+__all__ = ["PLUGIN", "SCENARIOS", "AscendPlugin"]
 
 #: Shipped replay scenarios (a test facility), by name.
 SCENARIOS: tuple[str, ...] = scenario_names(__name__)
-
-
-class AscendPlugin(CliBackendPlugin):
-    """Entry-point object of the ``ascend`` backend."""
-
-    info = PluginInfo(
-        name="ascend",
-        vendor="huawei",
-        version="0.1.0",
-        api_versions=frozenset({PLUGIN_API}),
-        capabilities=frozenset(
-            {
-                Capability.INVENTORY,
-                Capability.MEMORY,
-                Capability.MEMORY_USED,
-                Capability.PCI,
-                Capability.TOPOLOGY,
-                Capability.LINKS,
-                Capability.DOMAINS,
-                Capability.HEALTH,
-                Capability.TELEMETRY,
-                Capability.POWER,
-                Capability.TEMPERATURE,
-                Capability.UTILIZATION,
-                Capability.PROCESSES,
-                Capability.VERSIONS,
-            }
-        ),
-        description="Huawei Ascend NPUs (910A/910B/910C, 310/310P) through npu-smi",
-        api="npu-smi",
-    )
-
-    probe_spec = PROBE
-    package = __name__
-
-    def open_with(self, config: BackendConfig, runner: Runner) -> Backend:
-        from ._backend import AscendBackend  # deferred: keeps the entry point light
-
-        return AscendBackend(config, runner)
-
 
 PLUGIN = AscendPlugin()

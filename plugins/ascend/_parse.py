@@ -85,6 +85,8 @@ __all__ = [
 ]
 
 TOOL = "npu-smi"
+#: Where the driver package installs npu-smi (searched before PATH).
+SEARCH_PATH = ("/usr/local/bin", "/usr/local/sbin", "/usr/sbin")
 MB = "MB"  # what a bare number under a "(MB)" header means; binary for Ascend
 
 

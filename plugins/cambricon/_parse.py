@@ -23,6 +23,7 @@ from .._cli import (
     BoxRecord,
     Matrix,
     ParseContext,
+    ProcessRow,
     SourceLine,
     clean,
     find_box_tables,
@@ -41,9 +42,11 @@ from .._cli import (
     title_match,
 )
 
-__all__ = ["CnmonInfo", "MluChip", "MluProcess", "MluTopo", "parse_cnmon", "parse_topo"]
+__all__ = ["SEARCH_PATH", "TOOL", "CnmonInfo", "MluChip", "MluTopo", "parse_cnmon", "parse_topo"]
 
 TOOL = "cnmon"
+#: Where the driver package installs cnmon (searched before PATH).
+SEARCH_PATH = ("/usr/bin", "/usr/local/neuware/bin")
 
 
 @dataclass(frozen=True)
@@ -73,20 +76,11 @@ class MluChip:
 
 
 @dataclass(frozen=True)
-class MluProcess:
-    card: int
-    pid: int
-    command: str | None
-    memory_bytes: int | None
-    line: SourceLine
-
-
-@dataclass(frozen=True)
 class CnmonInfo:
     version: str | None
     driver_version: str | None
     chips: tuple[MluChip, ...]
-    processes: tuple[MluProcess, ...] = ()
+    processes: tuple[ProcessRow, ...] = ()
     errors: tuple[ParseError, ...] = ()
 
 
@@ -164,7 +158,7 @@ def parse_cnmon(text: str, *, command: str = "cnmon") -> CnmonInfo:
     if not table.records:
         raise ctx.error("the card table has a header but no card rows", first_line(text))
     chips, errors = read_records(table.records, lambda rec: _chip(rec, ctx))
-    procs: list[MluProcess] = []
+    procs: list[ProcessRow] = []
     for t in tables:
         if "PID" not in t.column_names:
             continue
@@ -179,7 +173,7 @@ def parse_cnmon(text: str, *, command: str = "cnmon") -> CnmonInfo:
                 with ctx.at(row.line):
                     mem = parse_bytes(m.group("mem"))
                 procs.append(
-                    MluProcess(int(m.group("card")), int(m.group("pid")), clean(m.group("cmd")), mem, row.line)
+                    ProcessRow(int(m.group("card")), int(m.group("pid")), clean(m.group("cmd")), mem, row.line)
                 )
             except ParseError as exc:
                 errors.append(exc)

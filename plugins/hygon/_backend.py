@@ -25,44 +25,43 @@ and a ``DeviceLost`` condition (``hygon.tool:device-missing``), without telemetr
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Sequence
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import TypeVar
 
-from accel.errors import AccelError, BackendUnavailableError, ParseError, ToolError, ToolTimeoutError
-from accel.model import (
-    Binding,
-    Device,
-    DeviceKind,
-    Domain,
-    DomainKind,
-    Health,
-    Host,
-    HostInventory,
-    Link,
-    LinkType,
-    SourceInfo,
-)
+from accel.errors import AccelError, ParseError
+from accel.model import Device, DeviceKind, DomainKind, Health, Link, LinkType, SourceInfo
 from accel.plugin import BackendConfig
 from accel.plugins._cli import (
-    CliBackend,
+    Collection,
+    ParseContext,
     Snapshot,
+    ToolBackend,
     ToolSession,
     bounded,
     is_masked,
+    link_domains,
     out_of_bounds_errors,
-    problems_of,
-    unread_units,
 )
 from accel.plugins.amd.layers import Flavor, GpuReading, build_devices, merge, read_cards, telemetry_for
-from accel.sysfs import enrich_inventory, scan_pci
-from accel.tools import Runner, ToolResult
+from accel.sysfs import scan_pci
+from accel.tools import Runner
 
-from . import DTK_PATHS, HYSMI_PATHS
-from ._parse import Agent, ConciseRow, Topology, parse_concise, parse_json, parse_rocminfo, parse_showtopo
+from ._parse import (
+    Agent,
+    ConciseRow,
+    Topology,
+    parse_concise,
+    parse_json,
+    parse_rocminfo,
+    parse_showtopo,
+)
+from ._plugin import DTK_PATHS, HYSMI_PATHS
 
 __all__ = ["HYGON", "JSON_ARGS", "HygonBackend"]
+
+V = TypeVar("V")
 
 HYGON = Flavor(vendor="hygon", kind=DeviceKind.DCU, pci_vendor_id="1d94", extras_domain="hygon.com")
 
@@ -104,136 +103,58 @@ _NEVER = (
 _JSON_ONLY = ("memory_total_bytes", "memory_used_bytes", "serial_number", "uuid")
 
 
-@dataclass
-class _Snapshot:
-    devices: list[Device]
-    groups: list[list[GpuReading]]
-    links: list[Link]
-    domains: list[Domain]
-    notes: list[str]
-    invocations: int
-    tool: str
-    #: Records (and whole outputs) that failed to parse: ``Snapshot.problems``.
-    errors: tuple[AccelError, ...] = ()
+class HygonBackend(ToolBackend):
+    """Backend ``hygon`` over a :class:`~accel.tools.Runner` (real, or replay in tests).
 
-
-def _unread_binding(index: int | None) -> Binding:
-    """The binding of a DCU known only by its index (its row failed to parse)."""
-    return Binding(
-        visible_env=HYGON.visible_env,
-        visible_id=str(index) if index is not None else None,
-        torch_device_type=HYGON.torch_device_type,
-        collective_backend=HYGON.collective_backend,
-        ray_resource=HYGON.ray_resource,
-        device_nodes=("/dev/kfd",),
-    )
-
-
-class HygonBackend(CliBackend):
-    """An open Hygon backend over a :class:`~accel.tools.Runner` (real, or replay in tests).
-
-    Reads, lost-device detection and fault injection are :class:`~accel.plugins._cli.CliBackend`'s;
-    this class runs the tools and builds each :class:`~accel.plugins._cli.Snapshot`.
+    Reads, lost-device detection and fault injection are :class:`~accel.plugins._cli.ToolBackend`'s;
+    :meth:`collect` runs the tools and builds the devices with the AMD plugin's layers.
     """
 
+    backend_name = "hygon"
+    tool = "hy-smi"
+    alternatives = (("hy-smi", HYSMI_PATHS), ("rocm-smi", DTK_PATHS))
+    kind = HYGON.kind
+    visible_env = HYGON.visible_env
+    torch_device_type = HYGON.torch_device_type
+    collective_backend = HYGON.collective_backend
+    ray_resource = HYGON.ray_resource
+    device_nodes = ("/dev/kfd",)
+    fills_from_sysfs = True
+
     def __init__(self, config: BackendConfig, runner: Runner) -> None:
-        super().__init__("hygon", self._snapshot, config=config, runner=runner)
-        self._config = config
-        timeout = config.tool_timeout_s
-        if runner.which("hy-smi", HYSMI_PATHS):
-            self._smi = ToolSession(runner, "hy-smi", search_path=HYSMI_PATHS, timeout_s=timeout)
-        elif runner.which("rocm-smi", DTK_PATHS):
-            self._smi = ToolSession(runner, "rocm-smi", search_path=DTK_PATHS, timeout_s=timeout)
-        else:
-            raise BackendUnavailableError(
-                f"Hygon backend unavailable: neither hy-smi ({', '.join(HYSMI_PATHS)}) nor the DTK rocm-smi "
-                f"({', '.join(DTK_PATHS)}) was found",
-                plugin="hygon",
-            )
-        self._rocminfo = (
-            ToolSession(runner, "rocminfo", search_path=DTK_PATHS, timeout_s=timeout)
-            if runner.which("rocminfo", DTK_PATHS)
-            else None
-        )
-        self._notes: SourceInfo | None = None  # the notes of the last snapshot (see inventory)
+        super().__init__(config, runner)
+        self._rocminfo = runner.which("rocminfo", DTK_PATHS) is not None
 
-    # -- collection ---------------------------------------------------------------------------
-    def _snapshot(self) -> Snapshot:
-        snap = self._run_tools()
-        main, *notes = self._sources(snap)
-        self._notes = notes[0] if notes else None
-        now = datetime.now(UTC)
-        # A concise row that failed to parse but names its DCU is listed, health unknown.
-        unread = unread_units(
-            snap.errors, snap.devices, vendor="hygon", kind=HYGON.kind, tool=snap.tool, binding=_unread_binding
-        )
-        problems = problems_of("hygon", snap.errors)
-        return Snapshot(
-            devices=(*snap.devices, *unread),
-            telemetry=tuple(
-                telemetry_for(d, g, now, unsupported=("clocks_hertz", "throttle_reasons"))
-                for d, g in zip(snap.devices, snap.groups, strict=True)
-            ),
-            links=tuple(snap.links),
-            domains=tuple(snap.domains),
-            source=main,
-            collected_at=now,
-            unparsed=len(problems),
-            problems=problems,
-        )
-
-    def _run_tools(self) -> _Snapshot:
-        smi = self._smi
-        start = smi.invocations + (self._rocminfo.invocations if self._rocminfo else 0)
-        notes: list[str] = []
+    def collect(self, col: Collection) -> Snapshot:
+        smi, notes, errors = col.session, col.notes, col.problems
+        # Either of the JSON query and the concise table suffices; both failing is the error,
+        # and an unreadable one is a problem of the snapshot.
         failures: list[AccelError] = []
-        errors: list[AccelError] = []
         json_readings: dict[int, GpuReading] = {}
-        json_ok = False
-        res = self._optional(smi, JSON_ARGS, notes, failures)
-        if res is not None:
-            try:
-                readings, found, unit = parse_json(res.stdout, smi.context(*JSON_ARGS))
-                json_readings = {r.index or 0: r for r in readings}
-                json_ok = True
-                errors += found
-                notes += [str(e) for e in found]
-                if unit:
-                    notes.append(f"memory unit in the JSON keys: {unit}")
-            except ParseError as exc:
-                failures.append(exc)
-                errors.append(exc)
-                notes.append(str(exc))
+        parsed = _view(smi, JSON_ARGS, parse_json, notes, failures=failures, errors=errors)
+        if parsed is not None:
+            readings, found, unit = parsed
+            json_readings = {r.index or 0: r for r in readings}
+            errors += found
+            notes += [str(e) for e in found]
+            if unit:
+                notes.append(f"memory unit in the JSON keys: {unit}")
         concise: dict[int, ConciseRow] = {}
-        res = self._optional(smi, (), notes, failures)
-        if res is not None:
-            try:
-                rows, found_rows = parse_concise(res.stdout, smi.context())
-                concise = {r.index: r for r in rows}
-                errors += found_rows
-                notes += [str(e) for e in found_rows]
-            except ParseError as exc:
-                failures.append(exc)
-                errors.append(exc)
-                notes.append(str(exc))
+        table = _view(smi, (), parse_concise, notes, failures=failures, errors=errors)
+        if table is not None:
+            concise = {r.index: r for r in table[0]}
+            errors += table[1]
+            notes += [str(e) for e in table[1]]
         if not json_readings and not concise:
             raise failures[0] if failures else ParseError(f"{smi.tool} reported no DCU", tool=smi.tool)
+        # rocminfo and --showtopo only add to the picture: an unreadable one is a note.
         agents: list[Agent] = []
-        if self._rocminfo is not None:
-            res = self._optional(self._rocminfo, (), notes, [])
-            if res is not None:
-                try:
-                    agents = parse_rocminfo(res.stdout, self._rocminfo.context())
-                except ParseError as exc:
-                    notes.append(str(exc))
-        topo: Topology | None = None
-        res = self._optional(smi, ("--showtopo",), notes, [])
-        if res is not None:
-            try:
-                topo = parse_showtopo(res.stdout, smi.context("--showtopo"))
-                notes += [str(e) for e in topo.errors]
-            except ParseError as exc:
-                notes.append(str(exc))
+        if self._rocminfo:
+            agents = _view(col.session_for("rocminfo", DTK_PATHS), (), parse_rocminfo, notes) or []
+        topo = _view(smi, ("--showtopo",), parse_showtopo, notes)
+        if topo is not None:
+            notes += [str(e) for e in topo.errors]
+        json_ok = parsed is not None
         groups = self._merge(json_readings, concise, agents, topo, smi.tool)
         never = set(_NEVER) | ({"architecture", "isa", "compute_units"} if not agents else set())
         if not json_ok:
@@ -251,22 +172,19 @@ class HygonBackend(CliBackend):
         for dev_id, g in zip(ids, checked, strict=True):
             for r, dropped in g:
                 errors += out_of_bounds_errors(smi.tool, dropped, device_id=dev_id, what=f"card {r.index}")
-        links, domains = _topology(devices, groups, topo)
-        invocations = smi.invocations + (self._rocminfo.invocations if self._rocminfo else 0) - start
-        return _Snapshot(devices, groups, links, domains, notes, invocations, smi.tool, tuple(errors))
-
-    @staticmethod
-    def _optional(
-        session: ToolSession, args: Sequence[str], notes: list[str], failures: list[AccelError]
-    ) -> ToolResult | None:
-        try:
-            return session.run(*args)
-        except ToolTimeoutError:
-            raise  # a hung tool is an error, not an absent command
-        except ToolError as exc:
-            failures.append(exc)
-            notes.append(f"{' '.join([session.tool, *args])}: {exc.code}")
-            return None
+        links = _xgmi_links(devices, groups, topo)
+        domains = link_domains(links, DomainKind.XGMI_HIVE, prefix="hygon-xgmi", order=[d.id for d in devices])
+        # A concise row that failed to parse but names its DCU is listed, health unknown.
+        unread = self.unread(col, devices)
+        samples = [
+            telemetry_for(d, g, col.now, unsupported=("clocks_hertz", "throttle_reasons"))
+            for d, g in zip(devices, groups, strict=True)
+        ]
+        snap = col.snapshot([*devices, *unread], samples, links=links, domains=domains)
+        main = _source(smi.tool, groups, col.invocations)
+        extra = (SourceInfo(backend="hygon", plugin_version=self.version, api="notes",
+                            detail="; ".join(notes)[:900]),) if notes else ()  # fmt: skip
+        return dataclasses.replace(snap, source=main, extra_sources=extra)
 
     def _merge(
         self,
@@ -278,7 +196,7 @@ class HygonBackend(CliBackend):
     ) -> list[list[GpuReading]]:
         indices = sorted(set(json_readings) | set(concise))
         by_uid = {a.unique_id: a for a in agents if a.unique_id}
-        root = self._config.sysfs_root
+        root = self.config.sysfs_root
         cards = read_cards(root, (HYGON.pci_vendor_id,))
         cards_by_uid = {c.unique_id: c for c in cards if c.unique_id}
         functions = scan_pci(root, vendor_ids=(HYGON.pci_vendor_id,))
@@ -331,41 +249,6 @@ class HygonBackend(CliBackend):
             groups.append([merged])
         return _dedupe_ids(groups)
 
-    def _sources(self, snap: _Snapshot) -> tuple[SourceInfo, ...]:
-        layers: dict[str, set[str]] = {}
-        for group in snap.groups:
-            for part, layer in group[0].sources.items():
-                layers.setdefault(layer, set()).add(part)
-        out = [
-            SourceInfo(
-                backend="hygon",
-                plugin_version="0.1.0",
-                api=snap.tool,
-                detail=f"{snap.tool} (+ rocminfo, sysfs): " + "; ".join(
-                    f"{layer}: {', '.join(sorted(parts - {'*'}))}" for layer, parts in sorted(layers.items())
-                )[:900],
-                tool_invocations=snap.invocations,
-            )
-        ]
-        if snap.notes:
-            out.append(SourceInfo(backend="hygon", plugin_version="0.1.0", api="notes",
-                                  detail="; ".join(snap.notes)[:900]))
-        return tuple(out)
-
-    # -- Backend API (the rest is CliBackend's) ------------------------------------------------
-    def inventory(self) -> HostInventory:
-        snap = self.snapshot()
-        inv = HostInventory(
-            host=Host(hostname=socket.gethostname() or "localhost"),
-            devices=snap.devices,
-            links=snap.links,
-            domains=snap.domains,
-            collected_at=snap.collected_at,
-            sources=tuple(s for s in (snap.source, self._notes) if s is not None),
-            problems=snap.problems,
-        )
-        return enrich_inventory(inv, self._config.sysfs_root)
-
     def health(self, ids: Sequence[str] | None = None) -> dict[str, Health]:
         now = datetime.now(UTC)
         return {
@@ -374,6 +257,47 @@ class HygonBackend(CliBackend):
                       checked_at=now if h.monitored else h.checked_at)
             for i, h in super().health(ids).items()
         }
+
+
+def _view(
+    session: ToolSession,
+    args: Sequence[str],
+    parse: Callable[[str, ParseContext], V],
+    notes: list[str],
+    *,
+    failures: list[AccelError] | None = None,
+    errors: list[AccelError] | None = None,
+) -> V | None:
+    """One view of a tool, parsed; ``None`` when absent (a note, and a failure when
+    ``failures`` is given) or unreadable (a note, and a problem when ``errors`` is given)."""
+    res = session.optional(*args, notes=notes, failures=failures)
+    if res is None:
+        return None
+    try:
+        return parse(res.stdout, session.context(*args))
+    except ParseError as exc:
+        notes.append(str(exc))
+        if errors is not None:
+            errors.append(exc)
+        if failures is not None:
+            failures.append(exc)
+        return None
+
+
+def _source(tool: str, groups: Sequence[Sequence[GpuReading]], invocations: int) -> SourceInfo:
+    """The main source: which layer (tool view, rocminfo, sysfs) each reading came from."""
+    layers: dict[str, set[str]] = {}
+    for group in groups:
+        for part, layer in group[0].sources.items():
+            layers.setdefault(layer, set()).add(part)
+    detail = "; ".join(f"{layer}: {', '.join(sorted(parts - {'*'}))}" for layer, parts in sorted(layers.items()))
+    return SourceInfo(
+        backend="hygon",
+        plugin_version=HygonBackend.version,
+        api=tool,
+        detail=f"{tool} (+ rocminfo, sysfs): {detail}"[:900],
+        tool_invocations=invocations,
+    )
 
 
 def _dedupe_ids(groups: list[list[GpuReading]]) -> list[list[GpuReading]]:
@@ -390,34 +314,18 @@ def _dedupe_ids(groups: list[list[GpuReading]]) -> list[list[GpuReading]]:
     return groups
 
 
-def _topology(
+def _xgmi_links(
     devices: Sequence[Device], groups: Sequence[Sequence[GpuReading]], topo: Topology | None
-) -> tuple[list[Link], list[Domain]]:
+) -> list[Link]:
+    """One xGMI link per pair ``--showtopo`` prints as joined by xGMI."""
     if topo is None:
-        return [], []
+        return []
     by_index = {g[0].index: d.id for d, g in zip(devices, groups, strict=True)}
     links: list[Link] = []
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        while parent.get(x, x) != x:
-            x = parent[x]
-        return x
-
     for a, b in topo.xgmi_pairs():
         ia, ib = by_index.get(a), by_index.get(b)
         if ia is None or ib is None or ia == ib:
             continue
         x, y = sorted((ia, ib))
         links.append(Link(a=x, b=y, type=LinkType.XGMI, count=1))
-        parent[find(x)] = find(y)
-    comps: dict[str, list[str]] = {}
-    for d in devices:
-        if d.id in parent or any(d.id in (lk.a, lk.b) for lk in links):
-            comps.setdefault(find(d.id), []).append(d.id)
-    domains = [
-        Domain(id=f"hygon-xgmi-{n}", kind=DomainKind.XGMI_HIVE, members=tuple(members))
-        for n, members in enumerate(sorted(comps.values()))
-        if len(members) >= 2
-    ]
-    return links, domains
+    return links

@@ -79,13 +79,15 @@ def test_a_failed_record_keeps_the_places_of_the_others(tmp_path: Path) -> None:
     info = text("npu-smi-info_1.9.3_910a_npu4-7.txt").replace("2123 / 15171", "2123 / 15x71")
     inv = inventory(tmp_path, info)
     assert len(inv.devices) == 4
-    assert [d.index for d in inv.devices] == [0, 2, 3, 1]  # the unread one is listed last
-    unread = inv.devices[3]
+    # The unread one is listed in its place, by logic id, as every CLI plugin lists an unread unit.
+    assert [d.index for d in inv.devices] == [0, 1, 2, 3]
+    unread = inv.devices[1]
     assert unread.id == "huawei:pci-0000:82:00.0" and unread.model == "unknown"
     assert unread.health.state is HealthState.UNKNOWN
     assert [c.reason for c in unread.health.conditions] == ["DeviceNotRead"]
     assert unread.binding.visible_id == "1" and unread.binding.visible_env == "ASCEND_RT_VISIBLE_DEVICES"
-    assert [d.binding.visible_id for d in inv.devices[:3]] == ["0", "2", "3"]
+    assert [d.binding.visible_id for d in inv.devices if d is not unread] == ["0", "2", "3"]
+    assert all(d.model != "unknown" for d in inv.devices if d is not unread)
 
 
 # ---- C: typed problems -----------------------------------------------------------------------

@@ -216,9 +216,9 @@ def _replay(plugin: str, scenario: str, old: str, new: str) -> object:
 @pytest.mark.parametrize(
     ("plugin", "scenario", "old", "new", "devices", "field"),
     [
-        ("ascend", "910b-8", "3314 / 65536 ", "3314 / 99999999999999 ", 8, "memory[0].total_bytes"),
+        ("ascend", "910b-8", "3314 / 65536 ", "3314 / 99999999999999 ", 8, "memory_total_bytes"),
         ("ascend", "910b-8", "| 101.8 ", "| 99999.8 ", 8, "power_watts"),
-        ("cambricon", "mlu370-x8", "106 W/ 250 W", "106 W/ 99999 W", 2, "power.enforced_watts"),
+        ("cambricon", "mlu370-x8", "106 W/ 250 W", "106 W/ 99999 W", 2, "power_limit_watts"),
         ("hygon", "k100-8dcu", "53.0C    96.0W", "53.0C    96000.0W", 8, "power_watts"),
         ("metax", "c550-8", "858/65536 MiB", "858/99999999999 MiB", 8, "memory_total_bytes"),
     ],
