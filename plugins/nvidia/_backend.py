@@ -65,7 +65,7 @@ from ...model import (
     VersionInfo,
     normalize_bus_id,
 )
-from ...plugin import Backend, BackendConfig, DeviceEvent
+from ...plugin import Backend, BackendConfig, DeviceEvent, Reading, describe_readings
 from ...sysfs import enrich_inventory
 from ._health import (
     RECOVERY_ACTIONS,
@@ -115,6 +115,22 @@ _FIELDS = (C.FI_ECC_SBE_VOL_TOTAL, C.FI_ECC_DBE_VOL_TOTAL, C.FI_ECC_SBE_AGG_TOTA
            C.FI_PCIE_REPLAY_COUNTER, C.FI_REMAPPED_COR, C.FI_REMAPPED_UNC, C.FI_REMAPPED_PENDING,
            C.FI_REMAPPED_FAILURE, C.FI_POWER_INSTANT, C.FI_GPU_RECOVERY_ACTION)
 _FI_NVLINK_STATE = 165
+#: The per-link field ids: error counters (Reading.LINKS) and the link state (down links, for
+#: health and topology).
+_LINK_COUNTER_FIELDS = (C.FI_NVLINK_ERROR_DL_REPLAY, C.FI_NVLINK_ERROR_DL_RECOVERY, C.FI_NVLINK_ERROR_DL_CRC)
+#: Which field ids of the batch each reading group needs when a caller narrows the read
+#: (BackendConfig.readings); HEALTH needs them all (counter conditions, recovery action).
+_GROUP_FIELDS: dict[Reading, tuple[int, ...]] = {
+    Reading.POWER: (C.FI_POWER_INSTANT,),
+    Reading.ENERGY: (C.FI_TOTAL_ENERGY,),
+    Reading.TEMPERATURE: (C.FI_MEMORY_TEMP,),
+    Reading.ERRORS: (C.FI_ECC_SBE_VOL_TOTAL, C.FI_ECC_DBE_VOL_TOTAL, C.FI_RETIRED_SBE, C.FI_RETIRED_DBE,
+                     C.FI_PCIE_REPLAY_COUNTER),
+}
+#: nvmlValueType_t -> the member of the value union that holds it (NVML_VALUE_TYPE_*).
+_VALUE_MEMBER = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+#: ECC mode not read (a narrowed read without errors or health): the memory's ECC flags stay unknown.
+_UNREAD: Any = object()
 
 
 def _now() -> datetime:
@@ -184,6 +200,18 @@ class _Static:
     thresholds: tuple[int | None, int | None]
     profiles: tuple[PartitionProfile, ...] = ()
     profiles_read: bool = False
+    #: The memory of the last reading: a GPU lost later keeps its last known memory.
+    memory: MemoryRegion | None = None
+
+
+@dataclass
+class _Pending:
+    """One GPU's reading before its single validation: the static device and what changed."""
+
+    base: Device
+    update: dict[str, Any]
+    #: Capability flags this reading learned (``ecc``); ``p2p`` is added for all GPUs at once.
+    capabilities: dict[str, Any]
 
 
 @dataclass
@@ -224,6 +252,9 @@ class NvidiaBackend(Backend):
         #: and reading every field twice a scrape doubles its NVML calls for nothing.
         self._lent: dict[int, tuple[float, _Sample, MemoryRegion]] = {}
         self._proc_root = Path(str(config.option("proc_root", "/proc")))
+        #: What the caller will use (None: everything); inventory() and telemetry() read only that.
+        self._readings: frozenset[Reading] | None = config.readings
+        self._fields, self._link_fields = self._batch(self._readings)
         nv.init()
         try:
             self._driver = self._system("nvmlSystemGetDriverVersion")
@@ -239,6 +270,19 @@ class NvidiaBackend(Backend):
             raise
 
     # -- plumbing -----------------------------------------------------------------------------
+    def _wants(self, reading: Reading) -> bool:
+        return self._readings is None or reading in self._readings
+
+    @staticmethod
+    def _batch(readings: frozenset[Reading] | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The scalar and per-link field ids a sample reads for ``readings`` (``None``: all)."""
+        if readings is None or Reading.HEALTH in readings:
+            return _FIELDS, (*_LINK_COUNTER_FIELDS, _FI_NVLINK_STATE)
+        scalar = {fid for group in readings for fid in _GROUP_FIELDS.get(group, ())}
+        per_link = (*(_LINK_COUNTER_FIELDS if Reading.LINKS in readings else ()),
+                    *((_FI_NVLINK_STATE,) if Reading.TOPOLOGY in readings else ()))
+        return tuple(f for f in _FIELDS if f in scalar), per_link
+
     @property
     def name(self) -> str:
         return "nvidia"
@@ -475,37 +519,47 @@ class NvidiaBackend(Backend):
         return links
 
     # -- moving values ------------------------------------------------------------------------
-    def _sample(self, index: int) -> _Sample:
+    def _sample(self, index: int, *, full: bool = False) -> _Sample:
+        """The moving counters of GPU ``index`` in one ``nvmlDeviceGetFieldValues`` call.
+
+        Reads the ids the configured readings need (every id with ``full``, as ``health()``
+        does); a sample that needs none makes no call.
+        """
         st = self._static(index)
         h = self._handle(index)
         r = _Read()
-        ids: list[Any] = list(_FIELDS)
-        link_ids = [(fid, lk.index) for lk in st.nvlinks
-                    for fid in (C.FI_NVLINK_ERROR_DL_REPLAY, C.FI_NVLINK_ERROR_DL_RECOVERY, C.FI_NVLINK_ERROR_DL_CRC,
-                                _FI_NVLINK_STATE)]
+        scalar, per_link = (_FIELDS, (*_LINK_COUNTER_FIELDS, _FI_NVLINK_STATE)) if full else (
+            self._fields, self._link_fields)
+        link_ids = [(fid, lk.index) for lk in st.nvlinks for fid in per_link]
         fields: dict[int, int | float | None] = {}
         link_fields: dict[tuple[int, int], int | None] = {}
-        values = self._get(r, None, "nvmlDeviceGetFieldValues", h, ids + link_ids)
+        if not scalar and not link_ids:
+            return _Sample(fields=fields, link_fields=link_fields, read=r)
+        requested: list[Any] = [*scalar, *link_ids]
+        values = self._get(r, None, "nvmlDeviceGetFieldValues", h, requested)
         invalid: set[int] = set()
         if values is not None:
-            for v in values:
-                fid, scope, ret = int(v.fieldId), int(v.scopeId), int(v.nvmlReturn)
+            # The binding fills the array in the order of the request (field and scope ids are
+            # inputs), so each answer is matched to its request without reading its ids back:
+            # every attribute of a binding struct is a Python-level __getattribute__ call.
+            n = len(scalar)
+            for pos, v in enumerate(values):
+                ret = int(v.nvmlReturn)
                 value: int | float | None = None
                 if ret == C.SUCCESS:
                     vt = int(v.valueType)
-                    value = (v.value.dVal if vt == 0 else v.value.uiVal if vt == 1 else v.value.ulVal if vt == 2
-                             else v.value.ullVal if vt == 3 else v.value.sllVal if vt == 4 else v.value.siVal
-                             if vt == 5 else v.value.usVal)
+                    value = getattr(v.value, _VALUE_MEMBER[vt]) if 0 <= vt < len(_VALUE_MEMBER) else None
                 elif ret == C.ERROR_INVALID_ARGUMENT:
-                    invalid.add(fid)  # a field id this driver does not know: fall back below
+                    if pos < n:
+                        invalid.add(scalar[pos])  # a field id this driver does not know: fall back below
                 elif ret == C.ERROR_GPU_IS_LOST:
                     raise DeviceLostError("GPU is lost (field values)", device_id=st.device_id)
-                if (fid, scope) in link_ids:
-                    link_fields[(fid, scope)] = int(value) if value is not None else None
+                if pos < n:
+                    fields[scalar[pos]] = value
                 else:
-                    fields[fid] = value
+                    link_fields[link_ids[pos - n]] = int(value) if value is not None else None
         else:
-            invalid = set(_FIELDS)
+            invalid = set(scalar)
         self._fallback_fields(r, h, fields, invalid)
         return _Sample(fields=fields, link_fields=link_fields, read=r)
 
@@ -549,8 +603,8 @@ class NvidiaBackend(Backend):
                 mem = self._get(r, "memory.total_bytes", "nvmlDeviceGetMemoryInfo", h)
             elif nvml_code_of(err) == C.ERROR_NOT_SUPPORTED:
                 r.unsupported.add("memory.total_bytes")
-        ecc_kw: dict[str, Any] = {"ecc_supported": ecc is not None}
-        if ecc is not None:
+        ecc_kw: dict[str, Any] = {} if ecc is _UNREAD else {"ecc_supported": ecc is not None}
+        if ecc is not None and ecc is not _UNREAD:
             ecc_kw.update(ecc_enabled=bool(ecc[0]), ecc_pending=bool(ecc[1]) != bool(ecc[0]))
         if mem is None:
             return MemoryRegion(kind=kind, **ecc_kw)
@@ -1005,8 +1059,9 @@ class NvidiaBackend(Backend):
         return out
 
     # -- public surface -----------------------------------------------------------------------
-    def _snapshot(self, index: int, at: datetime) -> tuple[Device | None, list[Partition], list[ProcessUsage],
+    def _snapshot(self, index: int, at: datetime) -> tuple[_Pending | None, list[Partition], list[ProcessUsage],
                                                             tuple[PartitionProfile, ...]]:
+        """One GPU's reading: what changed since its static device, validated later, once."""
         try:
             st = self._static(index)
         except DeviceLostError:
@@ -1016,53 +1071,65 @@ class NvidiaBackend(Backend):
             return None, [], [], ()
         if index in self._lost:
             return self._lost_device(st, at), [], [], st.profiles
+        errors_or_health = self._wants(Reading.ERRORS) or self._wants(Reading.HEALTH)
+        topology = self._wants(Reading.TOPOLOGY)
+        gen = width = None
+        procs: list[ProcessUsage] = []
         try:
             h = self._handle(index)
             s = self._sample(index)
-            ecc = self._get(s.read, None, "nvmlDeviceGetEccMode", h)
+            ecc = self._get(s.read, None, "nvmlDeviceGetEccMode", h) if errors_or_health else _UNREAD
             memory = self._memory(s.read, h, st.device.memory[0].kind if st.device.memory else MemoryKind.UNKNOWN,
                                   ecc)
             parts, mig_pending = self._mig(st, h, s.read)
             profiles = self._profiles(st, h)
-            gen = self._get(s.read, None, "nvmlDeviceGetCurrPcieLinkGeneration", h)
-            width = self._get(s.read, None, "nvmlDeviceGetCurrPcieLinkWidth", h)
-            procs = self._processes(st, h, parts)
-            health = self._health(index, s, at)
+            if topology:
+                gen = self._get(s.read, None, "nvmlDeviceGetCurrPcieLinkGeneration", h)
+                width = self._get(s.read, None, "nvmlDeviceGetCurrPcieLinkWidth", h)
+            if self._wants(Reading.PROCESSES):
+                procs = self._processes(st, h, parts)
+            # Health is earned: a read that was not asked for health reads none and claims none.
+            health = self._health(index, s, at) if self._wants(Reading.HEALTH) else Health.unknown()
             self._lent[index] = (time.monotonic(), s, memory)
-            counters = self._previous.get(st.device_id)
-            self._down_links[st.device_id] = counters.links_down if counters else ()
+            if topology:
+                self._down_links[st.device_id] = tuple(
+                    lk.index for lk in st.nvlinks if s.link_fields.get((_FI_NVLINK_STATE, lk.index)) == 0)
+            mig_on = bool(parts) or (mig_pending is not None and self._mig_enabled(s.read, h))
         except DeviceLostError:
             self._lost.setdefault(index, at)
             return self._lost_device(st, at), [], [], st.profiles
+        st.memory = memory
         dev = st.device
-        st.device = Device.model_validate({**dev.model_dump(), "memory": [memory.model_dump()]})
-        pci = dev.pci.model_copy(update={"link_gen_current": gen, "link_width_current": width}) if dev.pci else None
-        mig_on = bool(parts) or (mig_pending is not None and self._mig_enabled(s.read, h))
         update: dict[str, Any] = {
-            "memory": (memory,), "pci": pci, "health": health,
+            "memory": (memory,), "health": health,
             "unsupported": frozenset(st.unsupported | s.read.unsupported),
             "partition_mode": PartitionMode(scheme=PartitionScheme.MIG if mig_on else PartitionScheme.NONE,
                                             pending=mig_pending),
         }
-        if ecc is not None:
-            update["capabilities"] = dev.capabilities.model_copy(update={"ecc": True})
-        return Device.model_validate({**dev.model_dump(), **{k: v for k, v in update.items()}}), parts, procs, \
-            profiles
+        if topology and dev.pci is not None:
+            # Validated here (bounds of the two new values), once per reading.
+            update["pci"] = PciInfo.model_validate({**dict(dev.pci), "link_gen_current": gen,
+                                                    "link_width_current": width})
+        caps: dict[str, Any] = {"ecc": True} if ecc is not None and ecc is not _UNREAD else {}
+        return _Pending(st.device, update, caps), parts, procs, profiles
 
     def _mig_enabled(self, r: _Read, h: Any) -> bool:
         mode = self._get(r, None, "nvmlDeviceGetMigMode", h)
         return mode is not None and int(mode[0]) == C.DEVICE_MIG_ENABLE
 
-    def _lost_device(self, st: _Static, at: datetime) -> Device:
-        health = self._health(st.index, None, at)
-        return Device.model_validate({**st.device.model_dump(), "health": health})
+    def _lost_device(self, st: _Static, at: datetime) -> _Pending:
+        update: dict[str, Any] = {"health": self._health(st.index, None, at)}
+        if st.memory is not None:
+            update["memory"] = (st.memory,)
+        return _Pending(st.device, update, {})
 
     def inventory(self) -> HostInventory:
         with self._lock:
             self._check_open()
             at = _now()
-            self.poll_events(0.0)
-            devices: list[Device] = []
+            if self._wants(Reading.HEALTH):
+                self.poll_events(0.0)
+            pending: list[_Pending] = []
             partitions: list[Partition] = []
             profiles: list[PartitionProfile] = []
             processes: list[ProcessUsage] = []
@@ -1072,18 +1139,36 @@ class NvidiaBackend(Backend):
                 if dev is None:
                     skipped.append(i)
                     continue
-                devices.append(dev)
+                pending.append(dev)
                 partitions += parts
                 processes += procs
                 profiles += profs
-            idx = {d.id: d.index if d.index is not None else -1 for d in devices}
-            devices = self._with_p2p(devices, idx)
-            links, domains, problems = self._topology(devices, idx)
+            idx = {p.base.id: p.base.index if p.base.index is not None else -1 for p in pending}
+            p2p = self._p2p_of([p.base.id for p in pending], idx)
+            devices: list[Device] = []
+            for p in pending:
+                caps = dict(p.capabilities)
+                if p.base.id in p2p:
+                    caps["p2p"] = p2p[p.base.id]
+                update = dict(p.update)
+                if caps:
+                    update["capabilities"] = Capabilities.model_validate({**dict(p.base.capabilities), **caps})
+                # One validation per device per reading: the nested models are validated
+                # objects already (pydantic does not revalidate instances), the device's own
+                # field and model validators run on the result.
+                devices.append(Device.model_validate({**dict(p.base), **update}))
+            links: list[Link] = []
+            domains: list[Domain] = []
+            problems: list[Problem] = []
+            if self._wants(Reading.TOPOLOGY):
+                links, domains, problems = self._topology(devices, idx)
             detail = []
             if self._scenario:
                 detail.append(f"fake NVML scenario {self._scenario!r} (test facility, not hardware)")
             if skipped:
                 detail.append(f"GPU indices {skipped} could not be read (lost before identification)")
+            if self._readings is not None:
+                detail.append(describe_readings(self._readings))
             inv = HostInventory(
                 host=Host(hostname=socket.gethostname() or "localhost", cpu_count=os.cpu_count()),
                 devices=tuple(devices), partitions=tuple(partitions), partition_profiles=tuple(profiles),
@@ -1097,25 +1182,23 @@ class NvidiaBackend(Backend):
                 if any(d.pci is not None and d.pci.bridge_path is not None for d in inv.devices):
                     # sysfs knows the PCI tree: drop NVML-derived PCIe links, the core derives them.
                     keep = tuple(lk for lk in inv.links if lk.type not in _ANCESTOR.values())
-                    inv = HostInventory.model_validate({**inv.model_dump(), "links": [
-                        lk.model_dump() for lk in keep]})
+                    inv = HostInventory.model_validate({**dict(inv), "links": keep})
             return inv
 
     def _use_sysfs(self) -> bool:
         # A fake host's bus ids say nothing about this machine's /sys.
         return not (self._scenario and self._config.sysfs_root == Path("/sys"))
 
-    def _with_p2p(self, devices: list[Device], idx: dict[str, int]) -> list[Device]:
-        if len(devices) < 2:
-            return devices
-        out = []
-        for d in devices:
-            results = [self._p2p_ok(idx[d.id], idx[o.id]) for o in devices
-                       if o.id != d.id and idx[d.id] not in self._lost and idx[o.id] not in self._lost]
+    def _p2p_of(self, ids: list[str], idx: dict[str, int]) -> dict[str, bool | None]:
+        """Whether each GPU can reach a peer directly (cached per pair); empty for fewer than two."""
+        if len(ids) < 2:
+            return {}
+        out: dict[str, bool | None] = {}
+        for d in ids:
+            results = [self._p2p_ok(idx[d], idx[o]) for o in ids
+                       if o != d and idx[d] not in self._lost and idx[o] not in self._lost]
             known = [x for x in results if x is not None]
-            p2p = any(known) if known else None
-            caps = d.capabilities.model_copy(update={"p2p": p2p})
-            out.append(Device.model_validate({**d.model_dump(), "capabilities": caps.model_dump()}))
+            out[d] = any(known) if known else None
         return out
 
     def _ids(self, ids: Sequence[str] | None) -> list[int]:
@@ -1146,7 +1229,7 @@ class NvidiaBackend(Backend):
                 sample = None
                 if i not in self._lost:
                     try:
-                        sample = self._sample(i)
+                        sample = self._sample(i, full=True)
                         out[st.device_id] = self._health(i, sample, at)
                         continue
                     except DeviceLostError:
@@ -1186,26 +1269,34 @@ class NvidiaBackend(Backend):
                 unsupported.add(name)
             return value
 
-        util = get("utilization_ratio", "nvmlDeviceGetUtilizationRates", h)
+        # A group the caller did not ask for (BackendConfig.readings) is not read: its values
+        # stay None, and it is not "unsupported" either.
+        wants = self._wants
+        util = get("utilization_ratio", "nvmlDeviceGetUtilizationRates", h) if wants(Reading.UTILIZATION) else None
         if util is None:
             unsupported.discard("utilization_ratio")
             if "utilization_ratio" in r.unsupported:
                 unsupported |= {"utilization_ratio", "memory_utilization_ratio"}
-        mem = lent[2] if lent is not None and fresh else self._memory(r, h, MemoryKind.UNKNOWN, None)
+        mem: MemoryRegion | None = None
+        if wants(Reading.MEMORY):
+            mem = lent[2] if lent is not None and fresh else self._memory(r, h, MemoryKind.UNKNOWN, None)
         temp = get("temperature_celsius", "nvmlDeviceGetTemperatureV", h, C.TEMPERATURE_GPU,
-                   fallback="nvmlDeviceGetTemperature")
-        fan = get("fan_ratio", "nvmlDeviceGetFanSpeed", h)
+                   fallback="nvmlDeviceGetTemperature") if wants(Reading.TEMPERATURE) else None
+        fan = get("fan_ratio", "nvmlDeviceGetFanSpeed", h) if wants(Reading.FAN) else None
         clocks: dict[str, int] = {}
-        for label, ctype in (("graphics", C.CLOCK_GRAPHICS), ("sm", C.CLOCK_SM), ("memory", C.CLOCK_MEM),
-                             ("video", C.CLOCK_VIDEO)):
-            mhz = self._get(r, None, "nvmlDeviceGetClockInfo", h, ctype)
-            if mhz is not None:
-                clocks[label] = int(mhz) * 1_000_000
+        if wants(Reading.CLOCKS):
+            for label, ctype in (("graphics", C.CLOCK_GRAPHICS), ("sm", C.CLOCK_SM), ("memory", C.CLOCK_MEM),
+                                 ("video", C.CLOCK_VIDEO)):
+                mhz = self._get(r, None, "nvmlDeviceGetClockInfo", h, ctype)
+                if mhz is not None:
+                    clocks[label] = int(mhz) * 1_000_000
         throttle = self._get(r, None, "nvmlDeviceGetCurrentClocksEventReasons", h,
-                             fallback="nvmlDeviceGetCurrentClocksThrottleReasons")
-        # NVML reports PCIe throughput in KB/s; nvitop and nvidia-smi treat it as KiB/s.
-        tx = self._get(r, None, "nvmlDeviceGetPcieThroughput", h, C.PCIE_UTIL_TX_BYTES)
-        rx = self._get(r, None, "nvmlDeviceGetPcieThroughput", h, C.PCIE_UTIL_RX_BYTES)
+                             fallback="nvmlDeviceGetCurrentClocksThrottleReasons") if wants(Reading.THROTTLE) else None
+        tx = rx = None
+        if wants(Reading.PCIE):
+            # NVML reports PCIe throughput in KB/s; nvitop and nvidia-smi treat it as KiB/s.
+            tx = self._get(r, None, "nvmlDeviceGetPcieThroughput", h, C.PCIE_UTIL_TX_BYTES)
+            rx = self._get(r, None, "nvmlDeviceGetPcieThroughput", h, C.PCIE_UTIL_RX_BYTES)
         power = f.get(C.FI_POWER_INSTANT)
         energy = f.get(C.FI_TOTAL_ENERGY)
         mem_temp = f.get(C.FI_MEMORY_TEMP)
@@ -1222,13 +1313,14 @@ class NvidiaBackend(Backend):
                          replay_errors_total=s.link_fields.get((C.FI_NVLINK_ERROR_DL_REPLAY, lk.index)),
                          recovery_errors_total=s.link_fields.get((C.FI_NVLINK_ERROR_DL_RECOVERY, lk.index)),
                          crc_errors_total=s.link_fields.get((C.FI_NVLINK_ERROR_DL_CRC, lk.index)))
-            for lk in st.nvlinks)
+            for lk in st.nvlinks) if wants(Reading.LINKS) else ()
         return Telemetry(
             device_id=st.device_id, timestamp=at,
             utilization_ratio=int(util.gpu) / 100 if util is not None else None,
             memory_utilization_ratio=int(util.memory) / 100 if util is not None else None,
-            memory_used_bytes=mem.used_bytes, memory_total_bytes=mem.total_bytes,
-            memory_free_bytes=mem.free_bytes,
+            memory_used_bytes=mem.used_bytes if mem is not None else None,
+            memory_total_bytes=mem.total_bytes if mem is not None else None,
+            memory_free_bytes=mem.free_bytes if mem is not None else None,
             power_watts=float(power) / 1000 if power is not None else None,
             energy_joules=float(energy) / 1000 if energy is not None else None,
             temperature_celsius=float(temp) if temp is not None else None, temperatures_celsius=temps,
