@@ -176,6 +176,8 @@ class _Read:
     #: that falls off the bus while it is being enumerated).
     tolerate_lost: bool = False
     lost: bool = False
+    #: The current MIG mode as _mig() read it (None: not read or no MIG mode).
+    mig_enabled: bool | None = None
 
 
 @dataclass
@@ -347,9 +349,11 @@ class NvidiaBackend(Backend):
     def _get(self, read: _Read, field_name: str | None, fn: str, *args: Any,
              fallback: str | None = None, **kwargs: Any) -> Any:
         """One read: the value, or ``None`` with the reason recorded.  GpuIsLost propagates."""
-        wanted: tuple[str, ...] = (fn, fallback) if fallback else (fn,)
-        # A symbol the driver lacks stays missing; skip it rather than pay a failed call each time.
-        names = tuple(n for n in wanted if n not in self._missing) or wanted[-1:]
+        if fallback is None:
+            names: tuple[str, ...] = (fn,)
+        else:
+            # A symbol the driver lacks stays missing; skip it rather than pay a failed call each time.
+            names = tuple(n for n in (fn, fallback) if n not in self._missing) or (fallback,)
         for name in names:
             try:
                 return self._nv.call(name, *args, **kwargs)
@@ -942,10 +946,13 @@ class NvidiaBackend(Backend):
 
     # -- MIG ----------------------------------------------------------------------------------
     def _mig(self, st: _Static, h: Any, r: _Read) -> tuple[list[Partition], bool | None]:
+        """The live MIG instances and whether a mode change is pending (``None``: no MIG mode);
+        :attr:`_Read.mig_enabled` records the current mode, so nobody asks NVML twice."""
         mode = self._get(r, None, "nvmlDeviceGetMigMode", h)
         if mode is None:
             return [], None
         current, pending = int(mode[0]), int(mode[1])
+        r.mig_enabled = current == C.DEVICE_MIG_ENABLE
         parts: list[Partition] = []
         if current == C.DEVICE_MIG_ENABLE:
             count = self._get(r, None, "nvmlDeviceGetMaxMigDeviceCount", h) or 0
@@ -1094,7 +1101,7 @@ class NvidiaBackend(Backend):
             if topology:
                 self._down_links[st.device_id] = tuple(
                     lk.index for lk in st.nvlinks if s.link_fields.get((_FI_NVLINK_STATE, lk.index)) == 0)
-            mig_on = bool(parts) or (mig_pending is not None and self._mig_enabled(s.read, h))
+            mig_on = bool(parts) or bool(s.read.mig_enabled)
         except DeviceLostError:
             self._lost.setdefault(index, at)
             return self._lost_device(st, at), [], [], st.profiles
@@ -1108,14 +1115,10 @@ class NvidiaBackend(Backend):
         }
         if topology and dev.pci is not None:
             # Validated here (bounds of the two new values), once per reading.
-            update["pci"] = PciInfo.model_validate({**dict(dev.pci), "link_gen_current": gen,
+            update["pci"] = PciInfo.model_validate({**dev.pci.__dict__, "link_gen_current": gen,
                                                     "link_width_current": width})
         caps: dict[str, Any] = {"ecc": True} if ecc is not None and ecc is not _UNREAD else {}
         return _Pending(st.device, update, caps), parts, procs, profiles
-
-    def _mig_enabled(self, r: _Read, h: Any) -> bool:
-        mode = self._get(r, None, "nvmlDeviceGetMigMode", h)
-        return mode is not None and int(mode[0]) == C.DEVICE_MIG_ENABLE
 
     def _lost_device(self, st: _Static, at: datetime) -> _Pending:
         update: dict[str, Any] = {"health": self._health(st.index, None, at)}
@@ -1152,11 +1155,11 @@ class NvidiaBackend(Backend):
                     caps["p2p"] = p2p[p.base.id]
                 update = dict(p.update)
                 if caps:
-                    update["capabilities"] = Capabilities.model_validate({**dict(p.base.capabilities), **caps})
+                    update["capabilities"] = Capabilities.model_validate({**p.base.capabilities.__dict__, **caps})
                 # One validation per device per reading: the nested models are validated
                 # objects already (pydantic does not revalidate instances), the device's own
                 # field and model validators run on the result.
-                devices.append(Device.model_validate({**dict(p.base), **update}))
+                devices.append(Device.model_validate({**p.base.__dict__, **update}))
             links: list[Link] = []
             domains: list[Domain] = []
             problems: list[Problem] = []
@@ -1177,12 +1180,14 @@ class NvidiaBackend(Backend):
                                     api_version=self._nvml_version, detail="; ".join(detail) or None),),
                 problems=tuple(problems),
             )
-            if self._use_sysfs():
+            # Its own sysfs pass decides which NVML-derived PCIe links to drop; without topology
+            # there are none, and the session fills PCIe place and NUMA when enrich_from_sysfs.
+            if self._use_sysfs() and (self._wants(Reading.TOPOLOGY) or not self._config.enrich_from_sysfs):
                 inv = enrich_inventory(inv, self._config.sysfs_root)
                 if any(d.pci is not None and d.pci.bridge_path is not None for d in inv.devices):
                     # sysfs knows the PCI tree: drop NVML-derived PCIe links, the core derives them.
                     keep = tuple(lk for lk in inv.links if lk.type not in _ANCESTOR.values())
-                    inv = HostInventory.model_validate({**dict(inv), "links": keep})
+                    inv = HostInventory.model_validate({**inv.__dict__, "links": keep})
             return inv
 
     def _use_sysfs(self) -> bool:
