@@ -131,6 +131,19 @@ _GROUP_FIELDS: dict[Reading, tuple[int, ...]] = {
 _VALUE_MEMBER = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 #: ECC mode not read (a narrowed read without errors or health): the memory's ECC flags stay unknown.
 _UNREAD: Any = object()
+#: The health of a read that was not asked for health: unknown, not monitored, no checked_at.
+#: Models are frozen, so one validated instance serves every such device.
+_NO_HEALTH = Health.unknown()
+_MODES: dict[tuple[bool, bool | None], PartitionMode] = {}
+
+
+def _partition_mode(mig_on: bool, pending: bool | None) -> PartitionMode:
+    """The (frozen, validated once) partition mode for MIG on/off and a pending change."""
+    mode = _MODES.get((mig_on, pending))
+    if mode is None:
+        mode = PartitionMode(scheme=PartitionScheme.MIG if mig_on else PartitionScheme.NONE, pending=pending)
+        _MODES[(mig_on, pending)] = mode
+    return mode
 
 
 def _now() -> datetime:
@@ -1096,7 +1109,7 @@ class NvidiaBackend(Backend):
             if self._wants(Reading.PROCESSES):
                 procs = self._processes(st, h, parts)
             # Health is earned: a read that was not asked for health reads none and claims none.
-            health = self._health(index, s, at) if self._wants(Reading.HEALTH) else Health.unknown()
+            health = self._health(index, s, at) if self._wants(Reading.HEALTH) else _NO_HEALTH
             self._lent[index] = (time.monotonic(), s, memory)
             if topology:
                 self._down_links[st.device_id] = tuple(
@@ -1110,8 +1123,7 @@ class NvidiaBackend(Backend):
         update: dict[str, Any] = {
             "memory": (memory,), "health": health,
             "unsupported": frozenset(st.unsupported | s.read.unsupported),
-            "partition_mode": PartitionMode(scheme=PartitionScheme.MIG if mig_on else PartitionScheme.NONE,
-                                            pending=mig_pending),
+            "partition_mode": _partition_mode(mig_on, mig_pending),
         }
         if topology and dev.pci is not None:
             # Validated here (bounds of the two new values), once per reading.
@@ -1277,6 +1289,7 @@ class NvidiaBackend(Backend):
         # A group the caller did not ask for (BackendConfig.readings) is not read: its values
         # stay None, and it is not "unsupported" either.
         wants = self._wants
+        errors = wants(Reading.ERRORS)
         util = get("utilization_ratio", "nvmlDeviceGetUtilizationRates", h) if wants(Reading.UTILIZATION) else None
         if util is None:
             unsupported.discard("utilization_ratio")
@@ -1333,10 +1346,10 @@ class NvidiaBackend(Backend):
             throttle_reasons=throttle_names(int(throttle)) if throttle is not None else (),
             pcie_tx_bytes_per_s=int(tx) * 1024 if tx is not None else None,
             pcie_rx_bytes_per_s=int(rx) * 1024 if rx is not None else None,
-            pcie_replay_total=total(C.FI_PCIE_REPLAY_COUNTER),
-            ecc_corrected_total=total(C.FI_ECC_SBE_VOL_TOTAL),
-            ecc_uncorrected_total=total(C.FI_ECC_DBE_VOL_TOTAL),
-            retired_pages_total=total(C.FI_RETIRED_SBE, C.FI_RETIRED_DBE),
+            pcie_replay_total=total(C.FI_PCIE_REPLAY_COUNTER) if errors else None,
+            ecc_corrected_total=total(C.FI_ECC_SBE_VOL_TOTAL) if errors else None,
+            ecc_uncorrected_total=total(C.FI_ECC_DBE_VOL_TOTAL) if errors else None,
+            retired_pages_total=total(C.FI_RETIRED_SBE, C.FI_RETIRED_DBE) if errors else None,
             links=link_counters, unsupported=frozenset(unsupported),
         )
 
