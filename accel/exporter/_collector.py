@@ -158,12 +158,13 @@ def _device(
     out.add("accel_memory_total_bytes", d, total)
     out.add("accel_memory_used_bytes", d, used)
     out.add("accel_power_limit_watts", d, dev.power.enforced_watts)
-    for limit, value in (
-        ("slowdown", dev.thermal.slowdown_celsius),
-        ("shutdown", dev.thermal.shutdown_celsius),
-        ("max_operating", dev.thermal.max_operating_celsius),
-    ):
-        out.add("accel_temperature_limit_celsius", [dev.id, limit], value)
+    if out.exports("accel_temperature_limit_celsius"):
+        for limit, value in (
+            ("slowdown", dev.thermal.slowdown_celsius),
+            ("shutdown", dev.thermal.shutdown_celsius),
+            ("max_operating", dev.thermal.max_operating_celsius),
+        ):
+            out.add("accel_temperature_limit_celsius", [dev.id, limit], value)
     if t is not None:
         _telemetry(out, t)
     _health(out, dev.id, health)
@@ -177,8 +178,9 @@ def _telemetry(out: _Families, t: Telemetry) -> None:
     out.add("accel_power_watts", d, t.power_watts)
     out.add("accel_energy_joules_total", d, t.energy_joules)
     out.add("accel_temperature_celsius", d, t.temperature_celsius)
-    for sensor, value in sorted(t.temperatures_celsius.items()):
-        out.add("accel_sensor_temperature_celsius", [t.device_id, sensor], value)
+    if out.exports("accel_sensor_temperature_celsius"):
+        for sensor, value in sorted(t.temperatures_celsius.items()):
+            out.add("accel_sensor_temperature_celsius", [t.device_id, sensor], value)
     for clock, hz in sorted(t.clocks_hertz.items()):
         out.add("accel_clock_hertz", [t.device_id, clock], hz)
     out.add("accel_fan_ratio", d, t.fan_ratio)

@@ -217,6 +217,8 @@ class _Static:
     profiles_read: bool = False
     #: The memory of the last reading: a GPU lost later keeps its last known memory.
     memory: MemoryRegion | None = None
+    #: The board has no fan NVML reports (NOT_SUPPORTED once): a build fact, not asked again.
+    fanless: bool = False
 
 
 @dataclass
@@ -269,6 +271,10 @@ class NvidiaBackend(Backend):
         self._proc_root = Path(str(config.option("proc_root", "/proc")))
         #: What the caller will use (None: everything); inventory() and telemetry() read only that.
         self._readings: frozenset[Reading] | None = config.readings
+        #: os.cpu_count() reads sysfs on Linux; the host's Host model is rebuilt only when its
+        #: hostname changes.
+        self._cpu_count = os.cpu_count()
+        self._host: Host | None = None
         self._fields, self._link_fields = self._batch(self._readings)
         nv.init()
         try:
@@ -1185,7 +1191,7 @@ class NvidiaBackend(Backend):
             if self._readings is not None:
                 detail.append(describe_readings(self._readings))
             inv = HostInventory(
-                host=Host(hostname=socket.gethostname() or "localhost", cpu_count=os.cpu_count()),
+                host=self._host_model(),
                 devices=tuple(devices), partitions=tuple(partitions), partition_profiles=tuple(profiles),
                 links=tuple(links), domains=tuple(domains), processes=tuple(processes), collected_at=at,
                 sources=(SourceInfo(backend="nvidia", plugin_version=self._plugin_version, api="nvml",
@@ -1201,6 +1207,12 @@ class NvidiaBackend(Backend):
                     keep = tuple(lk for lk in inv.links if lk.type not in _ANCESTOR.values())
                     inv = HostInventory.model_validate({**inv.__dict__, "links": keep})
             return inv
+
+    def _host_model(self) -> Host:
+        name = socket.gethostname() or "localhost"
+        if self._host is None or self._host.hostname != name:
+            self._host = Host(hostname=name, cpu_count=self._cpu_count)
+        return self._host
 
     def _use_sysfs(self) -> bool:
         # A fake host's bus ids say nothing about this machine's /sys.
@@ -1300,7 +1312,12 @@ class NvidiaBackend(Backend):
             mem = lent[2] if lent is not None and fresh else self._memory(r, h, MemoryKind.UNKNOWN, None)
         temp = get("temperature_celsius", "nvmlDeviceGetTemperatureV", h, C.TEMPERATURE_GPU,
                    fallback="nvmlDeviceGetTemperature") if wants(Reading.TEMPERATURE) else None
-        fan = get("fan_ratio", "nvmlDeviceGetFanSpeed", h) if wants(Reading.FAN) else None
+        fan = None
+        if wants(Reading.FAN) and st.fanless:
+            unsupported.add("fan_ratio")
+        elif wants(Reading.FAN):
+            fan = get("fan_ratio", "nvmlDeviceGetFanSpeed", h)
+            st.fanless = "fan_ratio" in unsupported
         clocks: dict[str, int] = {}
         if wants(Reading.CLOCKS):
             for label, ctype in (("graphics", C.CLOCK_GRAPHICS), ("sm", C.CLOCK_SM), ("memory", C.CLOCK_MEM),
