@@ -64,9 +64,11 @@ def _class(text: str | None) -> str | None:
 
 def pci_function(bus_id: str, root: Path = Path("/sys")) -> PciFunction | None:
     """Read one function by canonical bus id; ``None`` when sysfs has no such device."""
-    link = root / "bus" / "pci" / "devices" / bus_id
-    if not link.exists():
+    # Checked on a plain string first: the Session asks this for every device on every read,
+    # and a bus id sysfs does not know (a fake or replayed host) should cost one stat, not paths.
+    if not os.path.exists(os.path.join(root, "bus", "pci", "devices", bus_id)):
         return None
+    link = root / "bus" / "pci" / "devices" / bus_id
     try:
         real = Path(os.path.realpath(link))
     except OSError:

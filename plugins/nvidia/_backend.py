@@ -260,6 +260,7 @@ class NvidiaBackend(Backend):
         self._previous: dict[str, Counters] = {}
         self._ancestors: dict[tuple[int, int], int | None] = {}
         self._p2p: dict[tuple[int, int], bool | None] = {}
+        self._p2p_devices: tuple[tuple[tuple[str, ...], frozenset[int]], dict[str, bool | None]] | None = None
         self._event_set: Any = None
         self._monitored: dict[int, bool] = {}
         self._event_failure: str | None = None
@@ -1219,15 +1220,20 @@ class NvidiaBackend(Backend):
         return not (self._scenario and self._config.sysfs_root == Path("/sys"))
 
     def _p2p_of(self, ids: list[str], idx: dict[str, int]) -> dict[str, bool | None]:
-        """Whether each GPU can reach a peer directly (cached per pair); empty for fewer than two."""
+        """Whether each GPU can reach a peer directly (cached per pair, and per device set and
+        lost set: the answer changes only when one of them does); empty for fewer than two."""
         if len(ids) < 2:
             return {}
+        key = (tuple(ids), frozenset(self._lost))
+        if self._p2p_devices is not None and self._p2p_devices[0] == key:
+            return self._p2p_devices[1]
         out: dict[str, bool | None] = {}
         for d in ids:
             results = [self._p2p_ok(idx[d], idx[o]) for o in ids
                        if o != d and idx[d] not in self._lost and idx[o] not in self._lost]
             known = [x for x in results if x is not None]
             out[d] = any(known) if known else None
+        self._p2p_devices = (key, out)
         return out
 
     def _ids(self, ids: Sequence[str] | None) -> list[int]:
