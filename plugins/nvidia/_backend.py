@@ -137,6 +137,20 @@ _NO_HEALTH = Health.unknown()
 _MODES: dict[tuple[bool, bool | None], PartitionMode] = {}
 
 
+def _with_reading(base: Device, update: dict[str, Any]) -> Device:
+    """The static device with one reading's values, validated once.
+
+    Every value in ``update`` is a model this reading validated (memory, PCI, health, partition
+    mode, capabilities: bounds checked there; pydantic does not revalidate instances), and the
+    device's own validators (id, vendor, extras) look only at fields a reading never changes,
+    except ``unsupported``.  So the device itself is validated again only when ``unsupported``
+    differs from the static device's, which was validated when it was built.
+    """
+    if update.get("unsupported", base.unsupported) != base.unsupported:
+        return Device.model_validate({**base.__dict__, **update})
+    return base.model_copy(update=update)
+
+
 def _partition_mode(mig_on: bool, pending: bool | None) -> PartitionMode:
     """The (frozen, validated once) partition mode for MIG on/off and a pending change."""
     mode = _MODES.get((mig_on, pending))
@@ -1175,10 +1189,7 @@ class NvidiaBackend(Backend):
                 update = dict(p.update)
                 if caps:
                     update["capabilities"] = Capabilities.model_validate({**p.base.capabilities.__dict__, **caps})
-                # One validation per device per reading: the nested models are validated
-                # objects already (pydantic does not revalidate instances), the device's own
-                # field and model validators run on the result.
-                devices.append(Device.model_validate({**p.base.__dict__, **update}))
+                devices.append(_with_reading(p.base, update))
             links: list[Link] = []
             domains: list[Domain] = []
             problems: list[Problem] = []
