@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
@@ -52,7 +53,7 @@ from .plugin import (
     negotiate,
     registered,
 )
-from .sysfs import enrich_inventory
+from .sysfs import enrich_inventory, numa_nodes
 
 __all__ = [
     "CODE_DUPLICATE",
@@ -660,6 +661,7 @@ class Session:
         self._abandoned: set[str] = set()
         #: One worker thread per backend for its reads (see _Worker).
         self._workers: dict[str, _Worker] = {}
+        self._numa: dict[Path, tuple[NumaNode, ...]] = {}
         for name, plugin in sorted(report.plugins.items()):
             config = self._configs.get(name, default)
             backend = self._run(name, Stage.OPEN, "open", functools.partial(plugin.open, config), _check_backend)
@@ -749,6 +751,14 @@ class Session:
     def _note(self, name: str, inv: HostInventory) -> None:
         self._owned[name] = {d.id for d in inv.devices} | {p.id for p in inv.partitions}
 
+    def _numa_nodes(self, root: Path) -> tuple[NumaNode, ...]:
+        """The host's NUMA nodes under ``root``, read once per session: the node layout is the
+        machine's, and an exporter would otherwise read every node's meminfo every scrape."""
+        nodes = self._numa.get(root)
+        if nodes is None:
+            nodes = self._numa[root] = numa_nodes(root)
+        return nodes
+
     def inventories(self) -> dict[str, HostInventory]:
         """One inventory per backend that answered."""
         out: dict[str, HostInventory] = {}
@@ -758,7 +768,7 @@ class Session:
                 continue
             config = self._configs.get(name, self._default)
             if config.enrich_from_sysfs:
-                inv = enrich_inventory(inv, config.sysfs_root)
+                inv = enrich_inventory(inv, config.sysfs_root, nodes=self._numa_nodes(config.sysfs_root))
             self._note(name, inv)
             out[name] = inv
         return out
