@@ -275,6 +275,9 @@ class NvidiaBackend(Backend):
         self._ancestors: dict[tuple[int, int], int | None] = {}
         self._p2p: dict[tuple[int, int], bool | None] = {}
         self._p2p_devices: tuple[tuple[tuple[str, ...], frozenset[int]], dict[str, bool | None]] | None = None
+        #: Per device id: the static device, the last reading's changes and the device built from them.
+        self._last: dict[str, tuple[Device, dict[str, Any], Device]] = {}
+        self._caps: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[Capabilities, Capabilities]] = {}
         self._event_set: Any = None
         self._monitored: dict[int, bool] = {}
         self._event_failure: str | None = None
@@ -1188,8 +1191,16 @@ class NvidiaBackend(Backend):
                     caps["p2p"] = p2p[p.base.id]
                 update = dict(p.update)
                 if caps:
-                    update["capabilities"] = Capabilities.model_validate({**p.base.capabilities.__dict__, **caps})
-                devices.append(_with_reading(p.base, update))
+                    update["capabilities"] = self._capabilities(p.base, caps)
+                # A device whose reading equals the previous one is the previous object: an
+                # idle GPU read every scrape rebuilds nothing.  Models compare by value.
+                last = self._last.get(p.base.id)
+                if last is not None and last[0] is p.base and last[1] == update:
+                    devices.append(last[2])
+                    continue
+                dev = _with_reading(p.base, update)
+                self._last[p.base.id] = (p.base, update, dev)
+                devices.append(dev)
             links: list[Link] = []
             domains: list[Domain] = []
             problems: list[Problem] = []
@@ -1229,6 +1240,17 @@ class NvidiaBackend(Backend):
     def _use_sysfs(self) -> bool:
         # A fake host's bus ids say nothing about this machine's /sys.
         return not (self._scenario and self._config.sysfs_root == Path("/sys"))
+
+    def _capabilities(self, base: Device, flags: dict[str, Any]) -> Capabilities:
+        """The static device's capabilities with this reading's flags, validated once per
+        distinct set (a few per GPU: ecc and p2p each take two or three values)."""
+        key = (base.id, tuple(sorted(flags.items())))
+        cached = self._caps.get(key)
+        if cached is not None and cached[0] is base.capabilities:
+            return cached[1]
+        caps = Capabilities.model_validate({**base.capabilities.__dict__, **flags})
+        self._caps[key] = (base.capabilities, caps)
+        return caps
 
     def _p2p_of(self, ids: list[str], idx: dict[str, int]) -> dict[str, bool | None]:
         """Whether each GPU can reach a peer directly (cached per pair, and per device set and
