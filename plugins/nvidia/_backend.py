@@ -1198,9 +1198,9 @@ class NvidiaBackend(Backend):
                 if last is not None and last[0] is p.base and last[1] == update:
                     devices.append(last[2])
                     continue
-                dev = _with_reading(p.base, update)
-                self._last[p.base.id] = (p.base, update, dev)
-                devices.append(dev)
+                built = _with_reading(p.base, update)
+                self._last[p.base.id] = (p.base, update, built)
+                devices.append(built)
             links: list[Link] = []
             domains: list[Domain] = []
             problems: list[Problem] = []
