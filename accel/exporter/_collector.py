@@ -29,6 +29,9 @@ from ._snapshot import BackendRead, Snapshot, SnapshotSource
 __all__ = ["FAMILIES", "AccelCollector", "Family"]
 
 
+_Slot = tuple[GaugeMetricFamily | CounterMetricFamily, set[tuple[str, ...]], int]
+
+
 class _Families:
     """The families of one collect, created on first use, emitted in :data:`FAMILIES` order.
 
@@ -39,14 +42,14 @@ class _Families:
     def __init__(self, only: frozenset[str] | None = None) -> None:
         self._only = only
         #: name -> (family, label sets seen, label count), or None for a family not emitted.
-        self._slots: dict[str, tuple[GaugeMetricFamily | CounterMetricFamily, set[tuple[str, ...]], int] | None] = {}
+        self._slots: dict[str, _Slot | None] = {}
 
     def exports(self, name: str) -> bool:
         return self._only is None or name in self._only
 
-    def _open(self, name: str) -> tuple[GaugeMetricFamily | CounterMetricFamily, set[tuple[str, ...]], int] | None:
+    def _open(self, name: str) -> _Slot | None:
         fam = _BY_NAME[name]
-        slot: tuple[GaugeMetricFamily | CounterMetricFamily, set[tuple[str, ...]], int] | None = None
+        slot: _Slot | None = None
         if self.exports(name):
             kind = CounterMetricFamily if fam.type == "counter" else GaugeMetricFamily
             slot = (kind(name, fam.help, labels=list(fam.labels)), set(), len(fam.labels))
@@ -57,16 +60,19 @@ class _Families:
         """One sample; ``None`` (unknown) adds nothing, a repeated label set is dropped."""
         if value is None:
             return
-        slot = self._slots[name] if name in self._slots else self._open(name)
+        try:
+            slot = self._slots[name]
+        except KeyError:
+            slot = self._open(name)
         if slot is None:
             return
         made, seen, width = slot
-        values = tuple("" if v is None else str(v) for v in labels)
+        values = tuple([v if type(v) is str else "" if v is None else str(v) for v in labels])
         assert len(values) == width, name
         if values in seen:
             return
         seen.add(values)
-        made.add_metric(values, float(value))
+        made.add_metric(values, value if type(value) is float else float(value))
 
     def __iter__(self) -> Iterator[Metric]:
         for fam in FAMILIES:
