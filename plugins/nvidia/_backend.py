@@ -79,7 +79,7 @@ from ._health import (
     xid_condition,
     xid_rule,
 )
-from ._nvml import C, Nvml, nvml_code_of
+from ._nvml import C, Nvml, field_answers, nvml_code_of
 
 __all__ = ["NvidiaBackend"]
 
@@ -127,8 +127,6 @@ _GROUP_FIELDS: dict[Reading, tuple[int, ...]] = {
     Reading.ERRORS: (C.FI_ECC_SBE_VOL_TOTAL, C.FI_ECC_DBE_VOL_TOTAL, C.FI_RETIRED_SBE, C.FI_RETIRED_DBE,
                      C.FI_PCIE_REPLAY_COUNTER),
 }
-#: nvmlValueType_t -> the member of the value union that holds it (NVML_VALUE_TYPE_*).
-_VALUE_MEMBER = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 #: ECC mode not read (a narrowed read without errors or health): the memory's ECC flags stay unknown.
 _UNREAD: Any = object()
 #: The health of a read that was not asked for health: unknown, not monitored, no checked_at.
@@ -584,13 +582,8 @@ class NvidiaBackend(Backend):
             # inputs), so each answer is matched to its request without reading its ids back:
             # every attribute of a binding struct is a Python-level __getattribute__ call.
             n = len(scalar)
-            for pos, v in enumerate(values):
-                ret = int(v.nvmlReturn)
-                value: int | float | None = None
-                if ret == C.SUCCESS:
-                    vt = int(v.valueType)
-                    value = getattr(v.value, _VALUE_MEMBER[vt]) if 0 <= vt < len(_VALUE_MEMBER) else None
-                elif ret == C.ERROR_INVALID_ARGUMENT:
+            for pos, (ret, value) in enumerate(field_answers(values)):
+                if ret == C.ERROR_INVALID_ARGUMENT:
                     if pos < n:
                         invalid.add(scalar[pos])  # a field id this driver does not know: fall back below
                 elif ret == C.ERROR_GPU_IS_LOST:
