@@ -8,6 +8,8 @@ import threading
 import time
 from collections.abc import Sequence
 
+import pytest
+
 from accel.discovery import CODE_TIMEOUT, EntryStatus, _Worker, open_session
 from accel.model import Health, HostInventory, Telemetry
 from accel.plugin import BackendConfig, register
@@ -128,3 +130,48 @@ def test_an_idle_worker_ends_and_a_new_call_starts_another() -> None:
     assert done.wait(5.0) and len(seen) == 2
     worker.stop()
     assert not worker.acquire()
+
+
+def test_read_backend_runs_inventory_and_telemetry_in_one_hand_off() -> None:
+    plugin = RecorderPlugin("rec")
+    register("rec", lambda: plugin)
+    with open_session({"rec": FAST}, backends=["rec"]) as session:
+        inv, telemetry, failed = session.read_backend("rec")
+        assert failed is None and inv is not None and len(inv.devices) == 2 and len(telemetry or ()) == 2
+        session.read_backend("rec")
+    calls = plugin.backend.threads
+    assert [what for what, _ in calls] == ["inventory", "telemetry"] * 2
+    assert len({ident for _, ident in calls}) == 1 and threading.get_ident() not in {i for _, i in calls}
+
+
+@pytest.mark.parametrize(("broken", "how"), [
+    ("inventory", "hang"), ("telemetry", "hang"), ("inventory", "junk"), ("telemetry", "junk"),
+    ("inventory", "systemexit"),
+])
+def test_read_backend_fails_the_call_that_failed_and_stops_there(broken: str, how: str) -> None:
+    plugin = TinyPlugin("broken", broken, how)
+    register("broken", lambda: plugin)
+    start = time.monotonic()
+    with open_session({"broken": FAST}, backends=["broken"]) as session:
+        (backend,) = plugin.opened
+        inv, telemetry, failed = session.read_backend("broken")
+        elapsed = time.monotonic() - start
+        entry = session.report.entry("broken")
+        assert failed == broken and telemetry is None
+        assert (inv is None) == (broken == "inventory")
+        assert entry.status is EntryStatus.FAILED and entry.stage == "read"
+        assert f"{broken}()" in (entry.reason or "") or how == "systemexit"
+        # The call after the failed one never ran; a hang retired the backend, one deadline.
+        assert backend.calls[: 2 if broken == "telemetry" else 1] == ["inventory", "telemetry"][
+            : 2 if broken == "telemetry" else 1]
+        assert "telemetry" not in backend.calls or broken == "telemetry"
+        if how == "hang":
+            assert entry.error is not None and entry.error.code == CODE_TIMEOUT
+            assert "broken" not in session.backends
+            assert elapsed < DEADLINE + 5.0
+            assert session.read_backend("broken") == (None, None, "inventory")  # never called again
+        else:
+            assert "broken" in session.backends  # a raise or junk leaves it open: the next read may work
+    GATE.set()
+    time.sleep(0.05)
+    assert backend.calls.count(broken) == 1 or how != "hang"

@@ -33,7 +33,7 @@ def test_accel_side_scrapes_the_fake_with_the_same_calls_every_warm_scrape(harne
     calls = warm[-1]["calls"]
     # Every GPU's utilisation is read once per scrape (4 GPUs), and the snapshot's two reads ran.
     assert calls["nvmlDeviceGetUtilizationRates"] == 4
-    assert set(side.phases) == {"inventory", "telemetry"}
+    assert set(side.phases) == {"read"}  # inventory + telemetry: one hand-off to the backend's worker
     assert sum(c for c, _ in side.phases.values()) == sum(calls.values())
     assert 0 < harness.accel_common_calls(calls) <= sum(calls.values())
     assert warm[-1]["samples"] > 0 and warm[-1]["in_fake"] >= 0.0
@@ -48,7 +48,7 @@ def test_accel_common_side_reads_and_exports_less_than_the_full_side(harness: An
     finally:
         full.close()
         common.close()
-    assert common.label == "accel common" and set(common.phases) == {"inventory", "telemetry"}
+    assert common.label == "accel common" and set(common.phases) == {"read"}
     assert 0 < sum(c["calls"].values()) < sum(f["calls"].values())
     assert 0 < c["samples"] < f["samples"]
     # Health is not read: no field batch for ECC and NVLink counters beyond power/temperature,
