@@ -7,10 +7,14 @@ both see the same machine state.  No HTTP: a scrape is what the HTTP handler wou
 * **accel**: ``discover()`` + :class:`~accel.exporter.SnapshotSource` + :class:`AccelCollector`
   (``processes=True``, since nvitop-exporter always exports processes) in a registry with the
   ``ProcessCollector`` and ``PlatformCollector``, as ``accel exporter`` builds it.  A scrape is
-  ``generate_latest(registry)``: one snapshot (``inventory``, ``telemetry``, ``health``), then
-  the exposition.  ``min_interval_s=0`` so every scrape is a real read.  Discovery is pointed at
-  a temporary ``dev_root`` holding ``nvidia0..N`` (the probe wants a PCI function or a device
-  node; NVML itself is the fake, installed over ``pynvml``).
+  ``generate_latest(registry)``: one snapshot (``Session.read_backend``: ``inventory`` and
+  ``telemetry`` in one hand-off to the backend's worker thread), then the exposition.
+  ``min_interval_s=0`` so every scrape is a real read.  Discovery is pointed at a temporary
+  ``dev_root`` holding ``nvidia0..N`` (the probe wants a PCI function or a device node; NVML
+  itself is the fake, installed over ``pynvml``).
+* **accel common**: ``accel exporter --fields common --processes``: the backend opened with the
+  common selection's ``BackendConfig.readings``, the collector emitting only its families, and a
+  registry with only the accel collector (as the nvitop common side has only nvitop's gauges).
 * **nvitop**: the objects nvitop-exporter's CLI builds (``Device.from_indices`` +
   ``mig_devices``, ``PrometheusExporter(devices, hostname, registry)``) over a fresh registry
   with the process, platform and GC collectors (the global ``REGISTRY`` it uses by default).
@@ -21,9 +25,8 @@ both see the same machine state.  No HTTP: a scrape is what the HTTP handler wou
   at the fake with ``benchmarks/nvml_calls/compare.py``'s :func:`patched_namespace`.
 * **nvitop common**: only the common fields (below), read through the same ``Device`` API under
   ``oneshot()`` and set on the same gauges, then the exposition: nvitop's cost for exactly the
-  common set.  accel cannot read a subset (a snapshot is everything), so its common count is
-  the calls of the functions that serve a common field in its full scrape
-  (:data:`ACCEL_COMMON_FUNCTIONS`), and its CPU is the full scrape (an upper bound).
+  common set.  (The calls of a *full* accel scrape to the functions that serve a common field,
+  :data:`ACCEL_COMMON_FUNCTIONS`, are still printed: the earlier measure.)
 
 **Common fields** (both exporters export them): memory total, used and free; GPU and memory
 utilisation; SM, memory, graphics and video clocks; power draw; power limit; GPU temperature; fan
@@ -39,8 +42,9 @@ Measured per scrape, after ``--warmup`` scrapes of each, over ``--scrapes`` roun
   (a real driver's cost per call differs from the fake's, so both are shown).
 * wall: :func:`time.perf_counter`, median.
 
-Ratios are accel / nvitop (<= 1.0: accel costs no more).  Without ``nvitop_exporter`` (not an
-accel dependency: ``tox -e bench-exporter`` installs it) this prints one line and exits 0.
+Ratios are accel / nvitop and accel common / nvitop common (<= 1.0: accel costs no more).
+Without ``nvitop_exporter`` (not an accel dependency: ``tox -e bench-exporter`` installs it) this
+prints one line and exits 0.
 
     python benchmarks/exporter_scrape/run.py [--scrapes 50] [--warmup 5] [--scenario X] [--json]
 """
