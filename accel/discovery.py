@@ -118,6 +118,10 @@ class _Worker:
     def __init__(self, name: str, idle_s: float = 60.0) -> None:
         self.name = name
         self._idle_s = idle_s
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._busy = False
@@ -126,6 +130,10 @@ class _Worker:
 
     def acquire(self) -> bool:
         """Reserve the worker for one call; False when it is busy, stuck or stopped."""
+        if self._pid != os.getpid():
+            # A forked child has none of the parent's threads: start afresh (a stuck parent
+            # worker is the parent's; the child's session decides about its own backends).
+            self._reset()
         with self._lock:
             if self._busy or self._stuck:
                 return False

@@ -175,3 +175,25 @@ def test_read_backend_fails_the_call_that_failed_and_stops_there(broken: str, ho
     GATE.set()
     time.sleep(0.05)
     assert backend.calls.count(broken) == 1 or how != "hang"
+
+
+def test_a_forked_child_reads_on_its_own_worker() -> None:
+    import multiprocessing
+
+    plugin = RecorderPlugin("rec")
+    register("rec", lambda: plugin)
+    with open_session({"rec": FAST}, backends=["rec"]) as session:
+        session.inventory()  # the parent's worker is running now
+        ctx = multiprocessing.get_context("fork")
+        result = ctx.Queue()
+
+        def child() -> None:
+            start = time.monotonic()
+            inv, _samples, failed = session.read_backend("rec")
+            result.put((failed, len(inv.devices) if inv else 0, time.monotonic() - start))
+
+        proc = ctx.Process(target=child)
+        proc.start()
+        failed, devices, elapsed = result.get(timeout=10)
+        proc.join(10)
+    assert failed is None and devices == 2 and elapsed < DEADLINE
