@@ -275,6 +275,8 @@ class NvidiaBackend(Backend):
         self._p2p_devices: tuple[tuple[tuple[str, ...], frozenset[int]], dict[str, bool | None]] | None = None
         #: Per device id: the static device, the last reading's changes and the device built from them.
         self._last: dict[str, tuple[Device, dict[str, Any], Device]] = {}
+        #: The NVLink/NVSwitch/PCIe links and fabric domains, and what they were built from.
+        self._wiring: tuple[Any, list[Link], list[Domain]] | None = None
         self._caps: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[Capabilities, Capabilities]] = {}
         self._event_set: Any = None
         self._monitored: dict[int, bool] = {}
@@ -797,6 +799,20 @@ class NvidiaBackend(Backend):
     # -- topology -----------------------------------------------------------------------------
     def _topology(self, devices: list[Device], idx: dict[str, int]) -> tuple[list[Link], list[Domain],
                                                                              list[Problem]]:
+        """Links and domains: the NVLink/NVSwitch and PCIe part is rebuilt only when what it is
+        made of changes (the devices, the lost ones, the links each GPU's last sample found down;
+        wiring, PCI places and common ancestors are static); the NVLink cliques are asked every
+        time (the fabric manager's registration can change under a running driver)."""
+        key = (tuple((d.id, d.pci.bus_id if d.pci else None, d.numa_node,
+                      d.pci.bridge_path if d.pci else None) for d in devices),
+               frozenset(self._lost), tuple(self._down_links.get(d.id, ()) for d in devices))
+        if self._wiring is None or self._wiring[0] != key:
+            self._wiring = (key, *self._wired(devices, idx))
+        links, domains = list(self._wiring[1]), list(self._wiring[2])
+        cliques, problems = self._cliques(devices, idx)
+        return links, domains + cliques, problems
+
+    def _wired(self, devices: list[Device], idx: dict[str, int]) -> tuple[list[Link], list[Domain]]:
         links: list[Link] = []
         domains: list[Domain] = []
         by_bus = {d.pci.bus_id: d.id for d in devices if d.pci is not None}
@@ -853,10 +869,8 @@ class NvidiaBackend(Backend):
                                       generation=gen, bandwidth_bytes_per_s=bw * count if bw else None,
                                       state=LinkState.UP if count >= full else LinkState.DEGRADED))
             domains.append(Domain(id=fabric_id, kind=DomainKind.NVLINK_ISLAND, members=tuple(ordered)))
-        cliques, problems = self._cliques(devices, idx)
-        domains += cliques
         links += self._pcie_links(devices, idx)
-        return links, domains, problems
+        return links, domains
 
     def _fabric_info(self, h: Any) -> Any:
         """The GPU's fabric registration (``nvmlGpuFabricInfo_v2`` layout), or ``None``: no fabric API.
