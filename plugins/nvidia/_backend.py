@@ -275,6 +275,7 @@ class NvidiaBackend(Backend):
         self._p2p_devices: tuple[tuple[tuple[str, ...], frozenset[int]], dict[str, bool | None]] | None = None
         #: Per device id: the static device, the last reading's changes and the device built from them.
         self._last: dict[str, tuple[Device, dict[str, Any], Device]] = {}
+        self._link_last: dict[tuple[str, int], tuple[tuple[int | None, ...], LinkCounters]] = {}
         #: The NVLink/NVSwitch/PCIe links and fabric domains, and what they were built from.
         self._wiring: tuple[Any, list[Link], list[Domain]] | None = None
         self._caps: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[Capabilities, Capabilities]] = {}
@@ -1389,12 +1390,8 @@ class NvidiaBackend(Backend):
             vals = [f.get(x) for x in fids]
             return sum(int(v) for v in vals if v is not None) if any(v is not None for v in vals) else None
 
-        link_counters = tuple(
-            LinkCounters(link=f"nvlink{lk.index}",
-                         replay_errors_total=s.link_fields.get((C.FI_NVLINK_ERROR_DL_REPLAY, lk.index)),
-                         recovery_errors_total=s.link_fields.get((C.FI_NVLINK_ERROR_DL_RECOVERY, lk.index)),
-                         crc_errors_total=s.link_fields.get((C.FI_NVLINK_ERROR_DL_CRC, lk.index)))
-            for lk in st.nvlinks) if wants(Reading.LINKS) else ()
+        link_counters = tuple(self._link_counters(st, lk.index, s) for lk in st.nvlinks) if wants(Reading.LINKS) \
+            else ()
         return Telemetry(
             device_id=st.device_id, timestamp=at,
             utilization_ratio=int(util.gpu) / 100 if util is not None else None,
@@ -1415,6 +1412,21 @@ class NvidiaBackend(Backend):
             retired_pages_total=total(C.FI_RETIRED_SBE, C.FI_RETIRED_DBE) if errors else None,
             links=link_counters, unsupported=frozenset(unsupported),
         )
+
+    def _link_counters(self, st: _Static, link: int, s: _Sample) -> LinkCounters:
+        """One link's counters; the previous (frozen, validated) object when they did not move,
+        which is almost always (error counters of 18 links per GPU, every scrape)."""
+        values = (s.link_fields.get((C.FI_NVLINK_ERROR_DL_REPLAY, link)),
+                  s.link_fields.get((C.FI_NVLINK_ERROR_DL_RECOVERY, link)),
+                  s.link_fields.get((C.FI_NVLINK_ERROR_DL_CRC, link)))
+        key = (st.device_id, link)
+        last = self._link_last.get(key)
+        if last is not None and last[0] == values:
+            return last[1]
+        counters = LinkCounters(link=f"nvlink{link}", replay_errors_total=values[0],
+                                recovery_errors_total=values[1], crc_errors_total=values[2])
+        self._link_last[key] = (values, counters)
+        return counters
 
     def processes(self, ids: Sequence[str] | None = None) -> tuple[ProcessUsage, ...]:
         with self._lock:
