@@ -30,6 +30,10 @@ __all__ = ["FAMILIES", "AccelCollector", "Family"]
 
 
 _Slot = tuple[GaugeMetricFamily | CounterMetricFamily, set[tuple[str, ...]], int]
+#: The one-hot state label values, in enum order (built once, not per device and link).
+_LINK_STATES = tuple(s.value for s in LinkState)
+_HEALTH_STATES = tuple(s.value for s in HealthState)
+_OPERATIONAL = tuple(s.value for s in Operational)
 
 
 class _Families:
@@ -138,7 +142,7 @@ def _inventory(out: _Families, read: BackendRead, processes: bool) -> None:
         _device(out, read.name, inv, dev, samples.get(dev.id), read.health.get(dev.id, dev.health))
     for link in inv.links if out.exports("accel_link_state") or out.exports("accel_link_lanes") else ():
         key = [link.a, link.b, link.type.value]
-        _one_hot(out, "accel_link_state", key, [s.value for s in LinkState], link.state.value)
+        _one_hot(out, "accel_link_state", key, _LINK_STATES, link.state.value)
         out.add("accel_link_lanes", key, link.count)
         out.add("accel_link_bandwidth_bytes_per_second", key, link.bandwidth_bytes_per_s)
     for part in inv.partitions:
@@ -210,8 +214,8 @@ def _telemetry(out: _Families, t: Telemetry) -> None:
 def _health(out: _Families, device_id: str, health: Health) -> None:
     if not out.exports("accel_health_state"):
         return  # not selected (every health family is one group), and perhaps not read
-    _one_hot(out, "accel_health_state", [device_id], [s.value for s in HealthState], health.state.value)
-    _one_hot(out, "accel_operational_state", [device_id], [s.value for s in Operational], health.operational.value)
+    _one_hot(out, "accel_health_state", [device_id], _HEALTH_STATES, health.state.value)
+    _one_hot(out, "accel_operational_state", [device_id], _OPERATIONAL, health.operational.value)
     if health.checked_at is not None:
         out.add("accel_health_checked_timestamp_seconds", [device_id], health.checked_at.timestamp())
     for cond in health.conditions:
@@ -229,7 +233,7 @@ def _partition(out: _Families, part: Partition, health: Health) -> None:
     out.add("accel_partition_info", [part.id, part.parent_id, part.profile, part.family.value, part.uuid], 1)
     out.add("accel_partition_memory_bytes", [part.id], part.memory_bytes)
     out.add("accel_partition_compute_ratio", [part.id], part.compute_ratio)
-    _one_hot(out, "accel_partition_health_state", [part.id], [s.value for s in HealthState], health.state.value)
+    _one_hot(out, "accel_partition_health_state", [part.id], _HEALTH_STATES, health.state.value)
 
 
 def family_names() -> Mapping[str, Family]:
