@@ -17,7 +17,7 @@ from ._contract import (
     SupportsPartitions,
     SupportsProcesses,
 )
-from ._readings import READING_DOCS, Reading, describe_readings, parse_readings
+from ._readings import READING_DOCS, Reading, describe_readings
 from ._registry import ENTRY_POINT_GROUP, register, registered, unregister
 from ._version import PLUGIN_API, SUPPORTED_API_VERSIONS, ApiVersion, negotiate
 
@@ -42,7 +42,6 @@ __all__ = [
     "SupportsProcesses",
     "describe_readings",
     "negotiate",
-    "parse_readings",
     "register",
     "registered",
     "unregister",

@@ -22,9 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
-from ..errors import ConfigError
-
-__all__ = ["READING_DOCS", "Reading", "describe_readings", "parse_readings"]
+__all__ = ["READING_DOCS", "Reading", "describe_readings"]
 
 
 class Reading(StrEnum):
@@ -46,7 +44,7 @@ class Reading(StrEnum):
     PROCESSES = "processes"
 
 
-#: The model values each group covers (the docs and ``accel exporter --help`` print them).
+#: One line per group: the model values it covers (for plugin authors and tools).
 READING_DOCS: dict[Reading, str] = {
     Reading.MEMORY: "memory used, free and total (Telemetry.memory_*, each region's used_bytes)",
     Reading.UTILIZATION: "compute and memory utilisation (Telemetry.utilization_ratio, memory_utilization_ratio)",
@@ -63,21 +61,6 @@ READING_DOCS: dict[Reading, str] = {
     Reading.HEALTH: "health conditions and state, device events",
     Reading.PROCESSES: "processes using the devices (HostInventory.processes)",
 }
-
-
-def parse_readings(names: Iterable[str]) -> frozenset[Reading]:
-    """The groups named in ``names``; an unknown name is a :class:`~accel.errors.ConfigError`."""
-    out: set[Reading] = set()
-    for raw in names:
-        name = raw.strip().lower()
-        if not name:
-            continue
-        try:
-            out.add(Reading(name))
-        except ValueError:
-            known = ", ".join(r.value for r in Reading)
-            raise ConfigError(f"unknown reading {raw.strip()!r} (known: {known})") from None
-    return frozenset(out)
 
 
 def describe_readings(readings: Iterable[Reading]) -> str:

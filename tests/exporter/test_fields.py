@@ -14,7 +14,7 @@ from accel.discovery import discover
 from accel.errors import ConfigError
 from accel.exporter import COMMON_FAMILIES, AccelCollector, FieldSelection, SnapshotSource, parse_fields
 from accel.model import HealthState
-from accel.plugin import BackendConfig, Reading
+from accel.plugin import READING_DOCS, BackendConfig, Reading, describe_readings
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 SCENARIO = "h100-nvswitch-8"
@@ -189,3 +189,13 @@ def test_field_specs() -> None:
     for bad in ("bogus", "power,nope", ",", "Common,power"):
         with pytest.raises(ConfigError, match="--fields"):
             parse_fields(bad)
+
+
+def test_every_reading_is_documented_and_described_in_a_stable_order() -> None:
+    assert set(READING_DOCS) == set(Reading)
+    assert describe_readings({Reading.POWER, Reading.MEMORY}) == "narrowed read: memory, power"
+    assert describe_readings(()) == "narrowed read: identity only"
+    # Every group a family names is a reading, partitions, identity or exporter.
+    from accel.exporter import FAMILIES
+
+    assert {f.group for f in FAMILIES} <= {r.value for r in Reading} | {"partitions", "identity", "exporter"}
