@@ -199,3 +199,22 @@ def test_every_reading_is_documented_and_described_in_a_stable_order() -> None:
     from accel.exporter import FAMILIES
 
     assert {f.group for f in FAMILIES} <= {r.value for r in Reading} | {"partitions", "identity", "exporter"}
+
+
+def test_a_narrowed_read_still_reports_a_lost_gpu_lost() -> None:
+    from accel.model import Operational
+    from accel.plugins.nvidia import PLUGIN
+
+    config = BackendConfig(options={"scenario": SCENARIO}, enrich_from_sysfs=False,
+                           readings=parse_fields("common").readings)
+    with PLUGIN.open(config) as backend:
+        first = backend.inventory()
+        victim = first.devices[3].id
+        backend.inject_fault("device_lost", victim)  # type: ignore[attr-defined]
+        inv = backend.inventory()
+        samples = {t.device_id: t for t in backend.telemetry()}
+    lost = next(d for d in inv.devices if d.id == victim)
+    assert lost.health.operational is Operational.LOST and lost.health.state is HealthState.UNHEALTHY
+    assert all(d.health.state is HealthState.UNKNOWN for d in inv.devices if d.id != victim)
+    assert samples[victim].utilization_ratio is None and samples[victim].power_watts is None
+    assert len(inv.devices) == 8
