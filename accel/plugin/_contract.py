@@ -124,7 +124,7 @@ class BackendConfig:
     enrich_from_sysfs: bool = True
     #: What the caller will use (:class:`~accel.plugin.Reading` groups); ``None``: everything.
     #: A hint: a backend may skip reading the other groups, or ignore it and answer in full
-    #: (see :mod:`accel.plugin._readings` for what a backend that narrows must still do).
+    #: (:class:`~accel.plugin.Reading` says what a backend that narrows must still do).
     readings: frozenset[Reading] | None = None
 
     def option(self, key: str, default: Any = None) -> Any:

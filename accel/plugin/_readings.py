@@ -1,21 +1,4 @@
-"""What a caller will use of a reading, so that a backend may skip reading the rest.
-
-:attr:`BackendConfig.readings <accel.plugin.BackendConfig.readings>` is a set of
-:class:`Reading` groups, or ``None`` (the default: everything).  It is a hint, never a filter
-on the answer: a backend that cannot narrow its reads ignores it and answers in full, which is
-still correct.  A backend that honours it
-
-* always reads identity (ids, model, UUID, PCI address, versions, memory size), every device it
-  can see, operational loss, and the partitions that give processes their place;
-* leaves every value of a group it was not asked for unread: ``None`` or empty, never 0, and
-  never named in ``unsupported`` (it was not asked, not refused);
-* without :attr:`Reading.HEALTH` reads no health: every device's health is ``unknown`` with
-  ``monitored`` false and no ``checked_at`` (health is earned), except a device found lost;
-* says so in its inventory: the ``detail`` of its :class:`~accel.model.SourceInfo` names the
-  groups read (:func:`describe_readings`), so a stored inventory shows it was narrowed.
-
-:meth:`Backend.health` is an explicit request for health and always reads it.
-"""
+"""What a caller will use of a reading (:class:`Reading`), so that a backend may skip the rest."""
 
 from __future__ import annotations
 
@@ -26,7 +9,24 @@ __all__ = ["READING_DOCS", "Reading", "describe_readings"]
 
 
 class Reading(StrEnum):
-    """A group of values a caller can ask a backend for (see the module docstring)."""
+    """A group of values a caller can ask a backend for.
+
+    :attr:`BackendConfig.readings <accel.plugin.BackendConfig.readings>` is a set of
+    :class:`Reading` groups, or ``None`` (the default: everything).  It is a hint, never a filter
+    on the answer: a backend that cannot narrow its reads ignores it and answers in full, which is
+    still correct.  A backend that honours it
+
+    * always reads identity (ids, model, UUID, PCI address, versions, memory size), every device it
+      can see, operational loss, and the partitions that give processes their place;
+    * leaves every value of a group it was not asked for unread: ``None`` or empty, never 0, and
+      never named in ``unsupported`` (it was not asked, not refused);
+    * without :attr:`Reading.HEALTH` reads no health: every device's health is ``unknown`` with
+      ``monitored`` false and no ``checked_at`` (health is earned), except a device found lost;
+    * says so in its inventory: the ``detail`` of its :class:`~accel.model.SourceInfo` names the
+      groups read (:func:`describe_readings`), so a stored inventory shows it was narrowed.
+
+    :meth:`Backend.health` is an explicit request for health and always reads it.
+    """
 
     MEMORY = "memory"
     UTILIZATION = "utilization"
