@@ -64,9 +64,11 @@ def _class(text: str | None) -> str | None:
 
 def pci_function(bus_id: str, root: Path = Path("/sys")) -> PciFunction | None:
     """Read one function by canonical bus id; ``None`` when sysfs has no such device."""
-    link = root / "bus" / "pci" / "devices" / bus_id
-    if not link.exists():
+    # Checked on a plain string first: the Session asks this for every device on every read,
+    # and a bus id sysfs does not know (a fake or replayed host) should cost one stat, not paths.
+    if not os.path.exists(os.path.join(root, "bus", "pci", "devices", bus_id)):
         return None
+    link = root / "bus" / "pci" / "devices" / bus_id
     try:
         real = Path(os.path.realpath(link))
     except OSError:
@@ -188,10 +190,14 @@ def _enrich_device(dev: Device, fn: PciFunction) -> Device:
     return dev.model_copy(update=update) if update else dev
 
 
-def enrich_inventory(inv: HostInventory, root: Path = Path("/sys")) -> HostInventory:
+def enrich_inventory(
+    inv: HostInventory, root: Path = Path("/sys"), *, nodes: tuple[NumaNode, ...] | None = None
+) -> HostInventory:
     """Fill PCI place, NUMA node and CPU affinity from sysfs where the backend left them empty.
 
-    Values the backend reported win; a device sysfs does not know is left as it is.
+    Values the backend reported win; a device sysfs does not know is left as it is.  ``nodes``:
+    the host's NUMA nodes as the caller already read them (:func:`numa_nodes`); ``None`` reads
+    them here.
     """
     devices = []
     changed = False
@@ -202,7 +208,8 @@ def enrich_inventory(inv: HostInventory, root: Path = Path("/sys")) -> HostInven
         devices.append(new)
     host = inv.host
     if not host.numa_nodes:
-        nodes = numa_nodes(root)
+        if nodes is None:
+            nodes = numa_nodes(root)
         if nodes:
             host = host.model_copy(update={"numa_nodes": nodes})
             changed = True

@@ -24,11 +24,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._collector import FAMILIES, AccelCollector, Family
+    from ._collector import AccelCollector
+    from ._families import COMMON_FAMILIES, FAMILIES, Family, FieldSelection, parse_fields
     from ._rules import RULE_GROUPS, rules_yaml
     from ._snapshot import BackendRead, Snapshot, SnapshotSource
 
 __all__ = [
+    "COMMON_FAMILIES",
     "DEFAULT_LISTEN",
     "DEFAULT_PORT",
     "FAMILIES",
@@ -36,8 +38,10 @@ __all__ = [
     "AccelCollector",
     "BackendRead",
     "Family",
+    "FieldSelection",
     "Snapshot",
     "SnapshotSource",
+    "parse_fields",
     "rules_yaml",
 ]
 
@@ -51,8 +55,11 @@ DEFAULT_PORT = 10400
 #: Where each lazily imported name lives (the CLI builds its parser without loading any of them).
 _LAZY = {
     "AccelCollector": "_collector",
-    "FAMILIES": "_collector",
-    "Family": "_collector",
+    "COMMON_FAMILIES": "_families",
+    "FAMILIES": "_families",
+    "Family": "_families",
+    "FieldSelection": "_families",
+    "parse_fields": "_families",
     "RULE_GROUPS": "_rules",
     "rules_yaml": "_rules",
     "BackendRead": "_snapshot",

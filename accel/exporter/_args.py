@@ -24,3 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "accel_memory_leak_* families; on by default, see docs/leaks.md)")
     p.add_argument("--processes", action="store_true",
                    help="export device memory per process (one series per pid: high cardinality)")
+    p.add_argument("--fields", default="full", metavar="SPEC",
+                   help="what to export, and so what the backends read: full (default), common (memory, "
+                        "utilisation, clocks, power, GPU temperature, fan, PCIe throughput, processes: the "
+                        "fields nvitop-exporter also exports; no health), or a comma list of groups: memory, "
+                        "utilization, clocks, power, energy, temperature, fan, throttle, pcie, errors, links, "
+                        "topology, health, processes, partitions (docs/exporter.md)")

@@ -8,7 +8,6 @@ type, help) so the docs, the dashboard test and the collector agree.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -24,126 +23,66 @@ from ..model import (
     ProblemKind,
     Telemetry,
 )
+from ._families import _BY_NAME, FAMILIES, Family, FieldSelection
 from ._snapshot import BackendRead, Snapshot, SnapshotSource
 
 __all__ = ["FAMILIES", "AccelCollector", "Family"]
 
 
-@dataclass(frozen=True)
-class Family:
-    """One metric family: exposition ``name`` (counters with ``_total``), type, labels, help."""
-
-    name: str
-    type: str
-    labels: tuple[str, ...]
-    help: str
-
-
-def _f(name: str, kind: str, labels: str, help_text: str) -> Family:
-    return Family(name, kind, tuple(labels.split()) if labels else (), help_text)
-
-
-_DEV = "device"
-#: Every family the collector can emit, in exposition order.
-FAMILIES: tuple[Family, ...] = (
-    _f("accel_device_info", "gauge", "device backend vendor kind model uuid bus_id driver hostname",
-       "Identity of a device (value 1); join on device for model, vendor, uuid, bus id, driver, hostname."),
-    _f("accel_memory_total_bytes", "gauge", _DEV, "Device memory in bytes."),
-    _f("accel_memory_used_bytes", "gauge", _DEV, "Device memory in use, bytes."),
-    _f("accel_memory_free_bytes", "gauge", _DEV, "Device memory free, bytes."),
-    _f("accel_utilization_ratio", "gauge", _DEV, "Compute utilisation, 0..1."),
-    _f("accel_memory_utilization_ratio", "gauge", _DEV, "Memory (controller or bandwidth) utilisation, 0..1."),
-    _f("accel_power_watts", "gauge", _DEV, "Power draw, watts."),
-    _f("accel_power_limit_watts", "gauge", _DEV, "Enforced power limit, watts."),
-    _f("accel_energy_joules_total", "counter", _DEV, "Energy consumed as the device counts it, joules."),
-    _f("accel_temperature_celsius", "gauge", _DEV, "The device temperature the vendor reports as its main one."),
-    _f("accel_sensor_temperature_celsius", "gauge", "device sensor", "Temperature per sensor, celsius."),
-    _f("accel_temperature_limit_celsius", "gauge", "device limit",
-       "Thermal thresholds (slowdown, shutdown, max_operating), celsius."),
-    _f("accel_clock_hertz", "gauge", "device clock", "Current clock per domain, hertz."),
-    _f("accel_fan_ratio", "gauge", _DEV, "Fan speed, 0..1 of its maximum."),
-    _f("accel_throttle_reason", "gauge", "device reason", "An active clock throttle reason (value 1)."),
-    _f("accel_pcie_rx_bytes_per_second", "gauge", _DEV, "PCIe receive throughput, bytes per second."),
-    _f("accel_pcie_tx_bytes_per_second", "gauge", _DEV, "PCIe transmit throughput, bytes per second."),
-    _f("accel_pcie_replay_total", "counter", _DEV, "PCIe replays."),
-    _f("accel_ecc_corrected_total", "counter", _DEV, "Corrected ECC memory errors."),
-    _f("accel_ecc_uncorrected_total", "counter", _DEV, "Uncorrected ECC memory errors."),
-    _f("accel_retired_pages_total", "counter", _DEV, "Retired (or remapped) memory pages."),
-    _f("accel_health_state", "gauge", "device state",
-       "Health state: one series per state, 1 on the current one (healthy, degraded, unhealthy, unknown)."),
-    _f("accel_operational_state", "gauge", "device state",
-       "Operational status: one series per status, 1 on the current one (online ... lost)."),
-    _f("accel_health_checked_timestamp_seconds", "gauge", _DEV,
-       "When health was last read (Unix seconds); absent when nothing that tells health was read."),
-    _f("accel_health_condition", "gauge", "device subsystem reason severity vendor_code action scope",
-       "An active health condition (value 1)."),
-    _f("accel_memory_leak_seconds_to_full", "gauge", "device pid",
-       "A suspected memory leak: seconds until the device's memory is full at the leak's rate "
-       "(pid empty: the device's used memory; else that process's)."),
-    _f("accel_memory_leak_bytes_per_second", "gauge", "device pid",
-       "A suspected memory leak: growth of the floor of used memory, bytes per second."),
-    _f("accel_link_state", "gauge", "device peer type state",
-       "A device-to-device link: one series per state, 1 on the current one."),
-    _f("accel_link_lanes", "gauge", "device peer type", "Bonded links (or lanes) between two devices."),
-    _f("accel_link_bandwidth_bytes_per_second", "gauge", "device peer type",
-       "Nominal per-direction bandwidth of a link, bytes per second."),
-    _f("accel_link_rx_bytes_total", "counter", "device link", "Bytes received over one link."),
-    _f("accel_link_tx_bytes_total", "counter", "device link", "Bytes sent over one link."),
-    _f("accel_link_crc_errors_total", "counter", "device link", "CRC errors of one link."),
-    _f("accel_link_replay_errors_total", "counter", "device link", "Replay errors of one link."),
-    _f("accel_link_recovery_errors_total", "counter", "device link", "Recovery errors of one link."),
-    _f("accel_partition_info", "gauge", "partition parent profile family uuid",
-       "A live partition (MIG instance, XCP, vNPU...), value 1."),
-    _f("accel_partition_memory_bytes", "gauge", "partition", "Memory of a partition, bytes."),
-    _f("accel_partition_compute_ratio", "gauge", "partition", "Share of the parent's compute, 0..1."),
-    _f("accel_partition_health_state", "gauge", "partition state",
-       "Partition health: one series per state, 1 on the current one."),
-    _f("accel_process_memory_bytes", "gauge", "device partition pid name",
-       "Device memory a process holds, bytes (only with --processes)."),
-    _f("accel_exporter_backend_up", "gauge", "backend",
-       "1 when the backend answered every read of this scrape, else 0."),
-    _f("accel_exporter_scrape_duration_seconds", "gauge", "", "How long the read behind this scrape took."),
-    _f("accel_exporter_reads_total", "counter", "", "Reads of the backends since the exporter started."),
-    _f("accel_exporter_read_errors_total", "counter", "backend call", "Failed backend calls per call."),
-    _f("accel_inventory_complete", "gauge", "", "1 when nothing was left unread in this snapshot, else 0."),
-    _f("accel_inventory_problems", "gauge", "backend kind", "Problems of this snapshot's read, per kind."),
-)
-
-_BY_NAME = {f.name: f for f in FAMILIES}
+_Slot = tuple[GaugeMetricFamily | CounterMetricFamily, set[tuple[str, ...]], int]
+#: The one-hot state label values, in enum order (built once, not per device and link).
+_LINK_STATES = tuple(s.value for s in LinkState)
+_HEALTH_STATES = tuple(s.value for s in HealthState)
+_OPERATIONAL = tuple(s.value for s in Operational)
 
 
 class _Families:
-    """The families of one collect, created on first use, emitted in :data:`FAMILIES` order."""
+    """The families of one collect, created on first use, emitted in :data:`FAMILIES` order.
 
-    def __init__(self) -> None:
-        self._made: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
-        self._seen: dict[str, set[tuple[str, ...]]] = {}
+    ``only``: the family names to emit (``None``: all); a sample of any other family is dropped
+    before it costs anything.
+    """
+
+    def __init__(self, only: frozenset[str] | None = None) -> None:
+        self._only = only
+        #: name -> (family, label sets seen, label count), or None for a family not emitted.
+        self._slots: dict[str, _Slot | None] = {}
+
+    def exports(self, name: str) -> bool:
+        return self._only is None or name in self._only
+
+    def _open(self, name: str) -> _Slot | None:
+        fam = _BY_NAME[name]
+        slot: _Slot | None = None
+        if self.exports(name):
+            kind = CounterMetricFamily if fam.type == "counter" else GaugeMetricFamily
+            slot = (kind(name, fam.help, labels=list(fam.labels)), set(), len(fam.labels))
+        self._slots[name] = slot
+        return slot
 
     def add(self, name: str, labels: Sequence[str | int | None], value: float | None) -> None:
         """One sample; ``None`` (unknown) adds nothing, a repeated label set is dropped."""
         if value is None:
             return
-        fam = _BY_NAME[name]
-        values = tuple("" if v is None else str(v) for v in labels)
-        assert len(values) == len(fam.labels), name
-        seen = self._seen.setdefault(name, set())
+        try:
+            slot = self._slots[name]
+        except KeyError:
+            slot = self._open(name)
+        if slot is None:
+            return
+        made, seen, width = slot
+        values = tuple([v if type(v) is str else "" if v is None else str(v) for v in labels])
+        assert len(values) == width, name
         if values in seen:
             return
         seen.add(values)
-        made = self._made.get(name)
-        if made is None:
-            if fam.type == "counter":
-                made = CounterMetricFamily(name, fam.help, labels=list(fam.labels))
-            else:
-                made = GaugeMetricFamily(name, fam.help, labels=list(fam.labels))
-            self._made[name] = made
-        made.add_metric(list(values), float(value))
+        made.add_metric(values, value if type(value) is float else float(value))
 
     def __iter__(self) -> Iterator[Metric]:
         for fam in FAMILIES:
-            made = self._made.get(fam.name)
-            if made is not None:
-                yield made
+            slot = self._slots.get(fam.name)
+            if slot is not None:
+                yield slot[0]
 
 
 def _one_hot(out: _Families, name: str, key: Sequence[str], states: Iterable[str], current: str) -> None:
@@ -155,21 +94,25 @@ class AccelCollector(Collector):
     """A custom collector over a :class:`SnapshotSource`: each ``collect()`` is one snapshot.
 
     ``processes`` adds ``accel_process_memory_bytes`` per process (one series per pid: high
-    cardinality, so off by default).
+    cardinality, so off by default).  ``fields`` (``accel exporter --fields``, see
+    :func:`~accel.exporter._families.parse_fields`) limits the families emitted; the backends
+    should be opened with its ``readings`` so that they read no more than that.
     """
 
-    def __init__(self, source: SnapshotSource, *, processes: bool = False) -> None:
+    def __init__(self, source: SnapshotSource, *, processes: bool = False,
+                 fields: FieldSelection | None = None) -> None:
         self.source = source
         self.processes = processes
+        self.fields = fields
 
     def collect(self) -> Iterable[Metric]:
         snap = self.source.get()
-        return list(render(snap, processes=self.processes))
+        return list(render(snap, processes=self.processes, fields=self.fields))
 
 
-def render(snap: Snapshot, *, processes: bool = False) -> _Families:
+def render(snap: Snapshot, *, processes: bool = False, fields: FieldSelection | None = None) -> _Families:
     """The metric families of one snapshot (what one scrape shows)."""
-    out = _Families()
+    out = _Families(fields.families if fields is not None else None)
     for key, verdict in snap.leaks.items():
         device, pid = (key[0], key[1]) if isinstance(key, tuple) else (key, None)
         out.add("accel_memory_leak_seconds_to_full", [str(device), pid], verdict.seconds_to_full)
@@ -197,9 +140,9 @@ def _inventory(out: _Families, read: BackendRead, processes: bool) -> None:
     samples = {t.device_id: t for t in read.telemetry}
     for dev in inv.devices:
         _device(out, read.name, inv, dev, samples.get(dev.id), read.health.get(dev.id, dev.health))
-    for link in inv.links:
+    for link in inv.links if out.exports("accel_link_state") or out.exports("accel_link_lanes") else ():
         key = [link.a, link.b, link.type.value]
-        _one_hot(out, "accel_link_state", key, [s.value for s in LinkState], link.state.value)
+        _one_hot(out, "accel_link_state", key, _LINK_STATES, link.state.value)
         out.add("accel_link_lanes", key, link.count)
         out.add("accel_link_bandwidth_bytes_per_second", key, link.bandwidth_bytes_per_s)
     for part in inv.partitions:
@@ -225,12 +168,13 @@ def _device(
     out.add("accel_memory_total_bytes", d, total)
     out.add("accel_memory_used_bytes", d, used)
     out.add("accel_power_limit_watts", d, dev.power.enforced_watts)
-    for limit, value in (
-        ("slowdown", dev.thermal.slowdown_celsius),
-        ("shutdown", dev.thermal.shutdown_celsius),
-        ("max_operating", dev.thermal.max_operating_celsius),
-    ):
-        out.add("accel_temperature_limit_celsius", [dev.id, limit], value)
+    if out.exports("accel_temperature_limit_celsius"):
+        for limit, value in (
+            ("slowdown", dev.thermal.slowdown_celsius),
+            ("shutdown", dev.thermal.shutdown_celsius),
+            ("max_operating", dev.thermal.max_operating_celsius),
+        ):
+            out.add("accel_temperature_limit_celsius", [dev.id, limit], value)
     if t is not None:
         _telemetry(out, t)
     _health(out, dev.id, health)
@@ -244,8 +188,9 @@ def _telemetry(out: _Families, t: Telemetry) -> None:
     out.add("accel_power_watts", d, t.power_watts)
     out.add("accel_energy_joules_total", d, t.energy_joules)
     out.add("accel_temperature_celsius", d, t.temperature_celsius)
-    for sensor, value in sorted(t.temperatures_celsius.items()):
-        out.add("accel_sensor_temperature_celsius", [t.device_id, sensor], value)
+    if out.exports("accel_sensor_temperature_celsius"):
+        for sensor, value in sorted(t.temperatures_celsius.items()):
+            out.add("accel_sensor_temperature_celsius", [t.device_id, sensor], value)
     for clock, hz in sorted(t.clocks_hertz.items()):
         out.add("accel_clock_hertz", [t.device_id, clock], hz)
     out.add("accel_fan_ratio", d, t.fan_ratio)
@@ -257,7 +202,7 @@ def _telemetry(out: _Families, t: Telemetry) -> None:
     out.add("accel_ecc_corrected_total", d, t.ecc_corrected_total)
     out.add("accel_ecc_uncorrected_total", d, t.ecc_uncorrected_total)
     out.add("accel_retired_pages_total", d, t.retired_pages_total)
-    for lc in t.links:
+    for lc in t.links if out.exports("accel_link_rx_bytes_total") or out.exports("accel_link_crc_errors_total") else ():
         key = [t.device_id, lc.link]
         out.add("accel_link_rx_bytes_total", key, lc.rx_bytes_total)
         out.add("accel_link_tx_bytes_total", key, lc.tx_bytes_total)
@@ -267,8 +212,10 @@ def _telemetry(out: _Families, t: Telemetry) -> None:
 
 
 def _health(out: _Families, device_id: str, health: Health) -> None:
-    _one_hot(out, "accel_health_state", [device_id], [s.value for s in HealthState], health.state.value)
-    _one_hot(out, "accel_operational_state", [device_id], [s.value for s in Operational], health.operational.value)
+    if not out.exports("accel_health_state"):
+        return  # not selected (every health family is one group), and perhaps not read
+    _one_hot(out, "accel_health_state", [device_id], _HEALTH_STATES, health.state.value)
+    _one_hot(out, "accel_operational_state", [device_id], _OPERATIONAL, health.operational.value)
     if health.checked_at is not None:
         out.add("accel_health_checked_timestamp_seconds", [device_id], health.checked_at.timestamp())
     for cond in health.conditions:
@@ -286,7 +233,7 @@ def _partition(out: _Families, part: Partition, health: Health) -> None:
     out.add("accel_partition_info", [part.id, part.parent_id, part.profile, part.family.value, part.uuid], 1)
     out.add("accel_partition_memory_bytes", [part.id], part.memory_bytes)
     out.add("accel_partition_compute_ratio", [part.id], part.compute_ratio)
-    _one_hot(out, "accel_partition_health_state", [part.id], [s.value for s in HealthState], health.state.value)
+    _one_hot(out, "accel_partition_health_state", [part.id], _HEALTH_STATES, health.state.value)
 
 
 def family_names() -> Mapping[str, Family]:

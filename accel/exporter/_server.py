@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import ipaddress
 import signal
@@ -16,6 +17,7 @@ from ..discovery import EntryStatus, discover
 from ..errors import AccelError, ConfigError, ProfileError
 from ..leak import LeakWatch
 from ..plugin import BackendConfig
+from ._families import FieldSelection, parse_fields
 from ._rules import rules_yaml
 from ._snapshot import SnapshotSource
 
@@ -60,21 +62,28 @@ def main(
         raise ConfigError(f"--port must be 0..65535, got {args.port}")
     if args.min_interval < 0:
         raise ConfigError("--min-interval must not be negative")
+    fields = parse_fields(getattr(args, "fields", "full"), processes=args.processes)
     backends, configs, base = selection if selection is not None else (None, {}, BackendConfig())
+    if fields.readings is not None:
+        # Each backend is asked to read only what the selected families need (a hint: one that
+        # cannot narrow reads everything, and the collector still emits only those families).
+        configs = {n: dataclasses.replace(c, readings=fields.readings) for n, c in configs.items()}
+        base = dataclasses.replace(base, readings=fields.readings)
     report = discover(configs, default_config=base, backends=backends)
     if not report.plugins and not report.by_status(EntryStatus.FAILED):
         print("accel: no accelerator found on this machine; try `accel exporter --sim dgx-h100`", file=sys.stderr)
         return EXIT_NO_DEVICES
-    leak = LeakWatch() if getattr(args, "leak_detection", True) else None
+    # Leak verdicts are health conditions: without health exported nobody would see them.
+    leak = LeakWatch() if getattr(args, "leak_detection", True) and fields.health else None
     source = SnapshotSource(report, configs, base, min_interval_s=args.min_interval, leak=leak)
     try:
         _check_selection(source.startup_errors, backends)
-        return _serve(args, source)
+        return _serve(args, source, fields)
     finally:
         source.close()
 
 
-def _serve(args: argparse.Namespace, source: SnapshotSource) -> int:
+def _serve(args: argparse.Namespace, source: SnapshotSource, fields: FieldSelection) -> int:
     from prometheus_client import CollectorRegistry, start_http_server
     from prometheus_client.platform_collector import PlatformCollector
     from prometheus_client.process_collector import ProcessCollector
@@ -82,7 +91,7 @@ def _serve(args: argparse.Namespace, source: SnapshotSource) -> int:
     from ._collector import AccelCollector
 
     registry = CollectorRegistry()
-    registry.register(AccelCollector(source, processes=args.processes))
+    registry.register(AccelCollector(source, processes=args.processes, fields=fields))
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     if not _is_loopback(args.listen):
@@ -100,7 +109,8 @@ def _serve(args: argparse.Namespace, source: SnapshotSource) -> int:
     port = server.server_port
     host = f"[{args.listen}]" if ":" in args.listen else args.listen
     names = ", ".join(source.backend_names) or "none"
-    print(f"accel: exporter on http://{host}:{port}/metrics (backends: {names})", file=sys.stderr, flush=True)
+    shown = "" if fields.spec == "full" else f"; fields: {fields.spec}"
+    print(f"accel: exporter on http://{host}:{port}/metrics (backends: {names}{shown})", file=sys.stderr, flush=True)
     stop = threading.Event()
 
     def _terminate(signum: int, frame: FrameType | None) -> Any:

@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
 
 from ..discovery import BackendEntry, DiscoveryReport, EntryStatus, Session
 from ..errors import AccelError
@@ -26,8 +25,6 @@ from ..model import Health, HostInventory, Problem, ProblemKind, Telemetry
 from ..plugin import BackendConfig
 
 __all__ = ["BackendRead", "Snapshot", "SnapshotSource"]
-
-T = TypeVar("T")
 
 #: The reads one backend gets per snapshot, in order; the first that fails ends that backend's read.
 CALLS = ("inventory", "telemetry")
@@ -220,37 +217,27 @@ class SnapshotSource:
             return dict(self._errors)
 
     def _read_backend(self, name: str, session: Session) -> BackendRead:
-        inventories, err = self._call(session, name, "inventory", session.inventories)
-        inv = inventories.get(name) if isinstance(inventories, dict) else None
-        if err is not None or inv is None:
-            return BackendRead(name=name, up=False, failed_call="inventory", reason=err or "no inventory")
-        telemetry, err = self._call(session, name, "telemetry", session.telemetry)
-        if err is not None:
-            return BackendRead(name=name, up=False, inventory=inv, failed_call="telemetry", reason=err)
+        if name not in session.backends:
+            entry = _entry(session, name)
+            why = entry.reason if entry is not None and entry.reason else f"backend {name!r} is not open"
+            return BackendRead(name=name, up=False, failed_call="inventory", reason=why)
+        # Both calls of CALLS in one hand-off to the backend's worker thread, each under its own
+        # deadline; telemetry is not called when the inventory failed.
+        inv, telemetry, failed = session.read_backend(name)
+        if failed is not None or inv is None:
+            call = failed or "inventory"
+            with self._errors_lock:
+                self._errors[(name, call)] = self._errors.get((name, call), 0) + 1
+            entry = _entry(session, name)
+            why = entry.reason if entry is not None and entry.reason else f"backend {name!r}: {call}() failed"
+            return BackendRead(name=name, up=False, inventory=inv if call == "telemetry" else None,
+                               failed_call=call, reason=why)
         # Health comes from the inventory's own reading: a separate health() call would read the
         # devices a third time per scrape and compare stateful checks (NVLink replay growth)
         # with the sample the inventory took a moment earlier instead of the previous scrape's.
         health = {d.id: d.health for d in inv.devices}
         health.update({p.id: p.health for p in inv.partitions})
         return BackendRead(name=name, up=True, inventory=inv, telemetry=tuple(telemetry or ()), health=health)
-
-    def _call(self, session: Session, name: str, call: str, fn: Callable[[], T]) -> tuple[T | None, str | None]:
-        """Run one session read; the error text when the backend failed it (``None``: it answered)."""
-        if name not in session.backends:
-            entry = _entry(session, name)
-            return None, (entry.reason if entry is not None and entry.reason else f"backend {name!r} is not open")
-        before = _entry(session, name)
-        value = fn()
-        after = _entry(session, name)
-        failed = name not in session.backends or (
-            after is not None and after is not before and after.status is EntryStatus.FAILED
-        )
-        if not failed:
-            return value, None
-        with self._errors_lock:
-            self._errors[(name, call)] = self._errors.get((name, call), 0) + 1
-        reason = after.reason if after is not None and after.reason else f"backend {name!r}: {call}() failed"
-        return None, reason
 
     def close(self) -> None:
         """Close every session (a backend that passed a deadline is not called again)."""

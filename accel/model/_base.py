@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Annotated
 
@@ -87,6 +88,14 @@ def bound_of(name: str) -> tuple[float, float] | None:
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
+@functools.lru_cache(maxsize=1024)
+def _extra_bound(key: str) -> tuple[float, float] | None:
+    # Extras are often camelCase (``huawei.com/chipLogicId``, ``vMemoryTotalBytes``).  Cached:
+    # every validation of a device checks each of its extras, and the keys are few (BOUNDS is
+    # a constant table).
+    return bound_of(_CAMEL.sub("_", key.rsplit("/", 1)[-1]).lower())
+
+
 def extra_problem(key: str, value: object) -> str | None:
     """Why vendor extra ``key = value`` is not a reading (not finite, or outside the bound its
     name's unit suffix gives), or ``None`` when it is fine."""
@@ -94,9 +103,7 @@ def extra_problem(key: str, value: object) -> str | None:
         return None
     if (isinstance(value, float) and value != value) or value in (float("inf"), float("-inf")):
         return "not a finite number"
-    # Extras are often camelCase (``huawei.com/chipLogicId``, ``vMemoryTotalBytes``).
-    name = _CAMEL.sub("_", key.rsplit("/", 1)[-1]).lower()
-    bound = bound_of(name)
+    bound = _extra_bound(key)
     if bound is not None and not bound[0] <= value <= bound[1]:
         return f"outside {bound[0]:g}..{bound[1]:g}"
     return None

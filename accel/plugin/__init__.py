@@ -17,6 +17,7 @@ from ._contract import (
     SupportsPartitions,
     SupportsProcesses,
 )
+from ._readings import READING_DOCS, Reading, describe_readings
 from ._registry import ENTRY_POINT_GROUP, register, registered, unregister
 from ._version import PLUGIN_API, SUPPORTED_API_VERSIONS, ApiVersion, negotiate
 
@@ -24,6 +25,7 @@ __all__ = [
     "CAPABILITY_DOCS",
     "ENTRY_POINT_GROUP",
     "PLUGIN_API",
+    "READING_DOCS",
     "SUPPORTED_API_VERSIONS",
     "ApiVersion",
     "Backend",
@@ -34,9 +36,11 @@ __all__ = [
     "PluginInfo",
     "ProbeResult",
     "ProbeStatus",
+    "Reading",
     "SupportsEvents",
     "SupportsPartitions",
     "SupportsProcesses",
+    "describe_readings",
     "negotiate",
     "register",
     "registered",

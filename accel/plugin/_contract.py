@@ -37,6 +37,7 @@ from ..model import (
 )
 from ..model._base import Model
 from ._capabilities import Capability
+from ._readings import Reading
 from ._version import ApiVersion
 
 if TYPE_CHECKING:
@@ -121,6 +122,10 @@ class BackendConfig:
     call_timeout_s: float | None = None
     #: Let the core fill PCIe place and NUMA from ``sysfs_root`` (off for replays and fakes).
     enrich_from_sysfs: bool = True
+    #: What the caller will use (:class:`~accel.plugin.Reading` groups); ``None``: everything.
+    #: A hint: a backend may skip reading the other groups, or ignore it and answer in full
+    #: (:class:`~accel.plugin.Reading` says what a backend that narrows must still do).
+    readings: frozenset[Reading] | None = None
 
     def option(self, key: str, default: Any = None) -> Any:
         return self.options.get(key, default)

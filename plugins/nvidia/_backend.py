@@ -65,7 +65,7 @@ from ...model import (
     VersionInfo,
     normalize_bus_id,
 )
-from ...plugin import Backend, BackendConfig, DeviceEvent
+from ...plugin import Backend, BackendConfig, DeviceEvent, Reading, describe_readings
 from ...sysfs import enrich_inventory
 from ._health import (
     RECOVERY_ACTIONS,
@@ -79,7 +79,7 @@ from ._health import (
     xid_condition,
     xid_rule,
 )
-from ._nvml import C, Nvml, nvml_code_of
+from ._nvml import C, Nvml, field_answers, nvml_code_of
 
 __all__ = ["NvidiaBackend"]
 
@@ -115,6 +115,47 @@ _FIELDS = (C.FI_ECC_SBE_VOL_TOTAL, C.FI_ECC_DBE_VOL_TOTAL, C.FI_ECC_SBE_AGG_TOTA
            C.FI_PCIE_REPLAY_COUNTER, C.FI_REMAPPED_COR, C.FI_REMAPPED_UNC, C.FI_REMAPPED_PENDING,
            C.FI_REMAPPED_FAILURE, C.FI_POWER_INSTANT, C.FI_GPU_RECOVERY_ACTION)
 _FI_NVLINK_STATE = 165
+#: The per-link field ids: error counters (Reading.LINKS) and the link state (down links, for
+#: health and topology).
+_LINK_COUNTER_FIELDS = (C.FI_NVLINK_ERROR_DL_REPLAY, C.FI_NVLINK_ERROR_DL_RECOVERY, C.FI_NVLINK_ERROR_DL_CRC)
+#: Which field ids of the batch each reading group needs when a caller narrows the read
+#: (BackendConfig.readings); HEALTH needs them all (counter conditions, recovery action).
+_GROUP_FIELDS: dict[Reading, tuple[int, ...]] = {
+    Reading.POWER: (C.FI_POWER_INSTANT,),
+    Reading.ENERGY: (C.FI_TOTAL_ENERGY,),
+    Reading.TEMPERATURE: (C.FI_MEMORY_TEMP,),
+    Reading.ERRORS: (C.FI_ECC_SBE_VOL_TOTAL, C.FI_ECC_DBE_VOL_TOTAL, C.FI_RETIRED_SBE, C.FI_RETIRED_DBE,
+                     C.FI_PCIE_REPLAY_COUNTER),
+}
+#: ECC mode not read (a narrowed read without errors or health): the memory's ECC flags stay unknown.
+_UNREAD: Any = object()
+#: The health of a read that was not asked for health: unknown, not monitored, no checked_at.
+#: Models are frozen, so one validated instance serves every such device.
+_NO_HEALTH = Health.unknown()
+_MODES: dict[tuple[bool, bool | None], PartitionMode] = {}
+
+
+def _with_reading(base: Device, update: dict[str, Any]) -> Device:
+    """The static device with one reading's values, validated once.
+
+    Every value in ``update`` is a model this reading validated (memory, PCI, health, partition
+    mode, capabilities: bounds checked there; pydantic does not revalidate instances), and the
+    device's own validators (id, vendor, extras) look only at fields a reading never changes,
+    except ``unsupported``.  So the device itself is validated again only when ``unsupported``
+    differs from the static device's, which was validated when it was built.
+    """
+    if update.get("unsupported", base.unsupported) != base.unsupported:
+        return Device.model_validate({**base.__dict__, **update})
+    return base.model_copy(update=update)
+
+
+def _partition_mode(mig_on: bool, pending: bool | None) -> PartitionMode:
+    """The (frozen, validated once) partition mode for MIG on/off and a pending change."""
+    mode = _MODES.get((mig_on, pending))
+    if mode is None:
+        mode = PartitionMode(scheme=PartitionScheme.MIG if mig_on else PartitionScheme.NONE, pending=pending)
+        _MODES[(mig_on, pending)] = mode
+    return mode
 
 
 def _now() -> datetime:
@@ -160,6 +201,8 @@ class _Read:
     #: that falls off the bus while it is being enumerated).
     tolerate_lost: bool = False
     lost: bool = False
+    #: The current MIG mode as _mig() read it (None: not read or no MIG mode).
+    mig_enabled: bool | None = None
 
 
 @dataclass
@@ -184,6 +227,20 @@ class _Static:
     thresholds: tuple[int | None, int | None]
     profiles: tuple[PartitionProfile, ...] = ()
     profiles_read: bool = False
+    #: The memory of the last reading: a GPU lost later keeps its last known memory.
+    memory: MemoryRegion | None = None
+    #: The board has no fan NVML reports (NOT_SUPPORTED once): a build fact, not asked again.
+    fanless: bool = False
+
+
+@dataclass
+class _Pending:
+    """One GPU's reading before its single validation: the static device and what changed."""
+
+    base: Device
+    update: dict[str, Any]
+    #: Capability flags this reading learned (``ecc``); ``p2p`` is added for all GPUs at once.
+    capabilities: dict[str, Any]
 
 
 @dataclass
@@ -215,6 +272,13 @@ class NvidiaBackend(Backend):
         self._previous: dict[str, Counters] = {}
         self._ancestors: dict[tuple[int, int], int | None] = {}
         self._p2p: dict[tuple[int, int], bool | None] = {}
+        self._p2p_devices: tuple[tuple[tuple[str, ...], frozenset[int]], dict[str, bool | None]] | None = None
+        #: Per device id: the static device, the last reading's changes and the device built from them.
+        self._last: dict[str, tuple[Device, dict[str, Any], Device]] = {}
+        self._link_last: dict[tuple[str, int], tuple[tuple[int | None, ...], LinkCounters]] = {}
+        #: The NVLink/NVSwitch/PCIe links and fabric domains, and what they were built from.
+        self._wiring: tuple[Any, list[Link], list[Domain]] | None = None
+        self._caps: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[Capabilities, Capabilities]] = {}
         self._event_set: Any = None
         self._monitored: dict[int, bool] = {}
         self._event_failure: str | None = None
@@ -224,6 +288,13 @@ class NvidiaBackend(Backend):
         #: and reading every field twice a scrape doubles its NVML calls for nothing.
         self._lent: dict[int, tuple[float, _Sample, MemoryRegion]] = {}
         self._proc_root = Path(str(config.option("proc_root", "/proc")))
+        #: What the caller will use (None: everything); inventory() and telemetry() read only that.
+        self._readings: frozenset[Reading] | None = config.readings
+        #: os.cpu_count() reads sysfs on Linux; the host's Host model is rebuilt only when its
+        #: hostname changes.
+        self._cpu_count = os.cpu_count()
+        self._host: Host | None = None
+        self._fields, self._link_fields = self._batch(self._readings)
         nv.init()
         try:
             self._driver = self._system("nvmlSystemGetDriverVersion")
@@ -239,6 +310,19 @@ class NvidiaBackend(Backend):
             raise
 
     # -- plumbing -----------------------------------------------------------------------------
+    def _wants(self, reading: Reading) -> bool:
+        return self._readings is None or reading in self._readings
+
+    @staticmethod
+    def _batch(readings: frozenset[Reading] | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The scalar and per-link field ids a sample reads for ``readings`` (``None``: all)."""
+        if readings is None or Reading.HEALTH in readings:
+            return _FIELDS, (*_LINK_COUNTER_FIELDS, _FI_NVLINK_STATE)
+        scalar = {fid for group in readings for fid in _GROUP_FIELDS.get(group, ())}
+        per_link = (*(_LINK_COUNTER_FIELDS if Reading.LINKS in readings else ()),
+                    *((_FI_NVLINK_STATE,) if Reading.TOPOLOGY in readings else ()))
+        return tuple(f for f in _FIELDS if f in scalar), per_link
+
     @property
     def name(self) -> str:
         return "nvidia"
@@ -303,9 +387,11 @@ class NvidiaBackend(Backend):
     def _get(self, read: _Read, field_name: str | None, fn: str, *args: Any,
              fallback: str | None = None, **kwargs: Any) -> Any:
         """One read: the value, or ``None`` with the reason recorded.  GpuIsLost propagates."""
-        wanted: tuple[str, ...] = (fn, fallback) if fallback else (fn,)
-        # A symbol the driver lacks stays missing; skip it rather than pay a failed call each time.
-        names = tuple(n for n in wanted if n not in self._missing) or wanted[-1:]
+        if fallback is None:
+            names: tuple[str, ...] = (fn,)
+        else:
+            # A symbol the driver lacks stays missing; skip it rather than pay a failed call each time.
+            names = tuple(n for n in (fn, fallback) if n not in self._missing) or (fallback,)
         for name in names:
             try:
                 return self._nv.call(name, *args, **kwargs)
@@ -475,37 +561,42 @@ class NvidiaBackend(Backend):
         return links
 
     # -- moving values ------------------------------------------------------------------------
-    def _sample(self, index: int) -> _Sample:
+    def _sample(self, index: int, *, full: bool = False) -> _Sample:
+        """The moving counters of GPU ``index`` in one ``nvmlDeviceGetFieldValues`` call.
+
+        Reads the ids the configured readings need (every id with ``full``, as ``health()``
+        does); a sample that needs none makes no call.
+        """
         st = self._static(index)
         h = self._handle(index)
         r = _Read()
-        ids: list[Any] = list(_FIELDS)
-        link_ids = [(fid, lk.index) for lk in st.nvlinks
-                    for fid in (C.FI_NVLINK_ERROR_DL_REPLAY, C.FI_NVLINK_ERROR_DL_RECOVERY, C.FI_NVLINK_ERROR_DL_CRC,
-                                _FI_NVLINK_STATE)]
+        scalar, per_link = (_FIELDS, (*_LINK_COUNTER_FIELDS, _FI_NVLINK_STATE)) if full else (
+            self._fields, self._link_fields)
+        link_ids = [(fid, lk.index) for lk in st.nvlinks for fid in per_link]
         fields: dict[int, int | float | None] = {}
         link_fields: dict[tuple[int, int], int | None] = {}
-        values = self._get(r, None, "nvmlDeviceGetFieldValues", h, ids + link_ids)
+        if not scalar and not link_ids:
+            return _Sample(fields=fields, link_fields=link_fields, read=r)
+        requested: list[Any] = [*scalar, *link_ids]
+        values = self._get(r, None, "nvmlDeviceGetFieldValues", h, requested)
         invalid: set[int] = set()
         if values is not None:
-            for v in values:
-                fid, scope, ret = int(v.fieldId), int(v.scopeId), int(v.nvmlReturn)
-                value: int | float | None = None
-                if ret == C.SUCCESS:
-                    vt = int(v.valueType)
-                    value = (v.value.dVal if vt == 0 else v.value.uiVal if vt == 1 else v.value.ulVal if vt == 2
-                             else v.value.ullVal if vt == 3 else v.value.sllVal if vt == 4 else v.value.siVal
-                             if vt == 5 else v.value.usVal)
-                elif ret == C.ERROR_INVALID_ARGUMENT:
-                    invalid.add(fid)  # a field id this driver does not know: fall back below
+            # The binding fills the array in the order of the request (field and scope ids are
+            # inputs), so each answer is matched to its request without reading its ids back:
+            # every attribute of a binding struct is a Python-level __getattribute__ call.
+            n = len(scalar)
+            for pos, (ret, value) in enumerate(field_answers(values)):
+                if ret == C.ERROR_INVALID_ARGUMENT:
+                    if pos < n:
+                        invalid.add(scalar[pos])  # a field id this driver does not know: fall back below
                 elif ret == C.ERROR_GPU_IS_LOST:
                     raise DeviceLostError("GPU is lost (field values)", device_id=st.device_id)
-                if (fid, scope) in link_ids:
-                    link_fields[(fid, scope)] = int(value) if value is not None else None
+                if pos < n:
+                    fields[scalar[pos]] = value
                 else:
-                    fields[fid] = value
+                    link_fields[link_ids[pos - n]] = int(value) if value is not None else None
         else:
-            invalid = set(_FIELDS)
+            invalid = set(scalar)
         self._fallback_fields(r, h, fields, invalid)
         return _Sample(fields=fields, link_fields=link_fields, read=r)
 
@@ -549,8 +640,8 @@ class NvidiaBackend(Backend):
                 mem = self._get(r, "memory.total_bytes", "nvmlDeviceGetMemoryInfo", h)
             elif nvml_code_of(err) == C.ERROR_NOT_SUPPORTED:
                 r.unsupported.add("memory.total_bytes")
-        ecc_kw: dict[str, Any] = {"ecc_supported": ecc is not None}
-        if ecc is not None:
+        ecc_kw: dict[str, Any] = {} if ecc is _UNREAD else {"ecc_supported": ecc is not None}
+        if ecc is not None and ecc is not _UNREAD:
             ecc_kw.update(ecc_enabled=bool(ecc[0]), ecc_pending=bool(ecc[1]) != bool(ecc[0]))
         if mem is None:
             return MemoryRegion(kind=kind, **ecc_kw)
@@ -709,6 +800,20 @@ class NvidiaBackend(Backend):
     # -- topology -----------------------------------------------------------------------------
     def _topology(self, devices: list[Device], idx: dict[str, int]) -> tuple[list[Link], list[Domain],
                                                                              list[Problem]]:
+        """Links and domains: the NVLink/NVSwitch and PCIe part is rebuilt only when what it is
+        made of changes (the devices, the lost ones, the links each GPU's last sample found down;
+        wiring, PCI places and common ancestors are static); the NVLink cliques are asked every
+        time (the fabric manager's registration can change under a running driver)."""
+        key = (tuple((d.id, d.pci.bus_id if d.pci else None, d.numa_node,
+                      d.pci.bridge_path if d.pci else None) for d in devices),
+               frozenset(self._lost), tuple(self._down_links.get(d.id, ()) for d in devices))
+        if self._wiring is None or self._wiring[0] != key:
+            self._wiring = (key, *self._wired(devices, idx))
+        links, domains = list(self._wiring[1]), list(self._wiring[2])
+        cliques, problems = self._cliques(devices, idx)
+        return links, domains + cliques, problems
+
+    def _wired(self, devices: list[Device], idx: dict[str, int]) -> tuple[list[Link], list[Domain]]:
         links: list[Link] = []
         domains: list[Domain] = []
         by_bus = {d.pci.bus_id: d.id for d in devices if d.pci is not None}
@@ -765,10 +870,8 @@ class NvidiaBackend(Backend):
                                       generation=gen, bandwidth_bytes_per_s=bw * count if bw else None,
                                       state=LinkState.UP if count >= full else LinkState.DEGRADED))
             domains.append(Domain(id=fabric_id, kind=DomainKind.NVLINK_ISLAND, members=tuple(ordered)))
-        cliques, problems = self._cliques(devices, idx)
-        domains += cliques
         links += self._pcie_links(devices, idx)
-        return links, domains, problems
+        return links, domains
 
     def _fabric_info(self, h: Any) -> Any:
         """The GPU's fabric registration (``nvmlGpuFabricInfo_v2`` layout), or ``None``: no fabric API.
@@ -888,10 +991,13 @@ class NvidiaBackend(Backend):
 
     # -- MIG ----------------------------------------------------------------------------------
     def _mig(self, st: _Static, h: Any, r: _Read) -> tuple[list[Partition], bool | None]:
+        """The live MIG instances and whether a mode change is pending (``None``: no MIG mode);
+        :attr:`_Read.mig_enabled` records the current mode, so nobody asks NVML twice."""
         mode = self._get(r, None, "nvmlDeviceGetMigMode", h)
         if mode is None:
             return [], None
         current, pending = int(mode[0]), int(mode[1])
+        r.mig_enabled = current == C.DEVICE_MIG_ENABLE
         parts: list[Partition] = []
         if current == C.DEVICE_MIG_ENABLE:
             count = self._get(r, None, "nvmlDeviceGetMaxMigDeviceCount", h) or 0
@@ -1005,8 +1111,9 @@ class NvidiaBackend(Backend):
         return out
 
     # -- public surface -----------------------------------------------------------------------
-    def _snapshot(self, index: int, at: datetime) -> tuple[Device | None, list[Partition], list[ProcessUsage],
+    def _snapshot(self, index: int, at: datetime) -> tuple[_Pending | None, list[Partition], list[ProcessUsage],
                                                             tuple[PartitionProfile, ...]]:
+        """One GPU's reading: what changed since its static device, validated later, once."""
         try:
             st = self._static(index)
         except DeviceLostError:
@@ -1016,53 +1123,60 @@ class NvidiaBackend(Backend):
             return None, [], [], ()
         if index in self._lost:
             return self._lost_device(st, at), [], [], st.profiles
+        errors_or_health = self._wants(Reading.ERRORS) or self._wants(Reading.HEALTH)
+        topology = self._wants(Reading.TOPOLOGY)
+        gen = width = None
+        procs: list[ProcessUsage] = []
         try:
             h = self._handle(index)
             s = self._sample(index)
-            ecc = self._get(s.read, None, "nvmlDeviceGetEccMode", h)
+            ecc = self._get(s.read, None, "nvmlDeviceGetEccMode", h) if errors_or_health else _UNREAD
             memory = self._memory(s.read, h, st.device.memory[0].kind if st.device.memory else MemoryKind.UNKNOWN,
                                   ecc)
             parts, mig_pending = self._mig(st, h, s.read)
             profiles = self._profiles(st, h)
-            gen = self._get(s.read, None, "nvmlDeviceGetCurrPcieLinkGeneration", h)
-            width = self._get(s.read, None, "nvmlDeviceGetCurrPcieLinkWidth", h)
-            procs = self._processes(st, h, parts)
-            health = self._health(index, s, at)
+            if topology:
+                gen = self._get(s.read, None, "nvmlDeviceGetCurrPcieLinkGeneration", h)
+                width = self._get(s.read, None, "nvmlDeviceGetCurrPcieLinkWidth", h)
+            if self._wants(Reading.PROCESSES):
+                procs = self._processes(st, h, parts)
+            # Health is earned: a read that was not asked for health reads none and claims none.
+            health = self._health(index, s, at) if self._wants(Reading.HEALTH) else _NO_HEALTH
             self._lent[index] = (time.monotonic(), s, memory)
-            counters = self._previous.get(st.device_id)
-            self._down_links[st.device_id] = counters.links_down if counters else ()
+            if topology:
+                self._down_links[st.device_id] = tuple(
+                    lk.index for lk in st.nvlinks if s.link_fields.get((_FI_NVLINK_STATE, lk.index)) == 0)
+            mig_on = bool(parts) or bool(s.read.mig_enabled)
         except DeviceLostError:
             self._lost.setdefault(index, at)
             return self._lost_device(st, at), [], [], st.profiles
+        st.memory = memory
         dev = st.device
-        st.device = Device.model_validate({**dev.model_dump(), "memory": [memory.model_dump()]})
-        pci = dev.pci.model_copy(update={"link_gen_current": gen, "link_width_current": width}) if dev.pci else None
-        mig_on = bool(parts) or (mig_pending is not None and self._mig_enabled(s.read, h))
         update: dict[str, Any] = {
-            "memory": (memory,), "pci": pci, "health": health,
+            "memory": (memory,), "health": health,
             "unsupported": frozenset(st.unsupported | s.read.unsupported),
-            "partition_mode": PartitionMode(scheme=PartitionScheme.MIG if mig_on else PartitionScheme.NONE,
-                                            pending=mig_pending),
+            "partition_mode": _partition_mode(mig_on, mig_pending),
         }
-        if ecc is not None:
-            update["capabilities"] = dev.capabilities.model_copy(update={"ecc": True})
-        return Device.model_validate({**dev.model_dump(), **{k: v for k, v in update.items()}}), parts, procs, \
-            profiles
+        if topology and dev.pci is not None:
+            # Validated here (bounds of the two new values), once per reading.
+            update["pci"] = PciInfo.model_validate({**dev.pci.__dict__, "link_gen_current": gen,
+                                                    "link_width_current": width})
+        caps: dict[str, Any] = {"ecc": True} if ecc is not None and ecc is not _UNREAD else {}
+        return _Pending(st.device, update, caps), parts, procs, profiles
 
-    def _mig_enabled(self, r: _Read, h: Any) -> bool:
-        mode = self._get(r, None, "nvmlDeviceGetMigMode", h)
-        return mode is not None and int(mode[0]) == C.DEVICE_MIG_ENABLE
-
-    def _lost_device(self, st: _Static, at: datetime) -> Device:
-        health = self._health(st.index, None, at)
-        return Device.model_validate({**st.device.model_dump(), "health": health})
+    def _lost_device(self, st: _Static, at: datetime) -> _Pending:
+        update: dict[str, Any] = {"health": self._health(st.index, None, at)}
+        if st.memory is not None:
+            update["memory"] = (st.memory,)
+        return _Pending(st.device, update, {})
 
     def inventory(self) -> HostInventory:
         with self._lock:
             self._check_open()
             at = _now()
-            self.poll_events(0.0)
-            devices: list[Device] = []
+            if self._wants(Reading.HEALTH):
+                self.poll_events(0.0)
+            pending: list[_Pending] = []
             partitions: list[Partition] = []
             profiles: list[PartitionProfile] = []
             processes: list[ProcessUsage] = []
@@ -1072,50 +1186,95 @@ class NvidiaBackend(Backend):
                 if dev is None:
                     skipped.append(i)
                     continue
-                devices.append(dev)
+                pending.append(dev)
                 partitions += parts
                 processes += procs
                 profiles += profs
-            idx = {d.id: d.index if d.index is not None else -1 for d in devices}
-            devices = self._with_p2p(devices, idx)
-            links, domains, problems = self._topology(devices, idx)
+            idx = {p.base.id: p.base.index if p.base.index is not None else -1 for p in pending}
+            p2p = self._p2p_of([p.base.id for p in pending], idx)
+            devices: list[Device] = []
+            for p in pending:
+                caps = dict(p.capabilities)
+                if p.base.id in p2p:
+                    caps["p2p"] = p2p[p.base.id]
+                update = dict(p.update)
+                if caps:
+                    update["capabilities"] = self._capabilities(p.base, caps)
+                # A device whose reading equals the previous one is the previous object: an
+                # idle GPU read every scrape rebuilds nothing.  Models compare by value.
+                last = self._last.get(p.base.id)
+                if last is not None and last[0] is p.base and last[1] == update:
+                    devices.append(last[2])
+                    continue
+                built = _with_reading(p.base, update)
+                self._last[p.base.id] = (p.base, update, built)
+                devices.append(built)
+            links: list[Link] = []
+            domains: list[Domain] = []
+            problems: list[Problem] = []
+            if self._wants(Reading.TOPOLOGY):
+                links, domains, problems = self._topology(devices, idx)
             detail = []
             if self._scenario:
                 detail.append(f"fake NVML scenario {self._scenario!r} (test facility, not hardware)")
             if skipped:
                 detail.append(f"GPU indices {skipped} could not be read (lost before identification)")
+            if self._readings is not None:
+                detail.append(describe_readings(self._readings))
             inv = HostInventory(
-                host=Host(hostname=socket.gethostname() or "localhost", cpu_count=os.cpu_count()),
+                host=self._host_model(),
                 devices=tuple(devices), partitions=tuple(partitions), partition_profiles=tuple(profiles),
                 links=tuple(links), domains=tuple(domains), processes=tuple(processes), collected_at=at,
                 sources=(SourceInfo(backend="nvidia", plugin_version=self._plugin_version, api="nvml",
                                     api_version=self._nvml_version, detail="; ".join(detail) or None),),
                 problems=tuple(problems),
             )
-            if self._use_sysfs():
+            # Its own sysfs pass decides which NVML-derived PCIe links to drop; without topology
+            # there are none, and the session fills PCIe place and NUMA when enrich_from_sysfs.
+            if self._use_sysfs() and (self._wants(Reading.TOPOLOGY) or not self._config.enrich_from_sysfs):
                 inv = enrich_inventory(inv, self._config.sysfs_root)
                 if any(d.pci is not None and d.pci.bridge_path is not None for d in inv.devices):
                     # sysfs knows the PCI tree: drop NVML-derived PCIe links, the core derives them.
                     keep = tuple(lk for lk in inv.links if lk.type not in _ANCESTOR.values())
-                    inv = HostInventory.model_validate({**inv.model_dump(), "links": [
-                        lk.model_dump() for lk in keep]})
+                    inv = HostInventory.model_validate({**inv.__dict__, "links": keep})
             return inv
+
+    def _host_model(self) -> Host:
+        name = socket.gethostname() or "localhost"
+        if self._host is None or self._host.hostname != name:
+            self._host = Host(hostname=name, cpu_count=self._cpu_count)
+        return self._host
 
     def _use_sysfs(self) -> bool:
         # A fake host's bus ids say nothing about this machine's /sys.
         return not (self._scenario and self._config.sysfs_root == Path("/sys"))
 
-    def _with_p2p(self, devices: list[Device], idx: dict[str, int]) -> list[Device]:
-        if len(devices) < 2:
-            return devices
-        out = []
-        for d in devices:
-            results = [self._p2p_ok(idx[d.id], idx[o.id]) for o in devices
-                       if o.id != d.id and idx[d.id] not in self._lost and idx[o.id] not in self._lost]
+    def _capabilities(self, base: Device, flags: dict[str, Any]) -> Capabilities:
+        """The static device's capabilities with this reading's flags, validated once per
+        distinct set (a few per GPU: ecc and p2p each take two or three values)."""
+        key = (base.id, tuple(sorted(flags.items())))
+        cached = self._caps.get(key)
+        if cached is not None and cached[0] is base.capabilities:
+            return cached[1]
+        caps = Capabilities.model_validate({**base.capabilities.__dict__, **flags})
+        self._caps[key] = (base.capabilities, caps)
+        return caps
+
+    def _p2p_of(self, ids: list[str], idx: dict[str, int]) -> dict[str, bool | None]:
+        """Whether each GPU can reach a peer directly (cached per pair, and per device set and
+        lost set: the answer changes only when one of them does); empty for fewer than two."""
+        if len(ids) < 2:
+            return {}
+        key = (tuple(ids), frozenset(self._lost))
+        if self._p2p_devices is not None and self._p2p_devices[0] == key:
+            return self._p2p_devices[1]
+        out: dict[str, bool | None] = {}
+        for d in ids:
+            results = [self._p2p_ok(idx[d], idx[o]) for o in ids
+                       if o != d and idx[d] not in self._lost and idx[o] not in self._lost]
             known = [x for x in results if x is not None]
-            p2p = any(known) if known else None
-            caps = d.capabilities.model_copy(update={"p2p": p2p})
-            out.append(Device.model_validate({**d.model_dump(), "capabilities": caps.model_dump()}))
+            out[d] = any(known) if known else None
+        self._p2p_devices = (key, out)
         return out
 
     def _ids(self, ids: Sequence[str] | None) -> list[int]:
@@ -1146,7 +1305,7 @@ class NvidiaBackend(Backend):
                 sample = None
                 if i not in self._lost:
                     try:
-                        sample = self._sample(i)
+                        sample = self._sample(i, full=True)
                         out[st.device_id] = self._health(i, sample, at)
                         continue
                     except DeviceLostError:
@@ -1186,26 +1345,40 @@ class NvidiaBackend(Backend):
                 unsupported.add(name)
             return value
 
-        util = get("utilization_ratio", "nvmlDeviceGetUtilizationRates", h)
+        # A group the caller did not ask for (BackendConfig.readings) is not read: its values
+        # stay None, and it is not "unsupported" either.
+        wants = self._wants
+        errors = wants(Reading.ERRORS)
+        util = get("utilization_ratio", "nvmlDeviceGetUtilizationRates", h) if wants(Reading.UTILIZATION) else None
         if util is None:
             unsupported.discard("utilization_ratio")
             if "utilization_ratio" in r.unsupported:
                 unsupported |= {"utilization_ratio", "memory_utilization_ratio"}
-        mem = lent[2] if lent is not None and fresh else self._memory(r, h, MemoryKind.UNKNOWN, None)
+        mem: MemoryRegion | None = None
+        if wants(Reading.MEMORY):
+            mem = lent[2] if lent is not None and fresh else self._memory(r, h, MemoryKind.UNKNOWN, None)
         temp = get("temperature_celsius", "nvmlDeviceGetTemperatureV", h, C.TEMPERATURE_GPU,
-                   fallback="nvmlDeviceGetTemperature")
-        fan = get("fan_ratio", "nvmlDeviceGetFanSpeed", h)
+                   fallback="nvmlDeviceGetTemperature") if wants(Reading.TEMPERATURE) else None
+        fan = None
+        if wants(Reading.FAN) and st.fanless:
+            unsupported.add("fan_ratio")
+        elif wants(Reading.FAN):
+            fan = get("fan_ratio", "nvmlDeviceGetFanSpeed", h)
+            st.fanless = "fan_ratio" in unsupported
         clocks: dict[str, int] = {}
-        for label, ctype in (("graphics", C.CLOCK_GRAPHICS), ("sm", C.CLOCK_SM), ("memory", C.CLOCK_MEM),
-                             ("video", C.CLOCK_VIDEO)):
-            mhz = self._get(r, None, "nvmlDeviceGetClockInfo", h, ctype)
-            if mhz is not None:
-                clocks[label] = int(mhz) * 1_000_000
+        if wants(Reading.CLOCKS):
+            for label, ctype in (("graphics", C.CLOCK_GRAPHICS), ("sm", C.CLOCK_SM), ("memory", C.CLOCK_MEM),
+                                 ("video", C.CLOCK_VIDEO)):
+                mhz = self._get(r, None, "nvmlDeviceGetClockInfo", h, ctype)
+                if mhz is not None:
+                    clocks[label] = int(mhz) * 1_000_000
         throttle = self._get(r, None, "nvmlDeviceGetCurrentClocksEventReasons", h,
-                             fallback="nvmlDeviceGetCurrentClocksThrottleReasons")
-        # NVML reports PCIe throughput in KB/s; nvitop and nvidia-smi treat it as KiB/s.
-        tx = self._get(r, None, "nvmlDeviceGetPcieThroughput", h, C.PCIE_UTIL_TX_BYTES)
-        rx = self._get(r, None, "nvmlDeviceGetPcieThroughput", h, C.PCIE_UTIL_RX_BYTES)
+                             fallback="nvmlDeviceGetCurrentClocksThrottleReasons") if wants(Reading.THROTTLE) else None
+        tx = rx = None
+        if wants(Reading.PCIE):
+            # NVML reports PCIe throughput in KB/s; nvitop and nvidia-smi treat it as KiB/s.
+            tx = self._get(r, None, "nvmlDeviceGetPcieThroughput", h, C.PCIE_UTIL_TX_BYTES)
+            rx = self._get(r, None, "nvmlDeviceGetPcieThroughput", h, C.PCIE_UTIL_RX_BYTES)
         power = f.get(C.FI_POWER_INSTANT)
         energy = f.get(C.FI_TOTAL_ENERGY)
         mem_temp = f.get(C.FI_MEMORY_TEMP)
@@ -1217,18 +1390,15 @@ class NvidiaBackend(Backend):
             vals = [f.get(x) for x in fids]
             return sum(int(v) for v in vals if v is not None) if any(v is not None for v in vals) else None
 
-        link_counters = tuple(
-            LinkCounters(link=f"nvlink{lk.index}",
-                         replay_errors_total=s.link_fields.get((C.FI_NVLINK_ERROR_DL_REPLAY, lk.index)),
-                         recovery_errors_total=s.link_fields.get((C.FI_NVLINK_ERROR_DL_RECOVERY, lk.index)),
-                         crc_errors_total=s.link_fields.get((C.FI_NVLINK_ERROR_DL_CRC, lk.index)))
-            for lk in st.nvlinks)
+        link_counters = tuple(self._link_counters(st, lk.index, s) for lk in st.nvlinks) if wants(Reading.LINKS) \
+            else ()
         return Telemetry(
             device_id=st.device_id, timestamp=at,
             utilization_ratio=int(util.gpu) / 100 if util is not None else None,
             memory_utilization_ratio=int(util.memory) / 100 if util is not None else None,
-            memory_used_bytes=mem.used_bytes, memory_total_bytes=mem.total_bytes,
-            memory_free_bytes=mem.free_bytes,
+            memory_used_bytes=mem.used_bytes if mem is not None else None,
+            memory_total_bytes=mem.total_bytes if mem is not None else None,
+            memory_free_bytes=mem.free_bytes if mem is not None else None,
             power_watts=float(power) / 1000 if power is not None else None,
             energy_joules=float(energy) / 1000 if energy is not None else None,
             temperature_celsius=float(temp) if temp is not None else None, temperatures_celsius=temps,
@@ -1236,12 +1406,27 @@ class NvidiaBackend(Backend):
             throttle_reasons=throttle_names(int(throttle)) if throttle is not None else (),
             pcie_tx_bytes_per_s=int(tx) * 1024 if tx is not None else None,
             pcie_rx_bytes_per_s=int(rx) * 1024 if rx is not None else None,
-            pcie_replay_total=total(C.FI_PCIE_REPLAY_COUNTER),
-            ecc_corrected_total=total(C.FI_ECC_SBE_VOL_TOTAL),
-            ecc_uncorrected_total=total(C.FI_ECC_DBE_VOL_TOTAL),
-            retired_pages_total=total(C.FI_RETIRED_SBE, C.FI_RETIRED_DBE),
+            pcie_replay_total=total(C.FI_PCIE_REPLAY_COUNTER) if errors else None,
+            ecc_corrected_total=total(C.FI_ECC_SBE_VOL_TOTAL) if errors else None,
+            ecc_uncorrected_total=total(C.FI_ECC_DBE_VOL_TOTAL) if errors else None,
+            retired_pages_total=total(C.FI_RETIRED_SBE, C.FI_RETIRED_DBE) if errors else None,
             links=link_counters, unsupported=frozenset(unsupported),
         )
+
+    def _link_counters(self, st: _Static, link: int, s: _Sample) -> LinkCounters:
+        """One link's counters; the previous (frozen, validated) object when they did not move,
+        which is almost always (error counters of 18 links per GPU, every scrape)."""
+        values = (s.link_fields.get((C.FI_NVLINK_ERROR_DL_REPLAY, link)),
+                  s.link_fields.get((C.FI_NVLINK_ERROR_DL_RECOVERY, link)),
+                  s.link_fields.get((C.FI_NVLINK_ERROR_DL_CRC, link)))
+        key = (st.device_id, link)
+        last = self._link_last.get(key)
+        if last is not None and last[0] == values:
+            return last[1]
+        counters = LinkCounters(link=f"nvlink{link}", replay_errors_total=values[0],
+                                recovery_errors_total=values[1], crc_errors_total=values[2])
+        self._link_last[key] = (values, counters)
+        return counters
 
     def processes(self, ids: Sequence[str] | None = None) -> tuple[ProcessUsage, ...]:
         with self._lock:

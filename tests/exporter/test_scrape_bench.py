@@ -33,10 +33,28 @@ def test_accel_side_scrapes_the_fake_with_the_same_calls_every_warm_scrape(harne
     calls = warm[-1]["calls"]
     # Every GPU's utilisation is read once per scrape (4 GPUs), and the snapshot's two reads ran.
     assert calls["nvmlDeviceGetUtilizationRates"] == 4
-    assert set(side.phases) == {"inventory", "telemetry"}
+    assert set(side.phases) == {"read"}  # inventory + telemetry: one hand-off to the backend's worker
     assert sum(c for c, _ in side.phases.values()) == sum(calls.values())
     assert 0 < harness.accel_common_calls(calls) <= sum(calls.values())
     assert warm[-1]["samples"] > 0 and warm[-1]["in_fake"] >= 0.0
+
+
+def test_accel_common_side_reads_and_exports_less_than_the_full_side(harness: Any) -> None:
+    full, common = harness.AccelSide(harness.timed_fake("rtx4090-4")), harness.AccelSide(
+        harness.timed_fake("rtx4090-4"), common=True)
+    try:
+        harness._one(full), harness._one(common)
+        f, c = harness._one(full), harness._one(common)
+    finally:
+        full.close()
+        common.close()
+    assert common.label == "accel common" and set(common.phases) == {"read"}
+    assert 0 < sum(c["calls"].values()) < sum(f["calls"].values())
+    assert 0 < c["samples"] < f["samples"]
+    # Health is not read: no field batch for ECC and NVLink counters beyond power/temperature,
+    # no throttle reasons; utilisation is still read once per GPU.
+    assert c["calls"]["nvmlDeviceGetUtilizationRates"] == 4
+    assert "nvmlDeviceGetCurrentClocksEventReasons" not in c["calls"]
 
 
 def test_without_nvitop_exporter_it_says_so_and_exits_0(harness: Any, monkeypatch: pytest.MonkeyPatch,
@@ -55,4 +73,8 @@ def test_side_by_side_where_nvitop_exporter_is_installed(harness: Any) -> None:
     assert r["nvitop"]["calls"] > 0 and r["nvitop common"]["calls"] > 0
     assert r["nvitop common"]["calls"] <= r["nvitop"]["calls"]
     assert r["accel"]["common_calls"] <= r["accel"]["calls"]
-    assert set(r["ratios"]) >= {"calls_full", "cpu_full", "calls_common", "cpu_common_upper"}
+    # accel --fields common is measured as its own side now, so the common ratios are direct.
+    assert 0 < r["accel common"]["calls"] < r["accel"]["calls"]
+    assert r["accel common"]["samples"] < r["accel"]["samples"]
+    assert set(r["ratios"]) >= {"calls_full", "cpu_full", "calls_common", "cpu_common", "outside_fake_common"}
+    assert r["ratios"]["calls_common"] == r["accel common"]["calls"] / r["nvitop common"]["calls"]
