@@ -13,7 +13,7 @@ import accel.scheduler
 import accel.scheduler.queueing as q
 
 ROOT = Path(q.__file__).parent
-STDLIB_OK = {"__future__", "argparse", "bisect", "collections", "contextlib", "csv", "dataclasses", "enum", "heapq",
+STDLIB_OK = {"__future__", "argparse", "bisect", "collections", "contextlib", "csv", "dataclasses", "enum", "fcntl", "heapq",
              "functools", "json", "math", "os", "pathlib", "sqlite3", "statistics", "sys", "typing"}
 
 
