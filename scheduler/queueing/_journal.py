@@ -312,7 +312,7 @@ class Journal:
         try:
             self._db = self._connect()
             try:
-                self._check_format(create=create or memory, empty_file=empty_file)
+                self._check_format(create=(create and not readonly) or memory, empty_file=empty_file)
             except BaseException:
                 self._db.close()
                 raise
