@@ -359,7 +359,7 @@ class Journal:
             app = int(db.execute("PRAGMA application_id").fetchone()[0])
             version = int(db.execute("PRAGMA user_version").fetchone()[0])
             objects = {(str(n), str(t)) for n, t in db.execute("SELECT name, type FROM sqlite_master")}
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, ValueError) as exc:  # ValueError: text that is not UTF-8
             raise JournalError(self.path, f"is not an SQLite database or is damaged ({exc})") from exc
         if app == 0 and not objects:
             if not create:
@@ -400,7 +400,7 @@ class Journal:
     def _layout_problem(self, objects: set[tuple[str, str]]) -> str | None:
         try:
             cols = [(str(r[1]), str(r[2]).upper()) for r in self._db.execute("PRAGMA table_info(events)")]
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, ValueError) as exc:
             return f"its events table cannot be read ({exc})"
         if cols != _COLUMNS:
             return "its events table has columns " + ", ".join(f"{n} {t}" for n, t in cols)
@@ -483,7 +483,7 @@ class Journal:
             rows: Iterable[Any] = cur
             for row in rows:
                 yield self._decode(row)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, ValueError) as exc:  # ValueError: text that is not UTF-8
             raise JournalError(self.path, f"cannot be read: {exc}") from exc
 
     def _decode(self, row: Any) -> Event:
@@ -544,7 +544,7 @@ class Journal:
     def count(self) -> int:
         try:
             return int(self._db.execute("SELECT COUNT(*) FROM events").fetchone()[0])
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, ValueError) as exc:
             raise JournalError(self.path, f"cannot be read: {exc}") from exc
 
     def close(self) -> None:

@@ -351,7 +351,7 @@ def test_bit_flips_give_a_journal_error_or_a_journal_that_checks_out(tmp_path: P
     data = bytearray(src.read_bytes())
     rng = random.Random(19)
     refused = 0
-    for k in range(120):
+    for k in range(400):
         pos = rng.randrange(len(data))
         flipped = bytearray(data)
         flipped[pos] ^= 1 << rng.randrange(8)
