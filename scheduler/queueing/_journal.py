@@ -23,8 +23,9 @@ each row whose time is not a finite number or goes back in time, whose job or ki
 fit, whose payload is not a JSON object of exactly the fields its kind carries, or which does
 not follow its job's life (``placed`` before ``submitted``, ``preempted`` while running...).
 
-Opening never changes a file it refuses, and ``readonly=True`` (what ``accel sched`` uses)
-opens it read-only: no schema, no WAL switch, no lock.  A writer holds an exclusive
+Opening never changes a file it refuses (nor leaves a lock file next to it), and
+``readonly=True`` (what ``accel sched`` uses) opens it read-only: no schema, no WAL switch, no
+lock.  A writer holds an exclusive
 ``flock`` on ``PATH.lock`` (which records its pid) from open to :meth:`Journal.close`; the
 kernel drops it when the process dies, so a SIGKILL leaves no stale lock.  A second writer
 gets :class:`JournalLockedError` naming the file and the holder's pid: SQLite's own locking
@@ -39,7 +40,7 @@ import math
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -307,6 +308,8 @@ class Journal:
             if p.is_dir():
                 raise ConfigError(f"{self.path} is a directory, not a scheduler journal")
         empty_file = not memory and (not Path(self.path).exists() or Path(self.path).stat().st_size == 0)
+        lock_path = self.path + ".lock"
+        new_lock = not memory and not readonly and not os.path.lexists(lock_path)
         if not memory and not readonly:
             self._lock()
         try:
@@ -318,6 +321,9 @@ class Journal:
                 raise
         except BaseException:
             self._unlock()
+            if new_lock:  # leave no trace next to a file that was refused
+                with suppress(OSError):
+                    os.unlink(lock_path)
             raise
 
     # -- opening -----------------------------------------------------------------------------------

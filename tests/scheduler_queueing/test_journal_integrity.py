@@ -255,6 +255,7 @@ def test_each_bad_file_is_one_journal_error_and_is_left_as_it_was(tmp_path: Path
                                                                    make: Callable[[Path], Path], message: str) -> None:
     path = make(tmp_path / "j.db")
     before = path.read_bytes()
+    lock_before = Path(f"{path}.lock").exists()  # the cases made through Journal() have one
     empty = case.startswith("empty")
 
     def read() -> None:
@@ -272,7 +273,7 @@ def test_each_bad_file_is_one_journal_error_and_is_left_as_it_was(tmp_path: Path
             open_it()
         assert message in _one_line(err.value), str(err.value)
     assert path.read_bytes() == before  # nothing added, nothing switched to WAL
-    assert not Path(f"{path}-wal").exists()
+    assert not Path(f"{path}-wal").exists() and Path(f"{path}.lock").exists() == lock_before
     if empty:  # a new scheduler may start its journal in an empty file (nothing to lose there)
         write()
         ro = Journal(path, readonly=True)
