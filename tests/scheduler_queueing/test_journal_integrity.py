@@ -246,7 +246,7 @@ FILE_CASES: list[tuple[str, Callable[[Path], Path], str]] = [
      "has an unknown schema version 0"),
     ("older schema", _older, "has no schema version and its events table has columns seq INTEGER, t REAL, job TEXT, "
                              "kind TEXT, data TEXT: an older or foreign format this accel cannot read"),
-    ("truncated", _truncated, "scheduler journal"),
+    ("truncated", _truncated, "database disk image is malformed"),
 ]
 
 
