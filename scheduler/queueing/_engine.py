@@ -1373,6 +1373,7 @@ class QueueingScheduler:
         here: pools, hosts, slots and devices of this cluster); the first one that is wrong, or
         that does not apply to this cluster and policy, raises :class:`JournalError` naming it.
         """
+        opened = not isinstance(journal, Journal)
         jr = journal if isinstance(journal, Journal) else Journal(journal, create=False)
         eng = cls(cluster, policy, tenants=tenants, prices=prices, journal=jr, durations=durations)
         eng._replaying = True
@@ -1389,6 +1390,10 @@ class QueueingScheduler:
                     # the journal's rows are the only input here: a row the state refuses is a bad row
                     raise JournalError(jr.path, f"does not apply to this cluster and policy: {exc}",
                                        seq=ev.seq, kind=ev.kind) from exc
+        except BaseException:
+            if opened:
+                jr.close()  # a journal opened here is not left locked by a failed recovery
+            raise
         finally:
             eng._replaying = False
         return eng

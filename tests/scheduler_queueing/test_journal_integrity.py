@@ -188,6 +188,7 @@ def test_each_bad_row_is_one_journal_error(tmp_path: Path, case: str, mutate: Ca
     text = _one_line(err.value)
     assert message in text, text
     assert err.value.code == "scheduler.journal-invalid"
+    Journal(path).close()  # the failed recovery let go of the journal
 
 
 def _foreign(path: Path) -> Path:
