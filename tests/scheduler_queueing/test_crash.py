@@ -176,3 +176,34 @@ def test_rich_workload_survives_a_chain_of_sigkills(tmp_path: Path) -> None:
     bill = sum(float(str(r["cost"])) for r in ref["bill"])  # type: ignore[attr-defined]
     print(f"\nrich crash chain: {killed} SIGKILLs of {len(chain)} planned; {total} events and bill {bill:.2f} "
           f"interrupted and uninterrupted (identical); {time.monotonic() - started:.1f} s")
+
+
+def test_resume_in_a_grace_period_rebuilds_its_end(tmp_path: Path) -> None:
+    """Stopped while jobs are in their grace period (the state a SIGKILL between two commits
+    leaves), a run resumed from its journal preempts them at the grace period's end, as the
+    uninterrupted run does, and ends with the same events."""
+    w = WORKLOADS["rich"]
+    _ref, ref_events, _commits = _reference(w)
+    # the steps after which some job is preempting, in the uninterrupted run
+    probe = QueueingScheduler(make_cluster(), w.policy, tenants=w.tenants, prices=w.prices)
+    sim = Simulator(probe, w.jobs(), health_events=w.health)
+    in_grace: list[int] = []
+    step = 0
+    while sim.step():
+        step += 1
+        if any(j.state.value == "preempting" for j in probe.jobs.values()):
+            in_grace.append(step)
+    assert len(in_grace) > 10
+    for k, stop in enumerate(in_grace[:: max(1, len(in_grace) // 6)]):
+        path = tmp_path / f"j{k}.db"
+        eng = QueueingScheduler(make_cluster(), w.policy, tenants=w.tenants, prices=w.prices, journal=path)
+        first = Simulator(eng, w.jobs(), health_events=w.health)
+        for _ in range(stop):
+            first.step()
+        eng.journal.close()
+        back = QueueingScheduler.recover(make_cluster(), path, w.policy, tenants=w.tenants, prices=w.prices)
+        waiting = [j for j in back.jobs.values() if j.state.value == "preempting"]
+        assert waiting and all(j.stop_at is not None and j.stop_at > back.now for j in waiting)
+        Simulator.resume(back, w.jobs(), health_events=w.health).run()
+        assert [_row(e) for e in back.journal.events()] == ref_events, f"stopped after step {stop}"
+        back.journal.close()
