@@ -13,21 +13,25 @@ of one call (one cycle, one submission...) in one transaction, so a crash loses 
 or nothing, and rebuilding replays whole calls only.
 
 The file says what it is: SQLite's ``application_id`` is :data:`APPLICATION_ID` and its
-``user_version`` the schema version (:data:`SCHEMA_VERSION`, 1).  A journal written before the
-version was stored (no application id, version 0) with exactly the version-1 table, index and
-triggers *is* the version-1 format: it loads as schema 1 (read-only commands leave it as it is;
-a writer stamps it).  Anything else is refused with one :class:`JournalError` naming the file
-and what is wrong: not SQLite or damaged, an empty file or database, another program's
-database, a newer or unknown schema version, a table of another layout; and, while reading,
-each row whose time is not a finite number or goes back in time, whose job or kind does not
+``user_version`` the schema version.  Version 2 (:data:`SCHEMA_VERSION`, every new journal)
+adds a ``crc`` column: the CRC-32 of each row's sequence number, time, job, kind, reason and
+payload, and sequence numbers without gaps, so a flipped bit or a lost row anywhere is a
+:class:`JournalError` instead of a wrong state.  Version 1 is the format before the version was
+stored (no application id, user version 0, exactly that table, index and triggers, no
+checksums): such a journal loads as schema 1 (read-only commands leave it as it is; a writer
+stamps it as version 1 and keeps appending version-1 rows, so it never mixes the two).
+Anything else is refused with one :class:`JournalError` naming the file and what is wrong: not
+SQLite or damaged, an empty file or database, another program's database, a newer or unknown
+schema version, a table of another layout; and, while reading, each row whose checksum does
+not match, whose time is not a finite number or goes back in time, whose job or kind does not
 fit, whose payload is not a JSON object of exactly the fields its kind carries, or which does
 not follow its job's life (``placed`` before ``submitted``, ``preempted`` while running...).
 
 Opening never changes a file it refuses (nor leaves a lock file next to it), and
 ``readonly=True`` (what ``accel sched`` uses) opens it read-only: no schema, no WAL switch, no
-lock.  A writer holds an exclusive
-``flock`` on ``PATH.lock`` (which records its pid) from open to :meth:`Journal.close`; the
-kernel drops it when the process dies, so a SIGKILL leaves no stale lock.  A second writer
+lock.  A writer holds an exclusive ``flock`` on ``PATH.lock`` (which records its pid) from
+open to :meth:`Journal.close`; the kernel drops it when the process dies, so a SIGKILL leaves
+no stale lock.  A second writer
 gets :class:`JournalLockedError` naming the file and the holder's pid: SQLite's own locking
 would let two writers interleave their transactions.
 """
@@ -39,6 +43,7 @@ import json
 import math
 import os
 import sqlite3
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -51,11 +56,12 @@ from ._types import PreemptMode
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "Event", "Journal", "JournalError", "JournalLockedError"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APPLICATION_ID = 0x41434A4C  # "ACJL": accel journal (SQLite's PRAGMA application_id)
 
-_COLUMNS = [("seq", "INTEGER"), ("t", "REAL"), ("job", "TEXT"), ("kind", "TEXT"), ("reason", "TEXT"),
-            ("data", "TEXT")]
+_COLUMNS_V1 = [("seq", "INTEGER"), ("t", "REAL"), ("job", "TEXT"), ("kind", "TEXT"), ("reason", "TEXT"),
+               ("data", "TEXT")]
+_COLUMNS = {1: _COLUMNS_V1, 2: [*_COLUMNS_V1, ("crc", "INTEGER")]}
 _OBJECTS = {("events", "table"), ("sqlite_sequence", "table"), ("events_job", "index"),
             ("events_append_only_u", "trigger"), ("events_append_only_d", "trigger")}
 
@@ -67,7 +73,8 @@ CREATE TABLE events (
     job    TEXT,
     kind   TEXT NOT NULL,
     reason TEXT NOT NULL DEFAULT '',
-    data   TEXT NOT NULL DEFAULT '{{}}'
+    data   TEXT NOT NULL DEFAULT '{{}}',
+    crc    INTEGER NOT NULL
 );
 CREATE INDEX events_job ON events(job, seq);
 CREATE TRIGGER events_append_only_u BEFORE UPDATE ON events
@@ -79,12 +86,18 @@ PRAGMA user_version = {SCHEMA_VERSION};
 COMMIT;
 """
 
-_STAMP = f"""
+_STAMP_V1 = f"""
 BEGIN IMMEDIATE;
 PRAGMA application_id = {APPLICATION_ID};
-PRAGMA user_version = {SCHEMA_VERSION};
+PRAGMA user_version = 1;
 COMMIT;
 """
+
+
+def _row_crc(seq: int, t: float, job: str | None, kind: str, reason: str, data: str) -> int:
+    """The CRC-32 a version-2 row carries (``job`` None and ``""`` differ)."""
+    text = "\x1f".join((str(seq), repr(t), "\x00" if job is None else job, kind, reason, data))
+    return zlib.crc32(text.encode("utf-8", "surrogatepass"))
 
 
 class JournalError(SchedulerError):
@@ -294,6 +307,8 @@ class Journal:
         self.readonly = readonly
         #: True for a journal written before the schema version was stored (loaded as version 1)
         self.unversioned = False
+        self._version = SCHEMA_VERSION
+        self._next_seq = 1  # version 2: the writer numbers rows itself, without gaps
         self._depth = 0
         self._pending: list[tuple[float, str | None, str, str, str]] = []
         self._lock_fd: int | None = None
@@ -373,6 +388,7 @@ class Journal:
                 raise JournalError(self.path, f"{what}, not a scheduler journal")
             self._init_writer()
             self._script(_SCHEMA)
+            self._version = SCHEMA_VERSION
             return
         if app not in (0, APPLICATION_ID):
             raise JournalError(self.path, f"is another program's SQLite database (application id {app:#x}), "
@@ -380,14 +396,15 @@ class Journal:
         if app == APPLICATION_ID and version > SCHEMA_VERSION:
             raise JournalError(self.path, f"has schema version {version}, from a newer accel; this one reads "
                                           f"version {SCHEMA_VERSION}")
-        if app == APPLICATION_ID and version != SCHEMA_VERSION:
-            raise JournalError(self.path, f"has an unknown schema version {version}; this accel reads version "
-                                          f"{SCHEMA_VERSION}")
+        if app == APPLICATION_ID and version not in _COLUMNS:
+            raise JournalError(self.path, f"has an unknown schema version {version}; this accel reads versions "
+                                          f"1 to {SCHEMA_VERSION}")
+        self._version = version if app == APPLICATION_ID else 1
         if app == 0 and ("events", "table") not in objects:
             names = ", ".join(sorted(n for n, _t in objects))
             raise JournalError(self.path, f"is another SQLite database (tables and indexes: {names}), "
                                           "not a scheduler journal")
-        problem = self._layout_problem(objects)
+        problem = self._layout_problem(objects, self._version)
         if problem is not None:
             if app == 0:
                 raise JournalError(self.path, f"has no schema version and {problem}: an older or foreign "
@@ -401,14 +418,18 @@ class Journal:
         if not self.readonly:
             self._init_writer()
             if self.unversioned:
-                self._script(_STAMP)
+                self._script(_STAMP_V1)
+            try:
+                self._next_seq = int(db.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]) + 1
+            except (sqlite3.DatabaseError, ValueError) as exc:
+                raise JournalError(self.path, f"cannot be read: {exc}") from exc
 
-    def _layout_problem(self, objects: set[tuple[str, str]]) -> str | None:
+    def _layout_problem(self, objects: set[tuple[str, str]], version: int) -> str | None:
         try:
             cols = [(str(r[1]), str(r[2]).upper()) for r in self._db.execute("PRAGMA table_info(events)")]
         except (sqlite3.DatabaseError, ValueError) as exc:
             return f"its events table cannot be read ({exc})"
-        if cols != _COLUMNS:
+        if cols != _COLUMNS[version]:
             return "its events table has columns " + ", ".join(f"{n} {t}" for n, t in cols)
         missing = sorted(n for n, _t in _OBJECTS - objects)
         if missing:
@@ -444,7 +465,7 @@ class Journal:
     @property
     def schema_version(self) -> int:
         """The schema version of the file (an unversioned journal reads as version 1)."""
-        return SCHEMA_VERSION if self.unversioned else int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        return self._version
 
     # -- writing -----------------------------------------------------------------------------------
     @contextmanager
@@ -474,13 +495,20 @@ class Journal:
         if not self._pending:
             return
         rows, self._pending = self._pending, []
+        seq0 = self._next_seq
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            self._db.executemany("INSERT INTO events(t, job, kind, reason, data) VALUES (?,?,?,?,?)", rows)
+            if self._version >= 2:
+                self._db.executemany(
+                    "INSERT INTO events(seq, t, job, kind, reason, data, crc) VALUES (?,?,?,?,?,?,?)",
+                    [(seq0 + i, *r, _row_crc(seq0 + i, *r)) for i, r in enumerate(rows)])
+            else:
+                self._db.executemany("INSERT INTO events(t, job, kind, reason, data) VALUES (?,?,?,?,?)", rows)
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+        self._next_seq = seq0 + len(rows)
 
     # -- reading -----------------------------------------------------------------------------------
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> Iterator[Event]:
@@ -492,8 +520,20 @@ class Journal:
         except (sqlite3.DatabaseError, ValueError) as exc:  # ValueError: text that is not UTF-8
             raise JournalError(self.path, f"cannot be read: {exc}") from exc
 
+    def _select(self, where: str = "") -> str:
+        crc = "crc" if self._version >= 2 else "NULL"
+        return f"SELECT seq, t, job, kind, reason, data, {crc} FROM events {where} ORDER BY seq"
+
     def _decode(self, row: Any) -> Event:
-        seq, t, job, kind, reason, data = row
+        seq, t, job, kind, reason, data, crc = row
+        if self._version >= 2:
+            try:
+                intact = _int(crc) and crc == _row_crc(seq, t, job, kind, reason, data)
+            except TypeError:  # a column of the wrong type: damaged too
+                intact = False
+            if not intact:
+                raise JournalError(self.path, "its checksum does not match: the row is damaged",
+                                   seq=seq if _int(seq) else None)
         if not _int(seq):
             raise JournalError(self.path, f"a row has a bad sequence number {seq!r}")
         if not _num(t):
@@ -524,11 +564,18 @@ class Journal:
             raise JournalError(self.path, problem, seq=seq, kind=kind)
         return Event(seq, float(t), job, kind, reason, payload)
 
-    def _checked(self, events: Iterable[Event]) -> Iterator[Event]:
-        """Time never goes back, and each job's events follow its life."""
+    def _checked(self, events: Iterable[Event], *, whole: bool = False) -> Iterator[Event]:
+        """Time never goes back, each job's events follow its life, and (``whole``: every row,
+        version 2) sequence numbers have no gap (a row lost to damage)."""
         last = -math.inf
         life = _Life()
+        expect = 1
         for ev in events:
+            if whole and self._version >= 2:
+                if ev.seq != expect:
+                    raise JournalError(self.path, f"event {expect} is missing (the next is {ev.seq}): the journal "
+                                                  "is damaged")
+                expect += 1
             if ev.t < last:
                 raise JournalError(self.path, f"time {ev.t} goes back before the previous event's {last}",
                                    seq=ev.seq, kind=ev.kind)
@@ -540,12 +587,11 @@ class Journal:
 
     def events(self) -> Iterator[Event]:
         """Every event in order, each checked (:class:`JournalError` at the first bad one)."""
-        return self._checked(self._rows("SELECT seq, t, job, kind, reason, data FROM events ORDER BY seq"))
+        return self._checked(self._rows(self._select()), whole=True)
 
     def history(self, job: str) -> list[Event]:
         """A job's whole history: one query (its rows checked as :meth:`events` does)."""
-        return list(self._checked(self._rows(
-            "SELECT seq, t, job, kind, reason, data FROM events WHERE job = ? ORDER BY seq", (job,))))
+        return list(self._checked(self._rows(self._select("WHERE job = ?"), (job,))))
 
     def count(self) -> int:
         try:

@@ -29,6 +29,7 @@ from accel.scheduler.queueing import (
     Policy,
     QueueingScheduler,
 )
+from accel.scheduler.queueing._journal import _row_crc
 
 from .conftest import cluster
 from .test_recovery import _run
@@ -62,10 +63,14 @@ def _good_rows() -> list[Row]:
 GOOD = _good_rows()
 
 
-def _write(path: Path, rows: list[Row]) -> Path:
+def _write(path: Path, rows: list[Row], *, crc: Callable[[int, Row], int] | None = None,
+           skip: int | None = None) -> Path:
+    """A journal of ``rows`` as given (each with its valid checksum unless ``crc`` says otherwise;
+    without the row numbered ``skip``)."""
     Journal(path).close()  # a new, stamped, empty journal
     db = sqlite3.connect(path)
-    db.executemany("INSERT INTO events(t, job, kind, reason, data) VALUES (?,?,?,?,?)", rows)
+    db.executemany("INSERT INTO events(seq, t, job, kind, reason, data, crc) VALUES (?,?,?,?,?,?,?)",
+                   [(i, *r, crc(i, r) if crc else _row_crc(i, *r)) for i, r in enumerate(rows, 1) if i != skip])
     db.commit()
     db.close()
     return path
@@ -177,6 +182,20 @@ ROW_CASES: list[tuple[str, Callable[[list[Row]], list[Row]], str]] = [
 def test_the_good_journal_recovers(tmp_path: Path) -> None:
     eng = _recover(_write(tmp_path / "j.db", list(GOOD)))
     assert eng.jobs["c"].allocs and eng.jobs["a"].ended_at == 3600.0
+
+
+def test_a_row_whose_checksum_does_not_match_is_damaged(tmp_path: Path) -> None:
+    path = _write(tmp_path / "j.db", list(GOOD), crc=lambda i, r: _row_crc(i, *r) ^ (i == 6))
+    with pytest.raises(JournalError) as err:
+        _recover(path)
+    assert _one_line(err.value).endswith("event 6: its checksum does not match: the row is damaged")
+
+
+def test_a_lost_row_is_a_gap_in_the_sequence(tmp_path: Path) -> None:
+    path = _write(tmp_path / "j.db", list(GOOD), skip=8)  # what a damaged page could do
+    with pytest.raises(JournalError) as err:
+        _recover(path)
+    assert _one_line(err.value).endswith(": event 8 is missing (the next is 9): the journal is damaged")
 
 
 @pytest.mark.parametrize(("case", "mutate", "message"), ROW_CASES, ids=[c[0] for c in ROW_CASES])
@@ -325,15 +344,18 @@ def test_a_journal_from_before_the_schema_version_loads_as_schema_1(tmp_path: Pa
     assert accel_main(["sched", "jobs", "--journal", str(path), "--json"]) == EXIT_OK
     assert {r["job"] for r in json.loads(capsys.readouterr().out)} == {"a", "b", "c"}
     assert path.read_bytes() == before  # read-only commands leave it unstamped
-    eng = _recover(path)  # a writer takes it over and stamps it
-    assert eng.jobs["c"].allocs
+    eng = QueueingScheduler.recover(cluster(hosts=2), path, Policy())  # a writer stamps it as version 1
+    eng.finish("c", 3 * 3600.0)  # and keeps appending version-1 rows
+    eng.journal.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
     assert db.execute("PRAGMA application_id").fetchone()[0] != 0
     db.close()
     again = Journal(path, readonly=True)
-    assert not again.unversioned and again.schema_version == SCHEMA_VERSION
+    assert not again.unversioned and again.schema_version == 1
+    assert [e.kind for e in again.history("c")][-1] == "finished"
     again.close()
+    assert SCHEMA_VERSION == 2  # new journals: version 2, with checksums
 
 
 def test_an_unversioned_journal_with_a_bad_row_is_still_refused(tmp_path: Path) -> None:
@@ -346,10 +368,14 @@ def test_an_unversioned_journal_with_a_bad_row_is_still_refused(tmp_path: Path) 
         _recover(path)
 
 
-def test_bit_flips_give_a_journal_error_or_a_journal_that_checks_out(tmp_path: Path) -> None:
-    """A flipped bit anywhere in the file: one JournalError, or (where SQLite and the row checks
-    cannot tell, e.g. a digit of a payload number) a journal whose replay passes every check."""
+def test_a_bit_flip_is_a_journal_error_or_changes_nothing(tmp_path: Path) -> None:
+    """A flipped bit anywhere in the file: one JournalError (the row checksums, the sequence, or
+    SQLite itself), or it was in space no row uses and every event reads back unchanged; never
+    another exception, never another state."""
     src = _write(tmp_path / "good.db", list(GOOD))
+    ro = Journal(src, readonly=True)
+    events = [(e.seq, e.t, e.job, e.kind, e.reason, e.data) for e in ro.events()]
+    ro.close()
     data = bytearray(src.read_bytes())
     rng = random.Random(19)
     refused = 0
@@ -366,6 +392,7 @@ def test_bit_flips_give_a_journal_error_or_a_journal_that_checks_out(tmp_path: P
             refused += 1
             continue
         try:
+            assert [(e.seq, e.t, e.job, e.kind, e.reason, e.data) for e in eng.journal.events()] == events, pos
             eng.check_invariants()
         finally:
             eng.journal.close()
