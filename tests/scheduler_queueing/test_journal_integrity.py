@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -445,4 +444,3 @@ def test_read_only_journals_refuse_appends_and_missing_ones_are_config_errors(tm
         Journal(tmp_path / "none.db", readonly=True)
     with pytest.raises(ConfigError, match="is a directory"):
         Journal(tmp_path, readonly=True)
-    shutil.rmtree(tmp_path / "sub", ignore_errors=True)
