@@ -125,7 +125,8 @@ class FGDPlusScorer(BalancedFGDScorer):
     0.2 points of each other, 25 gives up 1.5 points at 100% arrived and 1000 (lexicographic)
     0.3 at 130%.  The reservation term depends on the cluster-wide
     free capacity per model, so the scheduler does not cache this scorer's output; it keeps its
-    own per-host cache of the host-local part (FGD + balance) instead.
+    own per-host cache of the host-local part (FGD + balance) instead, off when the scheduler
+    runs uncached.
     """
 
     name = "fgd-plus"
@@ -152,7 +153,10 @@ class FGDPlusScorer(BalancedFGDScorer):
         self._cache = {}
 
     def _host_local(self, state: ClusterState, req: Request, hosts: IntArray) -> tuple[FloatArray, IntArray]:
-        """FGD + balance, cached per host version like the scheduler's own cache."""
+        """FGD + balance, cached per host version like the scheduler's own cache (the uncached
+        baseline, ``incremental`` False, scores every host afresh, without deduplication)."""
+        if not self.incremental:
+            return super().score(state, req, hosts)
         key = self.cache_key(req)
         ent = self._cache.get(key)
         if ent is None:

@@ -76,8 +76,8 @@ class Scheduler:
 
     ``workload`` is the target workload (the pod mix fragmentation-aware scorers optimise for);
     ``seed`` fixes the host rank used to break score ties and any randomness in the scorer.
-    ``cache=False`` rescores every feasible host on every decision (the baseline the speed
-    benchmark compares against; results are identical).
+    ``cache=False`` rescores every feasible host on every decision, scorer-side caches included
+    (the baseline the speed benchmark compares against; results are identical).
     """
 
     def __init__(self, state: ClusterState, scorer: str | Scorer = "fgd", *,
@@ -91,6 +91,7 @@ class Scheduler:
         if self.scorer.uses_workload and not workload:
             raise InvalidRequestError(f"scorer {self.scorer.name!r} needs a target workload",
                                       field="workload")
+        self.scorer.incremental = cache  # the uncached baseline keeps no scorer-side cache either
         self.scorer.attach(state, workload, seed)
         self.filters = tuple(filters)
         rng = np.random.default_rng(seed)

@@ -59,6 +59,10 @@ class Scorer(ABC):
     """Score depends only on the host's capacity/usage rows (not on its identity or topology
     labels), so identical hosts may share one evaluation."""
 
+    #: False when the scheduler runs uncached (``Scheduler(cache=False)``, the speed baseline):
+    #: a scorer that keeps its own per-host caches then computes everything afresh too
+    incremental: bool = True
+
     def __init__(self) -> None:
         self.state: ClusterState | None = None
         self.rng = np.random.default_rng(0)
@@ -272,8 +276,10 @@ class FGDScorer(Scorer):
         return (req.cpu_milli, req.devices, share, req.partition)
 
     def frag_before(self, state: ClusterState, hosts: IntArray) -> FloatArray:
-        """Current fragmentation of ``hosts`` (cached per host version)."""
+        """Current fragmentation of ``hosts`` (cached per host version unless not ``incremental``)."""
         assert self.measure is not None
+        if not self.incremental:
+            return self.measure(state.cpu_free[hosts], state.dev_left[hosts], state.host_class[hosts])
         stale = hosts[self._seen[hosts] != state.version[hosts]]
         if len(stale):
             self._before[stale] = self.measure(state.cpu_free[stale], state.dev_left[stale],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ._engine import CycleResult, Job, QueueingScheduler, WaitEstimate
 from ._estimators import DeclaredModel, DurationModel, HistoryModel
-from ._journal import Event, Journal
+from ._journal import SCHEMA_VERSION, Event, Journal, JournalError, JournalLockedError
 from ._meter import Bill, BillLine, Meter, PriceTable
 from ._profile import Profile
 from ._sim import (
@@ -39,6 +39,7 @@ from ._types import (
 
 __all__ = [
     "DEFAULT_CLASS",
+    "SCHEMA_VERSION",
     "Admission",
     "BackfillMode",
     "Bill",
@@ -57,6 +58,8 @@ __all__ = [
     "JobSpec",
     "JobState",
     "Journal",
+    "JournalError",
+    "JournalLockedError",
     "Meter",
     "Policy",
     "PreemptMode",

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from accel.errors import SchedulerError
 from accel.model import HostInventory
 from accel.scheduler import (
     Allocation,
@@ -49,7 +50,7 @@ from accel.scheduler import (
 )
 
 from ._estimators import DeclaredModel, DurationModel, capped_remaining
-from ._journal import Event, Journal
+from ._journal import Event, Journal, JournalError
 from ._meter import Bill, Meter, PriceTable, Segment
 from ._profile import Profile
 from ._tenants import Admission, Tenant, TenantBook, Usage
@@ -1364,17 +1365,71 @@ class QueueingScheduler:
     # -- recovery ------------------------------------------------------------------------------------------
     @classmethod
     def recover(cls, cluster: ClusterState, journal: Journal | str | Path, policy: Policy | None = None, *,
-                tenants: Iterable[Tenant] = (), prices: PriceTable | None = None) -> QueueingScheduler:
-        """Rebuild the state after a crash by replaying the journal onto a fresh cluster view."""
+                tenants: Iterable[Tenant] = (), prices: PriceTable | None = None,
+                durations: DurationModel | None = None) -> QueueingScheduler:
+        """Rebuild the state after a crash by replaying the journal onto a fresh cluster view.
+
+        Every event is checked first (:meth:`Journal.events`: format, payload, each job's life;
+        here: pools, hosts, slots and devices of this cluster); the first one that is wrong, or
+        that does not apply to this cluster and policy, raises :class:`JournalError` naming it.
+        """
+        opened = not isinstance(journal, Journal)
         jr = journal if isinstance(journal, Journal) else Journal(journal, create=False)
-        eng = cls(cluster, policy, tenants=tenants, prices=prices, journal=jr)
+        eng = cls(cluster, policy, tenants=tenants, prices=prices, journal=jr, durations=durations)
         eng._replaying = True
         try:
             for ev in jr.events():
-                eng._apply(ev)
+                problem = eng._cluster_problem(ev)
+                if problem is not None:
+                    raise JournalError(jr.path, problem, seq=ev.seq, kind=ev.kind)
+                try:
+                    eng._apply(ev)
+                except JournalError:
+                    raise
+                except (SchedulerError, KeyError, IndexError, TypeError, ValueError) as exc:
+                    # the journal's rows are the only input here: a row the state refuses is a bad row
+                    raise JournalError(jr.path, f"does not apply to this cluster and policy: {exc}",
+                                       seq=ev.seq, kind=ev.kind) from exc
+        except BaseException:
+            if opened:
+                jr.close()  # a journal opened here is not left locked by a failed recovery
+            raise
         finally:
             eng._replaying = False
         return eng
+
+    def _cluster_problem(self, ev: Event) -> str | None:
+        """What in a journaled event does not exist in this cluster (replay only)."""
+        st, d = self.state, ev.data
+        if ev.kind == "submitted":
+            pool = d["spec"]["pool"]
+            return f"pool {pool!r} is not in this cluster ({', '.join(self.pools)})" \
+                if pool and pool not in self._pool_index else None
+        if ev.kind in ("placed", "resumed"):
+            pidx = self._pool_index.get(d["pool"])
+            if pidx is None:
+                return f"pool {d['pool']!r} is not in this cluster ({', '.join(self.pools)})"
+            for host, slots in d["chunks"]:
+                h = st.host_index.get(host)
+                if h is None:
+                    return f"host {host!r} is not in this cluster"
+                for s in slots:
+                    if s >= len(st.dev_ids[h]):
+                        return f"host {host} has no device slot {s} (it has {len(st.dev_ids[h])})"
+                    if self._slot_pool[h, s] != pidx:
+                        return f"device {st.dev_ids[h][s]} is not in pool {d['pool']}"
+                    if not st.dev_usable[h, s]:
+                        return f"device {st.dev_ids[h][s]} is not usable at this point of the journal"
+            return None
+        if ev.kind == "health":
+            h = st.host_index.get(d["host"])
+            if h is None:
+                return f"host {d['host']!r} is not in this cluster"
+            if d["slot"] >= len(st.dev_ids[h]):
+                return f"host {d['host']} has no device slot {d['slot']} (it has {len(st.dev_ids[h])})"
+            if st.dev_ids[h][d["slot"]] != d["device"]:
+                return f"slot {d['slot']} of host {d['host']} is {st.dev_ids[h][d['slot']]}, not {d['device']}"
+        return None
 
 
 class _TierViews:

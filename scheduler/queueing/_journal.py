@@ -1,4 +1,4 @@
-"""The append-only job journal: one SQLite table of events, WAL mode.
+"""The append-only job journal: one SQLite table of events, WAL mode, one writer at a time.
 
 Every state change of every job (and every device health change) is a row: time, job, kind,
 reason and a JSON payload with what a rebuild needs (the spec at submission, the hosts and
@@ -11,37 +11,119 @@ failed under it), ``finished``, ``cancelled``, and ``health`` (no job: a device 
 (un)usable).  Rows are never updated or deleted.  The engine groups the rows
 of one call (one cycle, one submission...) in one transaction, so a crash loses a whole call
 or nothing, and rebuilding replays whole calls only.
+
+The file says what it is: SQLite's ``application_id`` is :data:`APPLICATION_ID` and its
+``user_version`` the schema version.  Version 2 (:data:`SCHEMA_VERSION`, every new journal)
+adds a ``crc`` column: the CRC-32 of each row's sequence number, time, job, kind, reason and
+payload, and sequence numbers without gaps, so a flipped bit or a lost row anywhere is a
+:class:`JournalError` instead of a wrong state.  Version 1 is the format before the version was
+stored (no application id, user version 0, exactly that table, index and triggers, no
+checksums): such a journal loads as schema 1 (read-only commands leave it as it is; a writer
+stamps it as version 1 and keeps appending version-1 rows, so it never mixes the two).
+Anything else is refused with one :class:`JournalError` naming the file and what is wrong: not
+SQLite or damaged, an empty file or database, another program's database, a newer or unknown
+schema version, a table of another layout; and, while reading, each row whose checksum does
+not match, whose time is not a finite number or goes back in time, whose job or kind does not
+fit, whose payload is not a JSON object of exactly the fields its kind carries, or which does
+not follow its job's life (``placed`` before ``submitted``, ``preempted`` while running...).
+
+Opening never changes a file it refuses (nor leaves a lock file next to it), and
+``readonly=True`` (what ``accel sched`` uses) opens it read-only: no schema, no WAL switch, no
+lock.  A writer holds an exclusive ``flock`` on ``PATH.lock`` (which records its pid) from
+open to :meth:`Journal.close`; the kernel drops it when the process dies, so a SIGKILL leaves
+no stale lock.  A second writer
+gets :class:`JournalLockedError` naming the file and the holder's pid: SQLite's own locking
+would let two writers interleave their transactions.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import math
+import os
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accel.errors import ConfigError
+from accel.errors import ConfigError, SchedulerError
 
-__all__ = ["Event", "Journal"]
+from ._types import PreemptMode
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS events (
+__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "Event", "Journal", "JournalError", "JournalLockedError"]
+
+SCHEMA_VERSION = 2
+APPLICATION_ID = 0x41434A4C  # "ACJL": accel journal (SQLite's PRAGMA application_id)
+
+_COLUMNS_V1 = [("seq", "INTEGER"), ("t", "REAL"), ("job", "TEXT"), ("kind", "TEXT"), ("reason", "TEXT"),
+               ("data", "TEXT")]
+_COLUMNS = {1: _COLUMNS_V1, 2: [*_COLUMNS_V1, ("crc", "INTEGER")]}
+_OBJECTS = {("events", "table"), ("sqlite_sequence", "table"), ("events_job", "index"),
+            ("events_append_only_u", "trigger"), ("events_append_only_d", "trigger")}
+
+_SCHEMA = f"""
+BEGIN IMMEDIATE;
+CREATE TABLE events (
     seq    INTEGER PRIMARY KEY AUTOINCREMENT,
     t      REAL NOT NULL,
     job    TEXT,
     kind   TEXT NOT NULL,
     reason TEXT NOT NULL DEFAULT '',
-    data   TEXT NOT NULL DEFAULT '{}'
+    data   TEXT NOT NULL DEFAULT '{{}}',
+    crc    INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS events_job ON events(job, seq);
-CREATE TRIGGER IF NOT EXISTS events_append_only_u BEFORE UPDATE ON events
+CREATE INDEX events_job ON events(job, seq);
+CREATE TRIGGER events_append_only_u BEFORE UPDATE ON events
     BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
-CREATE TRIGGER IF NOT EXISTS events_append_only_d BEFORE DELETE ON events
+CREATE TRIGGER events_append_only_d BEFORE DELETE ON events
     BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
+PRAGMA application_id = {APPLICATION_ID};
+PRAGMA user_version = {SCHEMA_VERSION};
+COMMIT;
 """
+
+_STAMP_V1 = f"""
+BEGIN IMMEDIATE;
+PRAGMA application_id = {APPLICATION_ID};
+PRAGMA user_version = 1;
+COMMIT;
+"""
+
+
+def _row_crc(seq: int, t: float, job: str | None, kind: str, reason: str, data: str) -> int:
+    """The CRC-32 a version-2 row carries (``job`` None and ``""`` differ)."""
+    text = "\x1f".join((str(seq), repr(t), "\x00" if job is None else job, kind, reason, data))
+    return zlib.crc32(text.encode("utf-8", "surrogatepass"))
+
+
+class JournalError(SchedulerError):
+    """A scheduler journal cannot be used: damaged, foreign, of another schema version, or a
+    row that is not a valid event (``seq`` names it).  The message is one line naming the file."""
+
+    code = "scheduler.journal-invalid"
+
+    def __init__(self, path: str, problem: str, *, seq: int | None = None, kind: str | None = None) -> None:
+        where = f"scheduler journal {path}"
+        if seq is not None:
+            where += f", event {seq}" + (f" ({kind})" if kind else "")
+        super().__init__(f"{where}: {problem}")
+        self.path = path
+        self.seq = seq
+
+
+class JournalLockedError(JournalError):
+    """Another process (``pid``, when it could be read) has the journal open for writing."""
+
+    code = "scheduler.journal-locked"
+
+    def __init__(self, path: str, lock_path: str, pid: int | None) -> None:
+        who = f"process {pid}" if pid is not None else "another process"
+        super().__init__(path, f"is open for writing by {who} (lock {lock_path}); one writer at a time")
+        self.pid = pid
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,30 +142,332 @@ class Event:
                 "data": self.data}
 
 
-class Journal:
-    """An event journal in an SQLite file (``":memory:"`` for tests without durability)."""
+# -- payload schemas: kind -> (required fields, optional fields), each field -> a check -----------------
+def _num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
-    def __init__(self, path: str | Path = ":memory:", *, create: bool = True) -> None:
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _nat(v: Any) -> bool:
+    return _int(v) and v >= 0
+
+
+def _str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _bool(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def _opt_num(v: Any) -> bool:
+    return v is None or _num(v)
+
+
+def _chunks(v: Any) -> bool:
+    return (isinstance(v, list) and len(v) > 0
+            and all(isinstance(c, list) and len(c) == 2 and _str(c[0]) and isinstance(c[1], list) and c[1]
+                    and all(_nat(s) for s in c[1]) and len(set(c[1])) == len(c[1]) for c in v))
+
+
+def _share(v: Any) -> bool:
+    return v is None or (isinstance(v, dict) and set(v) == {"compute_milli", "memory_bytes"}
+                         and _nat(v["compute_milli"]) and _nat(v["memory_bytes"]))
+
+
+def _labels(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, list) and len(x) == 2 and _str(x[0]) and _str(x[1]) for x in v)
+
+
+_Check = Callable[[Any], bool]
+_SPEC: dict[str, _Check] = {
+    "id": _str, "tenant": _str, "devices": _nat, "pool": _str, "share": _share, "estimate_s": _num,
+    "priority_class": _str, "same_host": _bool, "checkpoint_interval_s": _opt_num, "cpu_milli": _nat,
+    "memory_bytes": _nat, "preemptible": _bool, "labels": _labels,
+}
+_PLACED: tuple[dict[str, _Check], dict[str, _Check]] = (
+    {"pool": _str, "chunks": _chunks, "borrowing": _bool, "resume_from": _num, "tenant": _str,
+     "mem_per_device": _nat, "share": _num}, {})
+_PAYLOADS: dict[str, tuple[dict[str, _Check], dict[str, _Check]]] = {
+    "submitted": ({"spec": lambda v: isinstance(v, dict)}, {"estimate": _opt_num, "raw_estimate": _num}),
+    "admitted": ({"pool": _str, "borrowing": _bool}, {}),
+    "placed": _PLACED,
+    "resumed": _PLACED,
+    "preempting": ({"stop_at": _num, "for": _str}, {}),
+    "preempted": ({"mode": lambda v: v in {m.value for m in PreemptMode}, "keep": _num}, {}),
+    "demoted": ({"tier": lambda v: _int(v) and v >= 1, "attained_device_s": _num}, {}),
+    "failed": ({"requeue": _bool}, {"keep": _num, "device": _str}),
+    "finished": ({}, {}),
+    "cancelled": ({}, {}),
+    "health": ({"host": _str, "slot": _nat, "usable": _bool, "degraded": _bool, "device": _str}, {}),
+}
+KINDS = frozenset(_PAYLOADS)
+
+
+def _fields(data: dict[str, Any], required: dict[str, _Check], optional: dict[str, _Check], what: str) -> str | None:
+    missing = sorted(set(required) - set(data))
+    if missing:
+        return f"{what} lacks field(s) {', '.join(missing)}"
+    extra = sorted(set(data) - set(required) - set(optional))
+    if extra:
+        return f"{what} has unexpected field(s) {', '.join(extra)}"
+    for name, check in (*required.items(), *optional.items()):
+        if name in data and not check(data[name]):
+            return f"{what} field {name} has a bad value {json.dumps(data[name])[:80]}"
+    return None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number")
+
+
+class _Life:
+    """Each job's life as the journal tells it, to refuse rows that do not follow it."""
+
+    __slots__ = ("jobs",)
+
+    def __init__(self) -> None:
+        # job -> [phase, attempts, devices, tier_seen, stop_at]; phase: waiting/running/preempting/ended
+        self.jobs: dict[str, list[Any]] = {}
+
+    def check(self, ev: Event) -> str | None:
+        if ev.kind == "health":
+            return None
+        job = str(ev.job)
+        rec = self.jobs.get(job)
+        d = ev.data
+        if ev.kind == "submitted":
+            if rec is not None:
+                return f"job {job} is submitted twice"
+            self.jobs[job] = ["waiting", 0, int(d["spec"]["devices"]), 0, 0.0]
+            return None
+        if rec is None:
+            return f"job {job} was never submitted"
+        phase, attempts = rec[0], rec[1]
+        if ev.kind == "admitted":
+            if phase != "waiting" or attempts:
+                return f"job {job} is admitted while {phase} after {attempts} start(s)"
+        elif ev.kind in ("placed", "resumed"):
+            if phase != "waiting":
+                return f"job {job} is {ev.kind} while {phase}"
+            if (ev.kind == "placed") != (attempts == 0):
+                return f"job {job} is {ev.kind} after {attempts} start(s)"
+            n = sum(len(slots) for _host, slots in d["chunks"])
+            if n != rec[2]:
+                return f"job {job} is {ev.kind} on {n} devices; it asked for {rec[2]}"
+            rec[0], rec[1] = "running", attempts + 1
+        elif ev.kind == "preempting":
+            if phase != "running":
+                return f"job {job} is signalled to stop while {phase}"
+            if float(d["stop_at"]) < ev.t:
+                return f"job {job} is to stop at {d['stop_at']}, before the event's time {ev.t}"
+            rec[0], rec[4] = "preempting", float(d["stop_at"])
+        elif ev.kind == "preempted":
+            if phase != "preempting":
+                return f"job {job} is preempted while {phase}, not in a grace period"
+            if ev.t < rec[4] - 1e-9:
+                return f"job {job} is preempted at {ev.t}, before its grace period ends at {rec[4]}"
+            rec[0] = "waiting"
+        elif ev.kind == "demoted":
+            if phase != "running":
+                return f"job {job} is demoted while {phase}"
+            if int(d["tier"]) <= rec[3]:
+                return f"job {job} is demoted to tier {d['tier']}, not below its tier {rec[3]}"
+            rec[3] = int(d["tier"])
+        elif ev.kind == "failed":
+            if phase == "ended":
+                return f"job {job} fails after it ended"
+            if d["requeue"]:
+                if phase not in ("running", "preempting"):
+                    return f"job {job} is requeued after a failure while {phase}"
+                if "keep" not in d:
+                    return "a requeued failure lacks field keep"
+                rec[0] = "waiting"
+            else:
+                rec[0] = "ended"
+        elif phase == "ended":  # finished, cancelled
+            return f"job {job} is {ev.kind} after it ended"
+        else:
+            rec[0] = "ended"
+        return None
+
+
+class Journal:
+    """An event journal in an SQLite file (``":memory:"`` for tests without durability).
+
+    ``create=False``: the file must exist (recovery).  ``readonly=True``: open it read-only for
+    reports; appending is refused.  See the module docstring for the format checks and the lock.
+    """
+
+    def __init__(self, path: str | Path = ":memory:", *, create: bool = True, readonly: bool = False) -> None:
         self.path = str(path)
-        if not create and self.path != ":memory:" and not Path(self.path).exists():
-            raise ConfigError(f"no scheduler journal at {self.path}")
-        try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            if self.path != ":memory:":
-                self._db.execute("PRAGMA journal_mode=WAL")
-                # NORMAL is durable against a killed process (the WAL survives it); FULL would
-                # add power-loss durability at an fsync per transaction.
-                self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise ConfigError(f"{self.path} is not a scheduler journal: {exc}") from exc
+        self.readonly = readonly
+        #: True for a journal written before the schema version was stored (loaded as version 1)
+        self.unversioned = False
+        self._version = SCHEMA_VERSION
+        self._next_seq = 1  # version 2: the writer numbers rows itself, without gaps
         self._depth = 0
         self._pending: list[tuple[float, str | None, str, str, str]] = []
+        self._lock_fd: int | None = None
+        self._closed = False
+        memory = self.path == ":memory:"
+        if memory and readonly:
+            raise ConfigError("an in-memory journal cannot be opened read-only")
+        if not memory:
+            p = Path(self.path)
+            if not p.exists() and (readonly or not create):
+                raise ConfigError(f"no scheduler journal at {self.path}")
+            if p.is_dir():
+                raise ConfigError(f"{self.path} is a directory, not a scheduler journal")
+        empty_file = not memory and (not Path(self.path).exists() or Path(self.path).stat().st_size == 0)
+        lock_path = self.path + ".lock"
+        new_lock = not memory and not readonly and not os.path.lexists(lock_path)
+        if not memory and not readonly:
+            self._lock()
+        try:
+            self._db = self._connect()
+            try:
+                self._check_format(create=(create and not readonly) or memory, empty_file=empty_file)
+            except BaseException:
+                self._db.close()
+                raise
+        except BaseException:
+            self._unlock()
+            if new_lock:  # leave no trace next to a file that was refused
+                with suppress(OSError):
+                    os.unlink(lock_path)
+            raise
+
+    # -- opening -----------------------------------------------------------------------------------
+    def _lock(self) -> None:
+        lock_path = self.path + ".lock"
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise JournalError(self.path, f"cannot open its lock file {lock_path}: {exc.strerror}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            finally:
+                os.close(fd)
+            raise JournalLockedError(self.path, lock_path, int(text) if text.isdigit() else None) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor drops the flock
+            self._lock_fd = None
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            if self.readonly:
+                uri = "file:" + self.path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+                return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            return sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise JournalError(self.path, f"cannot be opened: {exc}") from exc
+
+    def _check_format(self, *, create: bool, empty_file: bool) -> None:
+        db = self._db
+        try:
+            app = int(db.execute("PRAGMA application_id").fetchone()[0])
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            objects = {(str(n), str(t)) for n, t in db.execute("SELECT name, type FROM sqlite_master")}
+        except (sqlite3.DatabaseError, ValueError) as exc:  # ValueError: text that is not UTF-8
+            raise JournalError(self.path, f"is not an SQLite database or is damaged ({exc})") from exc
+        if app == 0 and not objects:
+            if not create:
+                what = "is an empty file" if empty_file else "is an empty SQLite database"
+                raise JournalError(self.path, f"{what}, not a scheduler journal")
+            self._init_writer()
+            self._script(_SCHEMA)
+            self._version = SCHEMA_VERSION
+            return
+        if app not in (0, APPLICATION_ID):
+            raise JournalError(self.path, f"is another program's SQLite database (application id {app:#x}), "
+                                          "not a scheduler journal")
+        if app == APPLICATION_ID and version > SCHEMA_VERSION:
+            raise JournalError(self.path, f"has schema version {version}, from a newer accel; this one reads "
+                                          f"version {SCHEMA_VERSION}")
+        if app == APPLICATION_ID and version not in _COLUMNS:
+            raise JournalError(self.path, f"has an unknown schema version {version}; this accel reads versions "
+                                          f"1 to {SCHEMA_VERSION}")
+        self._version = version if app == APPLICATION_ID else 1
+        if app == 0 and ("events", "table") not in objects:
+            names = ", ".join(sorted(n for n, _t in objects))
+            raise JournalError(self.path, f"is another SQLite database (tables and indexes: {names}), "
+                                          "not a scheduler journal")
+        problem = self._layout_problem(objects, self._version)
+        if problem is not None:
+            if app == 0:
+                raise JournalError(self.path, f"has no schema version and {problem}: an older or foreign "
+                                              "format this accel cannot read")
+            raise JournalError(self.path, f"is damaged: {problem}")
+        if app == 0:
+            if version != 0:
+                raise JournalError(self.path, f"has no application id but user version {version}: not a "
+                                              "scheduler journal")
+            self.unversioned = True  # the version-1 layout written before the version was stored
+        if not self.readonly:
+            self._init_writer()
+            if self.unversioned:
+                self._script(_STAMP_V1)
+            try:
+                self._next_seq = int(db.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]) + 1
+            except (sqlite3.DatabaseError, ValueError) as exc:
+                raise JournalError(self.path, f"cannot be read: {exc}") from exc
+
+    def _layout_problem(self, objects: set[tuple[str, str]], version: int) -> str | None:
+        try:
+            cols = [(str(r[1]), str(r[2]).upper()) for r in self._db.execute("PRAGMA table_info(events)")]
+        except (sqlite3.DatabaseError, ValueError) as exc:
+            return f"its events table cannot be read ({exc})"
+        if cols != _COLUMNS[version]:
+            return "its events table has columns " + ", ".join(f"{n} {t}" for n, t in cols)
+        missing = sorted(n for n, _t in _OBJECTS - objects)
+        if missing:
+            return f"it lacks {', '.join(missing)}"
+        extra = sorted(n for n, _t in objects - _OBJECTS)
+        if extra:
+            return f"it has other tables or indexes: {', '.join(extra)}"
+        return None
+
+    def _init_writer(self) -> None:
+        if self.path == ":memory:":
+            return
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL is durable against a killed process (the WAL survives it); FULL would
+            # add power-loss durability at an fsync per transaction.
+            self._db.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(self.path, f"cannot be opened for writing: {exc}") from exc
+
+    def _script(self, script: str) -> None:
+        try:
+            self._db.executescript(script)
+        except sqlite3.DatabaseError as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise JournalError(self.path, f"cannot be initialised: {exc}") from exc
 
     @property
     def journal_mode(self) -> str:
         return str(self._db.execute("PRAGMA journal_mode").fetchone()[0])
 
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the file (an unversioned journal reads as version 1)."""
+        return self._version
+
+    # -- writing -----------------------------------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """Group appends; nested uses join the outermost transaction."""
@@ -101,6 +485,8 @@ class Journal:
 
     def append(self, t: float, job: str | None, kind: str, reason: str = "",
                data: dict[str, Any] | None = None) -> None:
+        if self.readonly:
+            raise ConfigError(f"scheduler journal {self.path} is open read-only")
         self._pending.append((float(t), job, kind, reason, json.dumps(data or {}, sort_keys=True)))
         if self._depth == 0:
             self.flush()
@@ -109,28 +495,116 @@ class Journal:
         if not self._pending:
             return
         rows, self._pending = self._pending, []
+        seq0 = self._next_seq
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            self._db.executemany("INSERT INTO events(t, job, kind, reason, data) VALUES (?,?,?,?,?)", rows)
+            if self._version >= 2:
+                self._db.executemany(
+                    "INSERT INTO events(seq, t, job, kind, reason, data, crc) VALUES (?,?,?,?,?,?,?)",
+                    [(seq0 + i, *r, _row_crc(seq0 + i, *r)) for i, r in enumerate(rows)])
+            else:
+                self._db.executemany("INSERT INTO events(t, job, kind, reason, data) VALUES (?,?,?,?,?)", rows)
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+        self._next_seq = seq0 + len(rows)
+
+    # -- reading -----------------------------------------------------------------------------------
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> Iterator[Event]:
+        try:
+            cur = self._db.execute(sql, args)
+            rows: Iterable[Any] = cur
+            for row in rows:
+                yield self._decode(row)
+        except (sqlite3.DatabaseError, ValueError) as exc:  # ValueError: text that is not UTF-8
+            raise JournalError(self.path, f"cannot be read: {exc}") from exc
+
+    def _select(self, where: str = "") -> str:
+        crc = "crc" if self._version >= 2 else "NULL"
+        return f"SELECT seq, t, job, kind, reason, data, {crc} FROM events {where} ORDER BY seq"
+
+    def _decode(self, row: Any) -> Event:
+        seq, t, job, kind, reason, data, crc = row
+        if self._version >= 2:
+            try:
+                intact = _int(crc) and crc == _row_crc(seq, t, job, kind, reason, data)
+            except TypeError:  # a column of the wrong type: damaged too
+                intact = False
+            if not intact:
+                raise JournalError(self.path, "its checksum does not match: the row is damaged",
+                                   seq=seq if _int(seq) else None)
+        if not _int(seq):
+            raise JournalError(self.path, f"a row has a bad sequence number {seq!r}")
+        if not _num(t):
+            raise JournalError(self.path, f"time {t!r} is not a finite number", seq=seq)
+        if not isinstance(kind, str) or kind not in KINDS:
+            raise JournalError(self.path, f"unknown event kind {kind!r}", seq=seq)
+        if kind == "health" and job is not None:
+            raise JournalError(self.path, f"a health event names a job ({job!r})", seq=seq, kind=kind)
+        if kind != "health" and (not isinstance(job, str) or not job):
+            raise JournalError(self.path, f"job {job!r} is not a job id", seq=seq, kind=kind)
+        if not isinstance(reason, str):
+            raise JournalError(self.path, f"reason {reason!r} is not text", seq=seq, kind=kind)
+        if not isinstance(data, str):
+            raise JournalError(self.path, f"payload {data!r} is not text", seq=seq, kind=kind)
+        try:
+            payload = json.loads(data, parse_constant=_no_constant)
+        except ValueError as exc:  # JSONDecodeError and NaN/Infinity
+            raise JournalError(self.path, f"payload is not valid JSON ({exc})", seq=seq, kind=kind) from exc
+        if not isinstance(payload, dict):
+            raise JournalError(self.path, "payload is not a JSON object", seq=seq, kind=kind)
+        required, optional = _PAYLOADS[kind]
+        problem = _fields(payload, required, optional, "payload")
+        if problem is None and kind == "submitted":
+            problem = _fields(payload["spec"], _SPEC, {}, "spec")
+            if problem is None and payload["spec"]["id"] != job:
+                problem = f"spec id {payload['spec']['id']!r} is not the event's job {job!r}"
+        if problem is not None:
+            raise JournalError(self.path, problem, seq=seq, kind=kind)
+        return Event(seq, float(t), job, kind, reason, payload)
+
+    def _checked(self, events: Iterable[Event], *, whole: bool = False) -> Iterator[Event]:
+        """Time never goes back, each job's events follow its life, and (``whole``: every row,
+        version 2) sequence numbers have no gap (a row lost to damage)."""
+        last = -math.inf
+        life = _Life()
+        expect = 1
+        for ev in events:
+            if whole and self._version >= 2:
+                if ev.seq != expect:
+                    raise JournalError(self.path, f"event {expect} is missing (the next is {ev.seq}): the journal "
+                                                  "is damaged")
+                expect += 1
+            if ev.t < last:
+                raise JournalError(self.path, f"time {ev.t} goes back before the previous event's {last}",
+                                   seq=ev.seq, kind=ev.kind)
+            last = ev.t
+            problem = life.check(ev)
+            if problem is not None:
+                raise JournalError(self.path, problem, seq=ev.seq, kind=ev.kind)
+            yield ev
 
     def events(self) -> Iterator[Event]:
-        """Every event in order."""
-        for row in self._db.execute("SELECT seq, t, job, kind, reason, data FROM events ORDER BY seq"):
-            yield Event(int(row[0]), float(row[1]), row[2], str(row[3]), str(row[4]), json.loads(row[5]))
+        """Every event in order, each checked (:class:`JournalError` at the first bad one)."""
+        return self._checked(self._rows(self._select()), whole=True)
 
     def history(self, job: str) -> list[Event]:
-        """A job's whole history: one query."""
-        cur = self._db.execute("SELECT seq, t, job, kind, reason, data FROM events WHERE job = ? ORDER BY seq",
-                               (job,))
-        return [Event(int(r[0]), float(r[1]), r[2], str(r[3]), str(r[4]), json.loads(r[5])) for r in cur]
+        """A job's whole history: one query (its rows checked as :meth:`events` does)."""
+        return list(self._checked(self._rows(self._select("WHERE job = ?"), (job,))))
 
     def count(self) -> int:
-        return int(self._db.execute("SELECT COUNT(*) FROM events").fetchone()[0])
+        try:
+            return int(self._db.execute("SELECT COUNT(*) FROM events").fetchone()[0])
+        except (sqlite3.DatabaseError, ValueError) as exc:
+            raise JournalError(self.path, f"cannot be read: {exc}") from exc
 
     def close(self) -> None:
-        self.flush()
-        self._db.close()
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+            self._db.close()
+            self._unlock()

@@ -2,9 +2,18 @@
 
 The simulator knows each job's true duration; the scheduler only sees the declared estimate
 an :class:`Estimator` gives at submission.  Events at one instant (arrivals, completions,
-grace-period ends) are applied together, then one scheduling cycle runs, all in one journal
-transaction.  The run is deterministic, and :meth:`Simulator.resume` continues a run from a
-journal after a crash by re-deriving its pending events from the rebuilt state.
+grace-period ends, device health changes, the engine's tier wake-up) are applied together, then
+one scheduling cycle runs, all in one journal transaction.
+
+Crash equivalence: what is pending at any moment is a function of the engine's state (which the
+journal rebuilds) and the trace, never of the run's history: arrivals of jobs not yet
+submitted, health events after the engine's time, the completion of each running job's current
+attempt, the end of each preempting job's grace period, and the engine's
+:meth:`~QueueingScheduler.next_wakeup`.  An event that no longer holds when its instant comes (the
+completion of an attempt that was preempted, a grace period already over, a wake-up the engine
+no longer wants) is dropped, and an instant with nothing but such events runs no cycle.  So
+:meth:`Simulator.resume` rebuilds exactly the pending events of an uninterrupted run, and a run
+killed at any point and resumed from its journal ends with the same events, state and bill.
 """
 
 from __future__ import annotations
@@ -196,6 +205,7 @@ class Simulator:
         self._health = sorted(health_events, key=lambda x: x[0])
         self.cycles = 0
         self._wakeups: set[float] = set()
+        self._tier_at: float | None = None  # the engine's wake-up as last asked: other ones are stale
         for j in self.jobs:
             self._push(j.submit_s, "arrive", j.id, 0)
         for i, (t, _) in enumerate(self._health):
@@ -218,42 +228,67 @@ class Simulator:
                 left = self.by_id[jid].duration_s - job.work_s
                 self._push(job.started_at + max(left, 0.0), "finish", jid, job.attempts)
 
+    def _holds(self, kind: str, jid: str, attempt: int, t: float) -> bool:
+        """Whether a popped event still holds at its instant ``t`` (see the module docstring)."""
+        if kind == "finish":
+            job = self.engine.jobs.get(jid)
+            return job is not None and job.state == JobState.RUNNING and job.attempts == attempt
+        if kind == "grace":
+            job = self.engine.jobs.get(jid)
+            return job is not None and job.state == JobState.PREEMPTING and job.stop_at == t
+        if kind == "tier":
+            return self._tier_at == t
+        return True  # arrivals and health events
+
     def step(self) -> bool:
         """Apply every event of the next instant and run one cycle; False when nothing is left."""
-        if not self._heap:
-            return False
         eng = self.engine
-        t = self._heap[0][0]
-        with eng.batch():
-            arrivals: list[TraceJob] = []
+        while True:
+            if not self._heap:
+                return False
+            t = self._heap[0][0]
+            due: list[tuple[str, str, int]] = []
             while self._heap and self._heap[0][0] == t:
                 _, _, kind, jid, attempt = heapq.heappop(self._heap)
-                if kind == "arrive":
-                    arrivals.append(self.by_id[jid])
-                elif kind == "finish":
-                    job = eng.jobs.get(jid)
-                    if job is not None and job.state == JobState.RUNNING and job.attempts == attempt:
-                        eng.finish(jid, t)
-                        self.estimator.observe(self.by_id[jid], self.by_id[jid].duration_s)
-                elif kind == "health":
-                    eng.update_health(t, self._health[int(jid)][1])
+                if self._holds(kind, jid, attempt, t):
+                    due.append((kind, jid, attempt))
+            if due:
+                break
+        # one order inside an instant whatever order the events were pushed in (a resumed run
+        # pushes them in another): completions by submission, health changes, then arrivals
+        finishes = sorted({jid for kind, jid, _a in due if kind == "finish"}, key=lambda j: eng.jobs[j].seq)
+        health = sorted({int(jid) for kind, jid, _a in due if kind == "health"})
+        arrivals = sorted((self.by_id[jid] for kind, jid, _a in due if kind == "arrive"),
+                          key=lambda j: (j.submit_s, j.id))
+        with eng.batch():
+            for jid in finishes:
+                eng.finish(jid, t)
+                self.estimator.observe(self.by_id[jid], self.by_id[jid].duration_s)
+            for i in health:
+                eng.update_health(t, self._health[i][1])
             for j in arrivals:
                 eng.submit(self._spec(j), t, estimate=self.estimate_at_submit)
             res = eng.cycle(t)
             self.cycles += 1
         self._schedule_finishes(res.started, t)
-        for jid, at in res.reservations.items():
-            if at > t and any(eng.jobs[v].state == JobState.PREEMPTING for v in res.preempted):
-                self._push(at, "tick", jid, 0)
+        self._schedule_grace_ends(res.preempted)
         self._wake(t)
         return True
+
+    def _schedule_grace_ends(self, ids: Iterable[str]) -> None:
+        """A cycle at the end of each preempted job's grace period (it then gives its devices back)."""
+        for jid in ids:
+            job = self.engine.jobs[jid]
+            if job.state == JobState.PREEMPTING and job.stop_at is not None:
+                self._push(job.stop_at, "grace", jid, 0)
 
     def _wake(self, now: float) -> None:
         """A cycle when a running job leaves its tier (a tiered policy may then preempt it)."""
         at = self.engine.next_wakeup(now)
+        self._tier_at = at
         if at is not None and at not in self._wakeups:
             self._wakeups.add(at)
-            self._push(at, "tick", "", 0)
+            self._push(at, "tier", "", 0)
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         done_before = 0
@@ -283,6 +318,7 @@ class Simulator:
                 sim._push(j.submit_s, "arrive", j.id, 0)
         sim.estimator = estimator or DeclaredEstimator()
         sim._schedule_finishes([r.id for r in engine.jobs.values()], now)
+        sim._schedule_grace_ends([r.id for r in engine.jobs.values()])
         sim._wake(now)
         return sim
 

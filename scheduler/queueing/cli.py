@@ -7,9 +7,13 @@ The lead's CLI parses the arguments and calls :func:`main` with an ``argparse.Na
 * ``bill [--journal PATH] [--json] [--at SECONDS]``: metered usage per tenant and device model,
   from the journal alone (open run segments are billed up to ``--at``, default the last event).
 
-``--journal`` defaults to ``$ACCEL_SCHED_JOURNAL`` or ``./accel-sched.db``.  Errors are raised as
-:class:`accel.errors.ConfigError` (no journal) or :class:`UnknownJobError`; the CLI prints the
-one-line message.
+``--journal`` defaults to ``$ACCEL_SCHED_JOURNAL`` or ``./accel-sched.db``.  The journal is
+opened read-only (never created, converted, locked or written; a scheduler may be writing it
+meanwhile) and every row read is checked.  Errors are raised as
+:class:`accel.errors.ConfigError` (no journal), :class:`JournalError` (the file is damaged,
+foreign, of another schema version, or a row is wrong: the message names the file, the row and
+the problem; see :mod:`._journal`) or :class:`UnknownJobError`; the CLI prints the one-line
+message.
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -60,7 +63,7 @@ def _open(path: str | None) -> Journal:
     target = path or default_journal()
     if not Path(target).exists():
         raise ConfigError(f"no scheduler journal at {target} (set --journal or ACCEL_SCHED_JOURNAL)")
-    return Journal(target, create=False)
+    return Journal(target, readonly=True)
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str], out: TextIO) -> None:
@@ -103,14 +106,13 @@ def history(journal: Journal, job: str, *, as_json: bool, out: TextIO) -> int:
 
 
 def jobs(journal: Journal, *, as_json: bool, out: TextIO) -> int:
-    db = sqlite3.connect(journal.path)
-    try:
-        cur = db.execute("SELECT e.job, e.t, e.kind, e.reason FROM events e JOIN "
-                         "(SELECT job, MAX(seq) AS s FROM events WHERE job IS NOT NULL GROUP BY job) m "
-                         "ON e.seq = m.s ORDER BY e.seq")
-        rows = [(str(r[0]), float(r[1]), str(r[2]), str(r[3])) for r in cur]
-    finally:
-        db.close()
+    # every row is read (and checked), not only each job's last: a report on a journal that
+    # is wrong somewhere would be a wrong picture
+    last: dict[str, tuple[int, float, str, str]] = {}
+    for ev in journal.events():
+        if ev.job is not None:
+            last[ev.job] = (ev.seq, ev.t, ev.kind, ev.reason)
+    rows = [(j, t, k, r) for j, (_s, t, k, r) in sorted(last.items(), key=lambda x: x[1][0])]
     if as_json:
         json.dump([{"job": j, "t": t, "last_event": k, "reason": r} for j, t, k, r in rows], out, indent=2)
         out.write("\n")

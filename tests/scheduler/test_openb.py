@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -104,3 +105,42 @@ def test_score_cache_does_not_change_results(openb_dir: Path, policy: str) -> No
     assert np.array_equal(fast.used_milli, slow.used_milli)
     assert np.array_equal(fast.placed, slow.placed)
     assert fast.rescored_hosts < slow.rescored_hosts
+
+
+def test_fgd_plus_uncached_baseline_gives_the_same_results(openb_dir: Path) -> None:
+    """fgd-plus is not cached by the scheduler (its reservation term is cluster-wide) but keeps
+    its own per-host cache, which the uncached baseline turns off: the results stay identical."""
+    hosts = load_openb_nodes(openb_dir / "openb_node_list_gpu_node.csv")
+    pods = load_openb_pods(openb_dir / "openb_pod_list_gpuspec33.csv")
+    order = openb_order(pods, CAPACITY, seed=3)[:400]
+    wl = [p.request for p in pods]
+    fast = replay(hosts, order, "fgd-plus", workload=wl, seed=3)
+    slow = replay(hosts, order, "fgd-plus", workload=wl, seed=3, cache=False)
+    assert np.array_equal(fast.used_milli, slow.used_milli)
+    assert np.array_equal(fast.placed, slow.placed)
+
+
+@pytest.mark.parametrize("policy", ["fgd", "fgd-balance", "fgd-plus"])
+def test_the_uncached_baseline_keeps_no_scorer_side_cache(policy: str) -> None:
+    """``cache=False`` is the speed benchmark's baseline: the FGD scorers' own per-host caches
+    (fragmentation before, fgd-plus's host-local scores) stay unused, and the placements agree."""
+    from accel.scheduler import ClusterState, Request, Scheduler, Share
+
+    from .conftest import gpu_host
+
+    def run(cache: bool) -> tuple[Scheduler, list[object]]:
+        state = ClusterState.from_specs([gpu_host(f"h{i}", model="G2" if i % 3 else "G3") for i in range(24)])
+        wl = [Request("w1", cpu_milli=4000, devices=1), Request("w2", cpu_milli=16000, devices=4),
+              Request("w3", cpu_milli=2000, share=Share(compute_milli=500, memory_bytes=8 << 30))]
+        sched = Scheduler(state, policy, workload=wl, seed=1, cache=cache)
+        placed = [sched.place(Request(f"p{k}", cpu_milli=wl[k % 3].cpu_milli, devices=wl[k % 3].devices,
+                                      share=wl[k % 3].share)) for k in range(60)]
+        return sched, [None if p is None else (p.host, p.devices) for p in placed]
+
+    fast, fast_placed = run(True)
+    slow, slow_placed = run(False)
+    assert fast_placed == slow_placed
+    scorer: Any = slow.scorer
+    assert not scorer.incremental and (scorer._seen == -1).all()
+    assert getattr(scorer, "_cache", {}) == {}
+    assert (fast.scorer._seen >= 0).any()  # type: ignore[attr-defined]

@@ -172,6 +172,7 @@ def test_tiered_run_rebuilds_from_its_journal(tmp_path: object) -> None:
             for i in range(40)]
     eng = QueueingScheduler(cluster(hosts=1, per_host=4), tiered(threshold=1500.0, overhead=30.0), journal=path)
     Simulator(eng, jobs).run()
+    eng.journal.close()  # one writer at a time: the rebuilt engine takes the journal over
     again = QueueingScheduler.recover(cluster(hosts=1, per_host=4), path, tiered(threshold=1500.0, overhead=30.0))
     assert again.snapshot() == eng.snapshot()
     assert sum(j.attempts for j in eng.jobs.values()) > len(jobs)  # preemptions did happen
