@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from importlib import metadata
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
 import pytest
 
-from accel.errors import AccelError
+from accel.errors import AccelError, ConfigError
 from accel.model import FAST_LINKS, Device, DistanceLevel, DomainKind, HostInventory, Operational
 from accel.plugin import (
     CAPABILITY_DOCS,
@@ -38,6 +38,9 @@ from .. import _records
 from .._hooks import Fault, FaultInjector, Oracle
 from .._isolation import VENDOR_MODULES, ImportReport, import_in_child
 from .._requirements import REQUIREMENTS, ROW_ATTR
+
+if TYPE_CHECKING:
+    from .._scenarios import Scenario
 
 __all__ = ["NOT_APPLICABLE", "SuiteBase"]
 
@@ -151,6 +154,8 @@ class _Harness:
         self.entry_point: tuple[str, str] | None = None
         self.plugin: BackendPlugin | None = None
         try:
+            if suite._accel_adopt_error:
+                raise ConfigError(suite._accel_adopt_error)
             self.plugin = self._load_plugin()
             self.config = suite.backend_config(tmp)
         except Exception as exc:  # noqa: BLE001 - reported on every row, not as a collection crash
@@ -416,9 +421,13 @@ def _observed(inv: HostInventory, backend: Backend | None) -> set[Capability]:
     return seen
 
 
+def _inherited(cls: type[SuiteBase], name: str) -> bool:
+    """``cls`` does not override the classmethod ``name`` of :class:`SuiteBase`."""
+    return getattr(getattr(cls, name), "__func__", None) is getattr(SuiteBase, name).__func__
+
+
 class SuiteBase:
     """The attributes, hooks and fixtures every section mixin relies on (documented on ConformanceSuite)."""
-
 
     backend: ClassVar[str] = ""
     options: ClassVar[Mapping[str, Any]] = {}
@@ -431,6 +440,16 @@ class SuiteBase:
     snapshot_budget: ClassVar[int] = 64
     probe_budget: ClassVar[int] = 1
     vendor_modules: ClassVar[frozenset[str]] = VENDOR_MODULES
+    #: The entry-point module's own import in a fresh interpreter (``accel.plugin`` already loaded):
+    #: at most this many seconds of wall time, threads started and modules added.  Plugins in this
+    #: repository take 0.01-0.2 s, 0 threads and 2-30 modules; 1 s leaves room for a loaded machine.
+    import_budget_s: ClassVar[float] = 1.0
+    import_thread_budget: ClassVar[int] = 0
+    import_module_budget: ClassVar[int] = 100
+    #: Set by :meth:`adopt_plugin_scenario`: done, the scenario adopted, or why it could not be read.
+    _accel_adopted: ClassVar[bool] = False
+    _accel_scenario: ClassVar[Scenario | None] = None
+    _accel_adopt_error: ClassVar[str | None] = None
 
     @classmethod
     def backend_config(cls, tmp_path: Path) -> BackendConfig:
@@ -464,11 +483,74 @@ class SuiteBase:
         name = cls.backend or (cls.plugin.info.name if cls.plugin is not None else cls.__name__)
         return f"{name}[{scenario}]" if scenario else name
 
+    @classmethod
+    def adopt_plugin_scenario(cls) -> None:
+        """Fill what this class leaves unset from the plugin's own scenario of the same name.
+
+        The three-line subclass (``backend = "example"``, ``options = {"scenario": "two-gpu"}``)
+        gets what :func:`~accel.conformance.suite_for` would give it: the scenario's config
+        factory (a fake sysfs, a counting runner), its oracle, fault hooks, known deviations
+        (``xfail``, merged under the class's own) and snapshot budget, from the plugin's
+        ``conformance.CONFORMANCE_SCENARIOS``, found through the ``accel.backends`` entry point.
+        Anything the class sets itself wins.  Nothing happens without a scenario name, or when
+        the plugin registers no scenario of that name (e.g. a real host).  Called once per class
+        at collection (and by the ``accel`` fixture); a broken ``conformance`` module fails every
+        row with the error instead of certifying without its oracle.
+        """
+        if cls.__dict__.get("_accel_adopted"):
+            return
+        cls._accel_adopted = True
+        name = cls.scenario_name()
+        if not cls.backend or name is None:
+            return
+        from .._scenarios import scenarios_for, with_options
+
+        try:
+            scen = scenarios_for(cls.backend).get(name)
+        except Exception as exc:  # noqa: BLE001 - reported on every row by the harness
+            cls._accel_adopt_error = f"cannot read {cls.backend!r}'s conformance scenarios: {_describe(exc)}"
+            return
+        if scen is None:
+            return
+        cls._accel_scenario = scen
+        # Descriptors (staticmethod/classmethod) go on the class through setattr: mypy types the
+        # hooks as the plain callables they are once bound.
+        hooks: dict[str, object] = {}
+        if cls.oracle is None:
+            cls.oracle = scen.oracle
+        if cls.lose_device is None and scen.lose_device is not None:
+            hooks["lose_device"] = staticmethod(scen.lose_device)
+        if cls.make_health_unreadable is None and scen.make_health_unreadable is not None:
+            hooks["make_health_unreadable"] = staticmethod(scen.make_health_unreadable)
+        if _inherited(cls, "faulted_config") and scen.faulted_config is not None:
+            faulted = scen.faulted_config
+
+            def faulted_config(_: type[SuiteBase], tmp_path: Path, fault: Fault, position: int) -> BackendConfig | None:
+                return faulted(tmp_path, fault, position)
+
+            hooks["faulted_config"] = classmethod(faulted_config)
+        own_options = dict(cls.options)
+        if _inherited(cls, "backend_config"):
+            cls.options = {**scen.options, **own_options}
+            if scen.config is not None:
+                factory = scen.config
+
+                def backend_config(_: type[SuiteBase], tmp_path: Path) -> BackendConfig:
+                    return with_options(factory(tmp_path), own_options)
+
+                hooks["backend_config"] = classmethod(backend_config)
+        for attr, value in hooks.items():
+            setattr(cls, attr, value)
+        cls.xfail = {**scen.xfail, **cls.xfail}
+        if scen.snapshot_budget is not None and cls.snapshot_budget == SuiteBase.snapshot_budget:
+            cls.snapshot_budget = scen.snapshot_budget
+
     # -- fixtures --------------------------------------------------------------------------
     @pytest.fixture(scope="class")
     @classmethod
     def accel(cls, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Harness]:
         """The per-class harness: plugin, config, the backends opened, the shared snapshot."""
+        cls.adopt_plugin_scenario()
         harness = _Harness(cls, tmp_path_factory.mktemp(cls.__name__), request.node.nodeid)
         try:
             yield harness
