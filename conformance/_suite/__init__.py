@@ -49,6 +49,11 @@ class ConformanceSuite(
 ):
     """Base class of a backend's conformance tests.  Set :attr:`backend`; the rest is optional.
 
+    When the plugin registers a scenario named by ``scenario`` / ``options['scenario']`` /
+    ``options['profile']`` in its ``conformance.CONFORMANCE_SCENARIOS``, the class takes what it
+    leaves unset from it (config, oracle, fault hooks, xfail, snapshot budget): see
+    :meth:`adopt_plugin_scenario`.
+
     Class attributes:
 
     ``backend``
@@ -71,4 +76,7 @@ class ConformanceSuite(
         The most tool runs or vendor calls one ``inventory()`` / ``probe()`` may cost.
     ``vendor_modules``
         Top-level modules the entry-point module and ``probe()`` must not import.
+    ``import_budget_s`` / ``import_thread_budget`` / ``import_module_budget``
+        What importing the entry-point module in a fresh interpreter may cost beyond
+        ``accel.plugin``: wall seconds (1.0), threads started (0), modules added (100).
     """

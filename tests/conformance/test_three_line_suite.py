@@ -116,3 +116,33 @@ def test_suite_for_classes_are_not_adopted_twice() -> None:
     oracle = cls.oracle
     cls.adopt_plugin_scenario()
     assert cls.oracle is oracle and cls.__dict__["_accel_adopted"] is True
+
+
+BROKEN_HOOK = {
+    "__init__.py": "from tests.conformance.conformance_fake import PLUGIN\n",
+    "conformance.py": "raise ImportError('acme_sdk is not installed')\n",
+}
+
+
+def test_a_broken_conformance_module_fails_every_row(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    package = site / "acme_broken_hook"
+    package.mkdir(parents=True)
+    for name, text in BROKEN_HOOK.items():
+        (package / name).write_text(text)
+    dist = site / "acme_broken_hook-0.1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-broken-hook\nVersion: 0.1.0\n")
+    (dist / "entry_points.txt").write_text("[accel.backends]\nacmebroken = acme_broken_hook:PLUGIN\n")
+    source = THREE_LINES.split("\n\n\nTestSuiteFor")[0].format(backend="acmebroken", key="scenario",
+                                                              scenario="four-gpu")
+    rc, output, results = run_suite_module(tmp_path, source, pythonpath=[site])
+    assert results is not None, output[-3000:]
+    assert rc == 1, output[-3000:]
+    (run,) = results["runs"]
+    # Not a certification without the oracle: the error on every row (at setup, like a plugin
+    # that cannot load).
+    assert {r["status"] for r in run["rows"].values()} == {"error"}
+    message = run["rows"]["inventory.oracle-devices"]["message"]
+    assert "cannot read 'acmebroken''s conformance scenarios" in message
+    assert "acme_sdk is not installed" in message
