@@ -18,11 +18,11 @@ the entry is removed.  Overriding a ``test_*`` method is allowed but is reported
 
 from __future__ import annotations
 
-from ._base import NOT_APPLICABLE
 from ._cost import CostRows
 from ._discovery import DiscoveryRows
 from ._errors import ErrorsRows
 from ._health import HealthRows
+from ._helpers import NOT_APPLICABLE
 from ._inventory import InventoryRows
 from ._lifecycle import LifecycleRows
 from ._memory import MemoryRows

@@ -9,7 +9,9 @@ import pytest
 
 from .._hooks import ReportsCost
 from .._requirements import row
-from ._base import SuiteBase, _fail, _Harness
+from ._base import SuiteBase
+from ._harness import _Harness
+from ._helpers import _fail
 
 __all__ = ["CostRows"]
 

@@ -22,7 +22,9 @@ from accel.plugin import (
 from .._isolation import vendor_modules_in
 from .._requirements import row
 from .._watch import ToolWatch
-from ._base import _VERSION, SuiteBase, _check, _describe, _fail, _Harness
+from ._base import SuiteBase
+from ._harness import _Harness
+from ._helpers import _VERSION, _check, _describe, _fail
 
 __all__ = ["DiscoveryRows"]
 

@@ -8,7 +8,9 @@ from accel.errors import DeviceError
 from accel.plugin import BackendConfig, SupportsEvents, SupportsPartitions, SupportsProcesses
 
 from .._requirements import row
-from ._base import SuiteBase, _check, _describe, _Harness, _is_clean_error
+from ._base import SuiteBase
+from ._harness import _Harness
+from ._helpers import _check, _describe, _is_clean_error
 
 __all__ = ["ErrorsRows"]
 

@@ -12,7 +12,9 @@ from accel.plugin import Capability
 
 from .._hooks import Fault
 from .._requirements import row
-from ._base import _EARNED_SKEW, SuiteBase, _check, _describe, _device_ids, _Harness
+from ._base import SuiteBase
+from ._harness import _Harness
+from ._helpers import _EARNED_SKEW, _check, _describe, _device_ids
 
 __all__ = ["HealthRows"]
 

@@ -11,18 +11,9 @@ from accel.plugin import ProbeStatus
 from accel.sysfs import pci_function
 
 from .._requirements import row
-from ._base import (
-    _DEVICE_FIELDS,
-    _PLACEHOLDER_MODELS,
-    _VERSION,
-    SuiteBase,
-    _check,
-    _device_ids,
-    _empty,
-    _fail,
-    _get_path,
-    _Harness,
-)
+from ._base import SuiteBase
+from ._harness import _Harness
+from ._helpers import _DEVICE_FIELDS, _PLACEHOLDER_MODELS, _VERSION, _check, _device_ids, _empty, _fail, _get_path
 
 __all__ = ["InventoryRows"]
 

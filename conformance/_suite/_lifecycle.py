@@ -10,7 +10,9 @@ from accel.plugin import Backend, Capability
 
 from .._hooks import Fault
 from .._requirements import row
-from ._base import SuiteBase, _check, _describe, _Harness
+from ._base import SuiteBase
+from ._harness import _Harness
+from ._helpers import _check, _describe
 
 __all__ = ["LifecycleRows"]
 

@@ -7,7 +7,9 @@ import pytest
 from accel.plugin import Capability
 
 from .._requirements import row
-from ._base import _MIB, _TIB, SuiteBase, _check, _Harness
+from ._base import SuiteBase
+from ._harness import _Harness
+from ._helpers import _MIB, _TIB, _check
 
 __all__ = ["MemoryRows"]
 

@@ -10,7 +10,9 @@ from typing import Any
 from accel.plugin import SupportsPartitions
 
 from .._requirements import row
-from ._base import SuiteBase, _check, _fail, _Harness
+from ._base import SuiteBase
+from ._harness import _Harness
+from ._helpers import _check, _fail
 
 __all__ = ["PartitionsRows"]
 

@@ -6,17 +6,9 @@ from accel.model import Telemetry
 from accel.plugin import Backend
 
 from .._requirements import row
-from ._base import (
-    _LINK_COUNTERS,
-    _MONOTONIC,
-    _TELEMETRY_FIELDS,
-    SuiteBase,
-    _check,
-    _device_ids,
-    _empty,
-    _fail,
-    _Harness,
-)
+from ._base import SuiteBase
+from ._harness import _Harness
+from ._helpers import _LINK_COUNTERS, _MONOTONIC, _TELEMETRY_FIELDS, _check, _device_ids, _empty, _fail
 
 __all__ = ["TelemetryRows"]
 

@@ -8,7 +8,9 @@ from accel.model import FAST_LINKS, DistanceLevel, DomainKind, pcie_level
 from accel.sysfs import enrich_inventory
 
 from .._requirements import row
-from ._base import _LINK_DOMAINS, SuiteBase, _check, _device_ids, _Harness
+from ._base import SuiteBase
+from ._harness import _Harness
+from ._helpers import _LINK_DOMAINS, _check, _device_ids
 
 __all__ = ["TopologyRows"]
 
