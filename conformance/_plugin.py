@@ -120,6 +120,7 @@ def collection_modifyitems(session: pytest.Session, config: pytest.Config, items
             item.stash[OVERRIDDEN] = owner
         if cls not in checked:
             checked.add(cls)
+            cls.adopt_plugin_scenario()  # before its xfail is read: the plugin's scenario may add to it
             unknown = sorted(set(cls.xfail) - set(REQUIREMENTS))
             if unknown:
                 raise pytest.UsageError(f"{cls.__qualname__}.xfail names unknown rows {unknown}")

@@ -11,12 +11,12 @@ A plugin package ``P`` (the module its ``accel.backends`` entry point names, e.g
 
 Importing ``P.conformance`` must be as light as ``P`` itself (no vendor library).  The matrix
 command (``python -m accel.conformance.matrix --all``) runs the kit for every scenario of every
-installed backend.  The simulator's profiles are found the same way (``accel.sim.conformance``),
-with a fallback to its profile files while that module does not exist.
+installed backend.  The simulator's profiles are found the same way (``accel.sim.conformance``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import re
@@ -74,11 +74,12 @@ def _entry_module(backend: str) -> str | None:
     return None
 
 
-def _sim_fallback() -> dict[str, Scenario]:
-    # Until accel.sim ships its own conformance module: every profile file is a scenario.
-    from ._simscenarios import sim_scenarios
-
-    return sim_scenarios()
+def with_options(config: BackendConfig, options: Mapping[str, Any]) -> BackendConfig:
+    """``config`` with ``options`` merged over its own (the same config when there are none)."""
+    if not options:
+        return config
+    # replace(): every other field stays (call_timeout_s and enrich_from_sysfs were once dropped here).
+    return dataclasses.replace(config, options={**config.options, **options})
 
 
 def scenarios_for(backend: str) -> dict[str, Scenario]:
@@ -92,7 +93,7 @@ def scenarios_for(backend: str) -> dict[str, Scenario]:
     except (ModuleNotFoundError, ValueError):
         spec = None
     if spec is None:
-        return _sim_fallback() if backend == "sim" else {}
+        return {}
     mod = importlib.import_module(name)
     raw = getattr(mod, SCENARIOS_ATTR, None)
     if not isinstance(raw, Mapping):
@@ -136,12 +137,7 @@ def suite_for(
     def backend_config(cls: type[ConformanceSuite], tmp_path: Path) -> BackendConfig:
         if factory is None:
             return BackendConfig(options=dict(merged))
-        config = factory(tmp_path)
-        if options:
-            config = BackendConfig(options={**config.options, **options}, sysfs_root=config.sysfs_root,
-                                   dev_root=config.dev_root, runner=config.runner,
-                                   tool_timeout_s=config.tool_timeout_s, probe_timeout_s=config.probe_timeout_s)
-        return config
+        return with_options(factory(tmp_path), options or {})
 
     attrs: dict[str, Any] = {
         "backend": backend,
@@ -150,6 +146,9 @@ def suite_for(
         "oracle": scen.oracle,
         "xfail": dict(scen.xfail),
         "backend_config": classmethod(backend_config),
+        # Everything above comes from the scenario: nothing left for adopt_plugin_scenario to fill.
+        "_accel_adopted": True,
+        "_accel_scenario": scen,
         "__doc__": scen.description or f"Conformance of {backend} on scenario {scen.name}.",
     }
     if scen.lose_device is not None:

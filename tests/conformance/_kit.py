@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +21,17 @@ addopts = -p no:cacheprovider --import-mode=importlib
 
 
 def run_suite_module(
-    tmp: Path, source: str, *extra: str, name: str = "test_generated.py"
+    tmp: Path, source: str, *extra: str, name: str = "test_generated.py", pythonpath: Sequence[Path] = ()
 ) -> tuple[int, str, dict[str, Any] | None]:
-    """Write ``source`` as a test module, run pytest on it with --accel-report; return (rc, output, results)."""
+    """Write ``source`` as a test module, run pytest on it with --accel-report; return (rc, output, results).
+
+    ``pythonpath`` goes before the repository on the child's ``PYTHONPATH`` (an extra plugin).
+    """
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / name).write_text(source, encoding="utf-8")
     (tmp / "pytest.ini").write_text(INI, encoding="utf-8")
     report = tmp / "report"
-    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    path = os.pathsep.join([*map(str, pythonpath), str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env = {**os.environ, "PYTHONPATH": path}
     env.pop("PYTEST_ADDOPTS", None)
     proc = subprocess.run(
@@ -41,3 +45,16 @@ def run_suite_module(
 
 def failing_rows(run: dict[str, Any]) -> set[str]:
     return {rid for rid, r in run["rows"].items() if r["status"] in ("fail", "error")}
+
+
+def example_plugin_path(site: Path) -> list[Path]:
+    """``PYTHONPATH`` entries that make the template's ``example`` backend importable and discoverable.
+
+    A ``.dist-info`` in ``site`` with the entry point (what pip would write), and the template's
+    source folder: no install, so the kit's tests stay offline and fast.
+    """
+    dist = site / "accel_backend_example_src-0.1.0.dist-info"
+    dist.mkdir(parents=True, exist_ok=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: accel-backend-example-src\nVersion: 0.1.0\n")
+    (dist / "entry_points.txt").write_text("[accel.backends]\nexample = accel_backend_example:PLUGIN\n")
+    return [site, REPO / "plugins" / "_template"]

@@ -63,8 +63,13 @@ TOTAL = 80 * GIB
 
 #: breakage -> the rows it must fail (and no others).
 BREAKS: dict[str, set[str]] = {
+    # The plugin module (conformance_slow_import) sleeps 3 s and starts a thread at import.
+    "import-slow-thread": {"discovery.entry-point-light"},
     "probe-raises": {"discovery.probe-never-raises"},
     "probe-runs-tools": {"discovery.probe-cheap"},
+    # probe() replays the tool through a runner it builds itself, as replay plugins do: the
+    # config's runner never sees it, the audit event of accel.tools does.
+    "probe-runs-own-replay": {"discovery.probe-cheap"},
     "probe-flaky": {"discovery.probe-reentrant", "inventory.devices-present"},
     "probe-count-wrong": {"inventory.devices-present"},
     "probe-not-threadsafe": {"discovery.probe-threadsafe"},
@@ -407,6 +412,10 @@ class FakePlugin(BackendPlugin):
         if "probe-runs-tools" in breaks and config.runner is not None:
             for _ in range(3):
                 config.runner.run(["acme-smi", "-q"])
+        if "probe-runs-own-replay" in breaks:
+            own = ReplayRunner.from_mapping({"acme-smi -q": SMI_OUTPUT})
+            for _ in range(2):
+                own.run(["acme-smi", "-q"])
         if "probe-flaky" in breaks and self._open_backends:
             return ProbeResult.absent("a backend holds the device")
         if not found:
@@ -440,4 +449,9 @@ class AcmeOracle(SysfsOracle):
 
 
 def plugin_for(breaks: str) -> FakePlugin:
+    if "import-slow-thread" in breaks:
+        # Imported only for this breakage: the module costs 3 s (the point of it).
+        from tests.conformance.conformance_slow_import import PLUGIN as SLOW
+
+        return SLOW
     return BadApiPlugin() if "bad-api-version" in breaks else FakePlugin()

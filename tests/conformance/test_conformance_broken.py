@@ -81,6 +81,12 @@ def test_messages_name_the_device_and_the_fix(broken_runs: dict[str, dict[str, A
     assert "clock sm 1410.0 Hz (MHz?)" in msg
     msg = broken_runs["keyerror"]["rows"]["errors.unknown-id"]["message"]
     assert "raised BackendUnavailableError" in msg and "KeyError" in msg and "not accel.errors.DeviceError" in msg
+    msg = broken_runs["import-slow-thread"]["rows"]["discovery.entry-point-light"]["message"]
+    assert "importing tests.conformance.conformance_slow_import:PLUGIN took" in msg and "budget 1 s" in msg
+    assert "slowest: tests.conformance.conformance_slow_import" in msg
+    assert "started 1 thread(s)" in msg and "acme-watchdog" in msg
+    msg = broken_runs["probe-runs-own-replay"]["rows"]["discovery.probe-cheap"]["message"]
+    assert "probe() ran 2 vendor tools (acme-smi -q; acme-smi -q)" in msg
     msg = broken_runs["lost-breaks-all"]["rows"]["health.lost-device-isolated"]["message"]
     assert "health() raised BackendUnavailableError" in msg and "VendorLibError: ACME_ERROR_GPU_IS_LOST" in msg
 

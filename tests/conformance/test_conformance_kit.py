@@ -51,14 +51,20 @@ def _good(extra: str = "", oracle: str = ORACLE) -> str:
 
 # -- the requirement table ----------------------------------------------------------------------
 def test_every_row_has_exactly_one_suite_test_and_back() -> None:
+    # The rows live in one mixin per section (accel.conformance._suite._<section>), so the suite's
+    # tests are its attributes through the MRO, not its own __dict__.
     tests = {
-        name: getattr(fn, ROW_ATTR, None) for name, fn in vars(ConformanceSuite).items() if name.startswith("test_")
+        name: getattr(getattr(ConformanceSuite, name), ROW_ATTR, None)
+        for name in dir(ConformanceSuite) if name.startswith("test_")
     }
     assert None not in tests.values(), [n for n, r in tests.items() if r is None]
     assert sorted(tests.values()) == sorted(REQUIREMENTS)
     for name, rid in tests.items():
         assert name == "test_" + rid.replace(".", "_").replace("-", "_")
         assert getattr(ConformanceSuite, name).__doc__ == REQUIREMENTS[rid].doc
+        # ... and it is defined in the module of its requirement section.
+        section = REQUIREMENTS[rid].section
+        assert getattr(ConformanceSuite, name).__module__ == f"accel.conformance._suite._{section}", name
 
 
 def test_rows_are_one_sentence_with_a_level() -> None:

@@ -1,4 +1,7 @@
-"""The simulator's scenarios, built from its profile files (the fallback registry for ``sim``).
+"""Scenarios the accel conformance kit certifies the simulator on (``CONFORMANCE_SCENARIOS``).
+
+The kit finds this module next to the ``sim`` entry point (``accel.sim``), as it finds every
+plugin's ``conformance`` module; the simulator gets no special treatment.
 
 Each profile becomes a scenario with everything the suite can use, all derived from the raw
 profile JSON rather than from the simulator's code path, so they are independent checks:
@@ -10,8 +13,8 @@ profile JSON rather than from the simulator's code path, so they are independent
 * ``faulted_config``: the simulator's ``faults`` option (``device_lost:N``,
   ``not_supported:N=health``).
 
-When ``accel.sim`` ships ``accel/sim/conformance.py`` with ``CONFORMANCE_SCENARIOS``, that
-module wins and this one is no longer used.
+Imported only by the kit (it needs pytest through :mod:`accel.conformance`), never by
+``accel.sim`` itself.
 """
 
 from __future__ import annotations
@@ -21,14 +24,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from accel.conformance import Fault, Oracle, Scenario
 from accel.model import Device
 from accel.plugin import BackendConfig
 from accel.testing import FakeSysfs
 from accel.tools import ReplayRunner
 
-from ._hooks import Fault, Oracle
-
-__all__ = ["ProfileOracle", "sim_scenarios"]
+__all__ = ["CONFORMANCE_SCENARIOS", "ProfileOracle", "sim_scenarios"]
 
 
 #: Deviations of the simulator this kit found, as strict xfails: when the simulator is fixed the
@@ -99,9 +101,7 @@ def _sysfs(tmp_path: Path, profile: dict[str, Any]) -> Path:
     return root
 
 
-def _scenario(name: str, profile: dict[str, Any]) -> Any:
-    from ._scenarios import Scenario
-
+def _scenario(name: str, profile: dict[str, Any]) -> Scenario:
     def config(tmp_path: Path, faults: str | None = None) -> BackendConfig:
         options: dict[str, Any] = {"profile": name}
         if faults:
@@ -119,6 +119,9 @@ def _scenario(name: str, profile: dict[str, Any]) -> Any:
                     description=str(profile.get("description") or f"simulator profile {name}"))
 
 
-def sim_scenarios() -> dict[str, Any]:
+def sim_scenarios() -> dict[str, Scenario]:
     """One scenario per built-in simulator profile."""
     return {name: _scenario(name, prof) for name, prof in _profiles().items()}
+
+
+CONFORMANCE_SCENARIOS = sim_scenarios()
