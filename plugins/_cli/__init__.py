@@ -1,6 +1,9 @@
 """Shared parsing toolkit for CLI-based vendor plugins (``npu-smi``, ``cnmon``, ``mx-smi``...).
 
-Import what you need from here; the ``_``-prefixed modules are private::
+This package is the private home of :mod:`accel.toolkit`, the public, versioned API a plugin
+author writes against (``docs/guides/plugin-toolkit.md``).  Out-of-tree plugins import
+:mod:`accel.toolkit`; in-tree plugins may import from here, and everything here may change
+at any time except what ``accel.toolkit`` re-exports.  The ``_``-prefixed modules are private::
 
     from accel.plugins._cli import (
         ParseContext, SourceLine, split_lines,           # where text came from, typed errors
