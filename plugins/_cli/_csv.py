@@ -126,7 +126,7 @@ def parse_query_csv(
             elif is_placeholder(cell):
                 values[col.name] = None
             elif not units and col.unit and _BARE_NUMBER.match(cell):
-                # "%" stays glued to the number (nvidia-smi prints "45 %"; the ratio helper takes both).
+                # As the tool prints it without nounits ("81559 MiB", "45 %"): the helpers read both.
                 values[col.name] = f"{cell} {col.unit}"
             else:
                 values[col.name] = cell
