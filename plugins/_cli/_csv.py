@@ -94,12 +94,15 @@ def parse_query_csv(
     is required.  Under ``nounits`` a bare number gets the header's unit appended
     (``16384`` under ``memory.total [MiB]`` reads ``16384 MiB``), so the value helpers
     (:func:`parse_bytes`...) see the unit either way.  A row with the wrong number of columns,
-    an unreadable row and an empty output raise a located :class:`~accel.errors.ParseError`.
+    an unreadable row, a field named twice and an empty output raise a located
+    :class:`~accel.errors.ParseError`.
     """
     lines = [ln for ln in split_lines(text) if not ln.blank]
     ctx.require(lines, "CSV rows")
+    where: SourceLine | None = None  # the line that named the fields, if the output did
     if header:
-        columns = _header(lines[0], ctx)
+        where = lines[0]
+        columns = _header(where, ctx)
         if fields is not None and [c.name for c in columns] != list(fields):
             raise ctx.error(f"CSV header names {[c.name for c in columns]}, expected {list(fields)}", lines[0])
         lines = lines[1:]
@@ -108,6 +111,10 @@ def parse_query_csv(
     else:
         columns = tuple(QueryColumn(f) for f in fields)
     names = [c.name for c in columns]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        # A second column of the same name would overwrite the first's value: refuse, never lose it.
+        raise ctx.error(f"CSV field named twice: {', '.join(twice)}", where)
     rows = []
     for line in lines:
         cells = _cells(line, ctx)

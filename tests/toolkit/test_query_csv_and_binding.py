@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accel.errors import ConfigError, ParseError
 from accel.toolkit import ParseContext, UnitReading, parse_bytes, parse_query_csv, parse_ratio, visible_binding
@@ -43,6 +45,8 @@ def test_placeholders_and_bracketed_errors() -> None:
         ("0, 1, 2, 3\n", {"header": False}, "needs the queried fields"),
         ("\n\n", {}, "empty output"),
         ("index, memory.total [MiB\n", {}, "unreadable CSV header"),
+        ("a, b [W], a [MiB]\n1, 2, 3\n", {}, "named twice: a"),
+        ("1, 2\n", {"fields": ["a", "a"], "header": False}, "named twice: a"),
     ],
 )
 def test_bad_input_is_a_located_parse_error(text: str, kwargs: dict[str, object], match: str) -> None:
@@ -65,3 +69,25 @@ def test_binding_by_index_uuid_or_extras_key() -> None:
 def test_binding_key_typo_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="moduleid"):
         visible_binding("X", key="moduleid")
+
+
+_CELL = st.one_of(
+    st.integers(0, 10**6).map(str),
+    st.sampled_from(["[N/A]", "[Not Supported]", "[Unknown Error]", "N/A", "", "81559 MiB", "45 %", "GPU-1"]),
+    st.text(alphabet='abc ,"[]%\x00\n', max_size=6),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_CELL, min_size=1, max_size=5), max_size=4), st.booleans(), st.booleans())
+def test_any_input_parses_or_raises_a_parse_error(rows: list[list[str]], header: bool, units: bool) -> None:
+    text = "\n".join(", ".join(r) for r in rows)
+    try:
+        table = parse_query_csv(text, CTX, fields=None if header else ["a", "b", "c"], header=header, units=units)
+    except ParseError as exc:
+        assert exc.tool == "nvidia-smi"
+        return
+    # What did parse is well-formed: one cell per column, placeholders as None, never dropped.
+    for row in table.rows:
+        assert list(row.cells) == [c.name for c in table.columns]
+        assert row.unsupported | row.unreadable <= {k for k, v in row.cells.items() if v is None}
