@@ -25,6 +25,7 @@ The pieces, in the order a plugin uses them:
 * tables: :func:`find_box_tables` (``+---+`` boxes), :func:`find_aligned_table`,
   :func:`parse_kv` (``Key : Value``), :func:`parse_query_csv` (``--format=csv``),
   :func:`parse_listing` (``-L``), :func:`parse_process_rows`, :func:`read_matrix`;
+  :func:`read_records` reads one device per record so one bad record hides no other;
 * values: :func:`clean` and :func:`is_placeholder` (``N/A`` ...), :func:`is_sentinel`
   (``65535``), :func:`parse_bytes`, :func:`parse_used_total`, :func:`parse_watts`,
   :func:`parse_power_pair`, :func:`parse_celsius`, :func:`parse_hertz`, :func:`parse_ratio`,
@@ -96,6 +97,7 @@ from accel.plugins._cli import (
     probe_cli,
     processes_of,
     read_matrix,
+    read_records,
     runner_for,
     scenario_names,
     scenario_path,
@@ -164,6 +166,7 @@ __all__ = [
     "probe_cli",
     "processes_of",
     "read_matrix",
+    "read_records",
     "runner_for",
     "scenario_names",
     "scenario_path",

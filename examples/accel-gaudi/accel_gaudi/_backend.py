@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import re
 
+from accel.errors import ParseError
 from accel.model import Action, DeviceKind, MemoryKind, Severity, Subsystem
 from accel.toolkit import (
     TABLE_NEVER_PRINTS,
+    BoxRecord,
     Collection,
     Lenient,
     ParseContext,
@@ -30,6 +32,7 @@ from accel.toolkit import (
     parse_power_pair,
     parse_ratio,
     parse_used_total,
+    read_records,
     select_table,
 )
 
@@ -38,8 +41,37 @@ __all__ = ["GaudiBackend", "parse_hl_smi"]
 _ERRORS = ("Volatile Uncorr. ECC", "Volatile Uncor-Events")
 
 
-def parse_hl_smi(text: str, command: str = "hl-smi") -> tuple[list[UnitReading], dict[str, str]]:
-    """The units and the banner's versions (``hl-smi``, ``driver``, ``nic_driver``) of one table."""
+def _unit(record: BoxRecord, ctx: ParseContext) -> UnitReading:
+    f, line = record.fields, record.rows[0].line
+    r = UnitReading(memory_kind=MemoryKind.HBM)
+    lenient = Lenient(ctx, r)
+    r.index = lenient.strict(parse_int, f.get("AIP"), line, "AIP")
+    r.bus_id = lenient.strict(parse_bus_id, f.get("Bus-Id"), line, "Bus-Id")
+    r.model = clean(f.get("Name"))
+    r.temperature_celsius = lenient.get(parse_celsius, f.get("Temp"), line, "Temp")
+    power = lenient.get(parse_power_pair, f.get("Pwr:Usage/Cap"), line, "Pwr:Usage/Cap")
+    r.power_watts, r.power_limit_watts = power or (None, None)
+    memory = lenient.get(parse_used_total, f.get("Memory-Usage"), line, "Memory-Usage")
+    r.memory_used_bytes, r.memory_total_bytes = memory or (None, None)
+    r.utilization_ratio = lenient.get(parse_ratio, f.get("AIP-Util"), line, "AIP-Util")
+    header = next((h for h in _ERRORS if h in f), None)
+    errors = lenient.get(parse_int, f.get(header) if header else None, line, header or "")
+    if errors is not None:
+        r.health_read = True  # a counter of uncorrectable errors, read: it says "none" or not
+        r.extras["habana.ai/uncorrectableErrors"] = errors
+        if header == _ERRORS[0]:
+            r.ecc_uncorrected_total = errors
+        if errors:
+            message = f"{errors} uncorrectable errors since the driver loaded ({header})"
+            r.conditions.append(
+                condition(Subsystem.MEMORY, "UncorrectableErrors", Severity.ERROR, Action.RESET_DEVICE, message)
+            )
+    return r
+
+
+def parse_hl_smi(text: str, command: str = "hl-smi") -> tuple[list[UnitReading], dict[str, str], list[ParseError]]:
+    """The units, the banner's versions (``hl_smi``, ``driver``, ``nic_driver``) and the
+    errors of the device records that could not be read (one bad record hides no other)."""
     ctx = ParseContext("hl-smi", command)
     table = select_table(find_box_tables(text), ("AIP", "Bus-Id"), ctx, text, "hl-smi device table")
     versions = {}
@@ -48,37 +80,9 @@ def parse_hl_smi(text: str, command: str = "hl-smi") -> tuple[list[UnitReading],
         name = {"HL-SMI Version": "hl_smi", "Driver Version": "driver", "Nic Driver Version": "nic_driver"}.get(key)
         if name and clean(value):
             versions[name] = value.strip()
-    readings = []
-    for record in table.records:
-        f = record.fields
-        if "Bus-Id" not in f:  # the process table below the devices
-            continue
-        line = record.rows[0].line
-        r = UnitReading(memory_kind=MemoryKind.HBM)
-        lenient = Lenient(ctx, r)
-        r.index = lenient.strict(parse_int, f.get("AIP"), line, "AIP")
-        r.bus_id = lenient.strict(parse_bus_id, f.get("Bus-Id"), line, "Bus-Id")
-        r.model = clean(f.get("Name"))
-        r.temperature_celsius = lenient.get(parse_celsius, f.get("Temp"), line, "Temp")
-        power = lenient.get(parse_power_pair, f.get("Pwr:Usage/Cap"), line, "Pwr:Usage/Cap")
-        r.power_watts, r.power_limit_watts = power or (None, None)
-        memory = lenient.get(parse_used_total, f.get("Memory-Usage"), line, "Memory-Usage")
-        r.memory_used_bytes, r.memory_total_bytes = memory or (None, None)
-        r.utilization_ratio = lenient.get(parse_ratio, f.get("AIP-Util"), line, "AIP-Util")
-        header = next((h for h in _ERRORS if h in f), None)
-        errors = lenient.get(parse_int, f.get(header) if header else None, line, header or "")
-        if errors is not None:
-            r.health_read = True  # a counter of uncorrectable errors, read: it says "none" or not
-            r.extras["habana.ai/uncorrectableErrors"] = errors
-            if header == _ERRORS[0]:
-                r.ecc_uncorrected_total = errors
-            if errors:
-                message = f"{errors} uncorrectable errors since the driver loaded ({header})"
-                r.conditions.append(
-                    condition(Subsystem.MEMORY, "UncorrectableErrors", Severity.ERROR, Action.RESET_DEVICE, message)
-                )
-        readings.append(r)
-    return readings, versions
+    # Records without a Bus-Id are the process table below the devices.
+    units, errors = read_records([r for r in table.records if "Bus-Id" in r.fields], lambda r: _unit(r, ctx))
+    return units, versions, errors
 
 
 class GaudiBackend(ToolBackend):
@@ -95,7 +99,8 @@ class GaudiBackend(ToolBackend):
     ray_resource = "HPU"
 
     def collect(self, col: Collection) -> Snapshot:
-        readings, versions = col.required(parse_hl_smi)
+        readings, versions, errors = col.required(parse_hl_smi)
+        col.problems.extend(errors)  # listed by what identifies them, health unknown
         # "hl-1.16.0-fw-50.1.2.0": the tool's release and the firmware it was built for.
         fw = re.search(r"-fw-([0-9][0-9.]*)", versions.get("hl_smi", ""))
         ver = {"driver": versions.get("driver"), "firmware": {"fw": fw.group(1)} if fw else {}}
