@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from accel.errors import ParseError
 from accel.model import Action, DeviceKind, MemoryKind, Severity, Subsystem
 from accel.toolkit import (
     Collection,
@@ -54,25 +55,30 @@ def _unit(gpu: dict[str, Any]) -> UnitReading:
     return r
 
 
-def parse_query(text: str, command: str) -> tuple[list[UnitReading], str | None]:
-    """The units and the driver version of one ``example-smi --query --format=json`` run.
+def parse_query(text: str, command: str) -> tuple[list[UnitReading], str | None, list[ParseError]]:
+    """The units, the driver version and the errors of the GPU entries that could not be read,
+    from one ``example-smi --query --format=json`` run.
 
-    Unreadable JSON raises a located :class:`~accel.errors.ParseError`; a GPU entry that lacks
-    a field raises one too, naming the entry (its device is then reported as unread).
+    Unreadable JSON raises a located :class:`~accel.errors.ParseError` (no device list at all);
+    a GPU entry that lacks a field is collected as an error naming its index, so one bad entry
+    hides no other and its device stays listed (health unknown).
     """
     ctx = ParseContext(TOOL, command)
     try:
         data = json.loads(text)
-        gpus = data["gpus"]
+        gpus = list(data["gpus"])
     except (ValueError, KeyError, TypeError) as exc:
         raise ctx.error(f"unexpected {TOOL} output: {exc!r}", next(iter(split_lines(text)), None)) from None
-    units = []
+    units, errors = [], []
     for gpu in gpus:
         try:
             units.append(_unit(gpu))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ctx.error(f"GPU entry lacks or mangles {exc}", json.dumps(gpu)) from None
-    return units, data.get("driver_version")
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            err = ctx.error(f"GPU entry lacks or mangles {exc}", json.dumps(gpu))
+            index = gpu.get("index") if isinstance(gpu, dict) else None
+            err.device_index = index if isinstance(index, int) else None
+            errors.append(err)
+    return units, data.get("driver_version"), errors
 
 
 class ExampleBackend(ToolBackend):
@@ -86,6 +92,7 @@ class ExampleBackend(ToolBackend):
     visible_key = "uuid"
 
     def collect(self, col: Collection) -> Snapshot:
-        units, driver = col.required(parse_query, "--query", "--format=json")
+        units, driver, errors = col.required(parse_query, "--query", "--format=json")
+        col.problems.extend(errors)  # each a "record" problem of the snapshot
         devices, samples = self.build(col, units, versions={"driver": driver}, telemetry_unsupported=NEVER_PRINTED)
         return col.snapshot(devices, samples)
