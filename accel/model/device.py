@@ -56,6 +56,8 @@ class DeviceKind(StrEnum):
     MLU = "mlu"
     XPU = "xpu"
     GCU = "gcu"
+    #: Intel Gaudi: an "HPU" in Habana's docs and in PyTorch's device type (``hpu``).
+    HPU = "hpu"
     AI_ACCELERATOR = "ai_accelerator"
     FPGA = "fpga"
 

@@ -17,8 +17,9 @@ from .topology import DistanceMatrix, Domain, Link, distance_matrix
 __all__ = ["SCHEMA_VERSION", "Host", "HostInventory", "NumaNode", "Problem", "ProblemKind", "SourceInfo"]
 
 #: Version of the JSON Schema of :class:`HostInventory`; bump the minor for additive changes.
-#: 1.1 added ``problems`` (documents of 1.0 still load).
-SCHEMA_VERSION: Final = "1.1"
+#: 1.1 added ``problems`` (documents of 1.0 still load); 1.2 added device kind ``hpu``
+#: (documents of 1.0 and 1.1 still load).
+SCHEMA_VERSION: Final = "1.2"
 
 
 class NumaNode(Model):
@@ -92,7 +93,7 @@ class HostInventory(Model):
     overlap, and partitions never add up to more memory than their parent has.
     """
 
-    schema_version: Literal["1.0", "1.1"] = "1.1"
+    schema_version: Literal["1.0", "1.1", "1.2"] = "1.2"
     host: Host
     devices: tuple[Device, ...] = ()
     partitions: tuple[Partition, ...] = ()

@@ -1,11 +1,15 @@
 """Shared parsing toolkit for CLI-based vendor plugins (``npu-smi``, ``cnmon``, ``mx-smi``...).
 
-Import what you need from here; the ``_``-prefixed modules are private::
+This package is the private home of :mod:`accel.toolkit`, the public, versioned API a plugin
+author writes against (``docs/guides/plugin-toolkit.md``).  Out-of-tree plugins import
+:mod:`accel.toolkit`; in-tree plugins may import from here, and everything here may change
+at any time except what ``accel.toolkit`` re-exports.  The ``_``-prefixed modules are private::
 
     from accel.plugins._cli import (
         ParseContext, SourceLine, split_lines,           # where text came from, typed errors
         find_box_tables, find_aligned_table,             # tables found by landmarks
         parse_kv,                                        # "Key : Value" blocks and sections
+        parse_query_csv,                                 # --query-gpu=... --format=csv output
         clean, parse_bytes, parse_used_total, parse_watts, parse_celsius,
         parse_hertz, parse_ratio, parse_int, parse_float, parse_bus_id,
         CliProbeSpec, probe_cli,                         # sysfs -> /dev -> tool probe
@@ -75,6 +79,7 @@ scenario named by ``options["scenario"]``, else the real runner.  ``ToolSession`
 with the backend's timeout and search path and counts invocations per snapshot.
 """
 
+from ._csv import QueryColumn, QueryRow, QueryTable, parse_query_csv
 from ._kv import KVEntry, KVSection, parse_kv
 from ._listing import Listed, ProcessRow, parse_listing, parse_process_rows, processes_of
 from ._matrix import Matrix, first_line, read_matrix, read_records, select_table, title_match
@@ -171,6 +176,9 @@ __all__ = [
     "PartitionsSurface",
     "ProcessRow",
     "ProcessesSurface",
+    "QueryColumn",
+    "QueryRow",
+    "QueryTable",
     "RecordReader",
     "ReplayScenario",
     "Snapshot",
@@ -218,6 +226,7 @@ __all__ = [
     "parse_power_pair",
     "parse_process_rows",
     "parse_quantity",
+    "parse_query_csv",
     "parse_ratio",
     "parse_used_total",
     "parse_watts",

@@ -61,6 +61,9 @@ class ToolBackend(CliBackend):
     #: What every unit of this backend is, and how a runtime binds it (see :func:`visible_binding`).
     kind: ClassVar[DeviceKind]
     visible_env: ClassVar[str | None] = None
+    #: What ``visible_env`` takes (``"index"``, ``"uuid"``, ``"bus_id"`` or a namespaced extras
+    #: key such as a module id); see :func:`visible_binding`.
+    visible_key: ClassVar[str] = "index"
     torch_device_type: ClassVar[str | None] = None
     collective_backend: ClassVar[str | None] = None
     #: The Ray resource name (``GPU`` goes to ``ray start --num-gpus``), from Ray's accelerator
@@ -103,6 +106,7 @@ class ToolBackend(CliBackend):
         attributes)."""
         return visible_binding(
             self.visible_env,
+            key=self.visible_key,
             torch=self.torch_device_type,
             collective=self.collective_backend,
             ray=self.ray_resource,

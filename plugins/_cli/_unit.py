@@ -15,7 +15,7 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-from accel.errors import AccelError, OutOfBoundsError, ParseError
+from accel.errors import AccelError, ConfigError, OutOfBoundsError, ParseError
 from accel.model import (
     Action,
     Binding,
@@ -477,21 +477,38 @@ def merge_readings(primary: Sequence[UnitReading], secondary: Iterable[UnitReadi
 def visible_binding(
     env: str | None,
     *,
+    key: str = "index",
     torch: str | None = None,
     collective: str | None = None,
     ray: str | None = None,
     nodes: Sequence[str] = (),
 ) -> Callable[[UnitReading], Binding]:
-    """A binding rule: ``env=<index>`` plus the torch device type, collective backend and the
-    Ray resource name the unit is scheduled under (see ``docs/frameworks.md``).
+    """A binding rule: ``env=<key of the unit>`` plus the torch device type, collective backend
+    and the Ray resource name the unit is scheduled under (see ``docs/frameworks.md``).
+
+    ``key`` is what the vendor's visibility variable takes: a :class:`UnitReading` field
+    (``"index"``, the default; ``"uuid"``, ``"bus_id"``, ``"serial_number"``, ``"board_id"``)
+    or a namespaced key of the reading's ``extras`` (``"habana.ai/moduleId"``, stored there by
+    the parser).  Ascend's
+    ``ASCEND_RT_VISIBLE_DEVICES`` takes the chip logic id, which its parser makes the index;
+    a runtime that takes a module id names the extras key it is stored under.  A unit whose
+    key is unknown gets no ``visible_env`` (never a guess).
 
     ``nodes`` are the device files a container needs for a unit, ``{index}`` standing for its
     index (``/dev/cambricon_dev{index}``); a node with ``{index}`` is left out when the index
     is unknown.  A reading's own ``device_nodes``, when the tool printed them, win.
     """
+    field_key = key in _READING_FIELDS
+    if not field_key and "/" not in key:
+        # Extras keys are namespaced ("huawei.com/chipLogicId"), so a misspelt field is caught here.
+        raise ConfigError(
+            f"visible_binding key {key!r} is neither a UnitReading field ({', '.join(sorted(_READING_FIELDS))}) "
+            "nor a namespaced extras key ('vendor.com/name')"
+        )
 
     def bind(reading: UnitReading) -> Binding:
-        visible = str(reading.index) if env is not None and reading.index is not None else None
+        value = getattr(reading, key) if field_key else reading.extras.get(key)
+        visible = None if env is None or value is None or isinstance(value, bool) else str(value)
         files = tuple(reading.device_nodes) or tuple(
             n.format(index=reading.index) for n in nodes if reading.index is not None or "{index}" not in n
         )
@@ -505,6 +522,10 @@ def visible_binding(
         )
 
     return bind
+
+
+#: The UnitReading fields a visibility variable can take (the rest are readings, not keys).
+_READING_FIELDS = frozenset({"index", "uuid", "bus_id", "serial_number", "board_id", "fallback_id"})
 
 
 #: Telemetry no CLI backend here can read: tools print no energy counter.

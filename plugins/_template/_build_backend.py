@@ -1,6 +1,6 @@
 """A tiny PEP 517 backend for the template (pure wheel, stdlib only, works offline).
 
-It packs ``accel_backend_example/`` (code, recordings) and writes the dist-info from
+It packs ``accel_backend_example/`` (code, scenarios) and writes the dist-info from
 ``pyproject.toml``: name, version, dependencies and entry points.  Replace it with setuptools
 or hatchling in a real plugin; nothing else in the template depends on it.
 """

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import csv
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from .._cli import (
     read_records,
     split_lines,
 )
+from .._cli import parse_query_csv as parse_query_csv_rows
 from .._cli._values import is_sentinel, parse_power_pair
 
 __all__ = [
@@ -219,19 +219,9 @@ def parse_query_csv(text: str, fields: Sequence[str], *, command: str | None = N
     """
     cmd = command or f"ixsmi --query-gpu={','.join(fields)} --format=csv,noheader"
     ctx = ParseContext(TOOL, cmd)
-    lines = split_lines(text)
-    ctx.require(lines, "CSV rows")
     out: list[UnitReading] = []
-    for line in lines:
-        if line.blank:
-            continue
-        try:
-            cells = [c.strip() for c in next(csv.reader([line.text], skipinitialspace=True), [])]
-        except csv.Error as exc:  # a field over csv.field_size_limit(), a stray NUL...
-            raise ctx.error(f"unreadable CSV row: {exc}", line) from None
-        if len(cells) != len(fields):
-            raise ctx.error(f"expected {len(fields)} columns ({', '.join(fields)}), got {len(cells)}", line)
-        row = dict(zip(fields, cells, strict=True))
+    for row in parse_query_csv_rows(text, ctx, fields=fields, header=False).rows:
+        line = row.line
         r = UnitReading()
         lenient = Lenient(ctx, r)
         r.index = lenient.strict(parse_int, row.get("index"), line, "index")

@@ -75,6 +75,8 @@ RULES = {
     "accel.plugin": ("accel.plugin", "accel.model", "accel.errors", "accel.tools"),
     "accel.discovery": ("accel.discovery", "accel.plugin", "accel.model", "accel.errors", "accel.sysfs"),
     "accel.tools": ("accel.tools", "accel.errors"),
+    # The public face of the toolkit: re-exports its private home, never the conformance kit.
+    "accel.toolkit": ("accel.toolkit", "accel.plugins._cli"),
     "accel.sysfs": ("accel.sysfs", "accel.model", "accel.errors"),
     "accel.k8s": ("accel.k8s", "accel.integrations.k8s"),  # the old name, kept for imports
     # DESIGN.md section 1: integrations -> model, discovery, scheduler (the extender runs accel.scheduler)
@@ -165,6 +167,7 @@ def test_public_api_is_curated() -> None:
         "accel.discovery",
         "accel.sim",
         "accel.tools",
+        "accel.toolkit",
         "accel.sysfs",
         "accel.testing",
         "accel.k8s",

@@ -28,7 +28,7 @@ def test_ls_dgx_h100_json(capsys: pytest.CaptureFixture[str]) -> None:
         assert "H100" in d["model"]
         total = sum(r["total_bytes"] for r in d["memory"])
         assert 79 * 10**9 < total < 90 * 10**9
-    assert inv["schema_version"] == "1.1"
+    assert inv["schema_version"] == "1.2"
 
 
 def test_topo_json_shows_the_vendor_fabric(capsys: pytest.CaptureFixture[str]) -> None:
@@ -81,7 +81,7 @@ def test_watch_counts(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_schema(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "schema")
-    assert code == EXIT_OK and json.loads(out)["x-accel-schema-version"] == "1.1"
+    assert code == EXIT_OK and json.loads(out)["x-accel-schema-version"] == "1.2"
     _, out, _ = run(capsys, "schema", "--kind", "telemetry")
     assert "energy_joules" in json.loads(out)["properties"]
 

@@ -345,7 +345,7 @@ class TestPartitions:
 class TestSchema:
     def test_schema_is_versioned_and_round_trips(self) -> None:
         schema = json_schema()
-        assert schema["x-accel-schema-version"] == "1.1"
+        assert schema["x-accel-schema-version"] == "1.2"
         assert "HostInventory" in schema["title"]
         assert "Device" in schema["$defs"]
         inv = HostInventory(

@@ -1,76 +1,41 @@
 """accel backend ``example``: the template an out-of-tree vendor plugin starts from.
 
-This module is what the ``accel.backends`` entry point names.  It imports only ``accel.plugin``
-and the standard library: accel imports it on every discovery, on hosts without the hardware.
-The backend (and, in a real plugin, the vendor library) loads in :meth:`ExamplePlugin.open`.
+This module is what the ``accel.backends`` entry point names.  It stays light: accel imports it
+on every discovery, on hosts without the hardware.  The plugin shape is the toolkit's
+(:mod:`accel.toolkit`): a :class:`~accel.toolkit.LazyCliPlugin` that names its backend class,
+imported on open only, and probes sysfs, device nodes and the tool through a
+:class:`~accel.toolkit.CliProbeSpec`.  Replay scenarios live in ``scenarios/<name>/``
+(``--option scenario=<name>``).
 """
 
 from __future__ import annotations
 
-from importlib import resources
-from pathlib import Path
+from accel.plugin import Capability
+from accel.toolkit import CliProbeSpec, LazyCliPlugin, cli_plugin_info
 
-from accel.plugin import (
-    PLUGIN_API,
-    Backend,
-    BackendConfig,
-    BackendPlugin,
-    Capability,
-    PluginInfo,
-    ProbeResult,
-)
-
-__all__ = ["PLUGIN", "TOOL", "ExamplePlugin", "recordings"]
+__all__ = ["PLUGIN", "TOOL", "ExamplePlugin"]
 
 __version__ = "0.1.0"
 
 #: The vendor CLI this backend reads (through accel.tools, never subprocess).
 TOOL = "example-smi"
-_PCI_VENDOR = "1e99"  # the PCI vendor id probe() looks for in sysfs
 
 
-def recordings(scenario: str) -> Path:
-    """The directory of recorded ``example-smi`` runs of one scenario shipped with the plugin."""
-    return Path(str(resources.files(__name__).joinpath("recordings", scenario)))
+class ExamplePlugin(LazyCliPlugin):
+    """Example X1 boards through ``example-smi --query --format=json``."""
 
-
-class ExamplePlugin(BackendPlugin):
-    info = PluginInfo(
-        name="example",
-        vendor="example",
-        version=__version__,
-        api_versions=frozenset({PLUGIN_API}),
-        # Declare exactly what the backend reports; every other row of the kit is N/A.
-        capabilities=frozenset({
-            Capability.INVENTORY, Capability.MEMORY, Capability.MEMORY_USED, Capability.UUID, Capability.PCI,
-            Capability.HEALTH, Capability.TELEMETRY, Capability.POWER, Capability.TEMPERATURE,
-            Capability.UTILIZATION, Capability.VERSIONS,
-        }),
-        description="Template backend replaying recorded example-smi output",
+    # Declare exactly what the backend reports (BASE_CAPABILITIES plus these); every other
+    # row of the kit is N/A.
+    info = cli_plugin_info(
+        "example",
         api=TOOL,
+        version=__version__,
+        description="Template backend replaying recorded example-smi output",
+        capabilities=(Capability.UUID, Capability.POWER),
     )
-
-    def probe(self, config: BackendConfig) -> ProbeResult:
-        """Cheap and never raises: a recorded scenario, the PCI vendor id in sysfs, or the tool on PATH."""
-        try:
-            scenario = config.option("scenario")
-            if scenario:
-                found = recordings(str(scenario)).is_dir()
-                return (ProbeResult.present(f"recorded scenario {scenario}") if found
-                        else ProbeResult.absent(f"no recorded scenario {scenario!r}"))
-            base = config.sysfs_root / "bus" / "pci" / "devices"
-            ours = [d for d in base.iterdir() if (d / "vendor").read_text().strip() == f"0x{_PCI_VENDOR}"] \
-                if base.is_dir() else []
-            if ours:
-                return ProbeResult.present(f"{len(ours)} PCI functions of vendor {_PCI_VENDOR}", device_count=len(ours))
-            return ProbeResult.absent(f"no PCI device of vendor {_PCI_VENDOR} under {base}")
-        except Exception as exc:  # noqa: BLE001 - probe() reports, never raises
-            return ProbeResult.error(f"probe failed: {exc}")
-
-    def open(self, config: BackendConfig) -> Backend:
-        from ._backend import ExampleBackend  # the heavy part loads only here
-
-        return ExampleBackend(config)
+    probe_spec = CliProbeSpec(vendor="Example", pci_vendor_ids=("1e99",), tool=TOOL)
+    package = __name__
+    backend = "accel_backend_example._backend:ExampleBackend"
 
 
 PLUGIN = ExamplePlugin()

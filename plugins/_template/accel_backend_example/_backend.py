@@ -1,158 +1,98 @@
 """The example backend: one ``example-smi --query --format=json`` run per snapshot.
 
-Everything a real CLI-based plugin needs is here in small: runs go through an
-:mod:`accel.tools` runner (a :class:`~accel.tools.ReplayRunner` over the recorded scenario in
-tests), every failure is mapped to :mod:`accel.errors`, a lost device is reported per device,
-and the snapshot says what it cost (``SourceInfo.tool_invocations``).
+Built on :mod:`accel.toolkit`: :class:`~accel.toolkit.ToolBackend` runs the tool through an
+:mod:`accel.tools` runner (a replay of ``scenarios/<name>/`` in tests), remembers lost devices,
+answers the three reads from one snapshot and simulates the conformance kit's faults over a
+replay.  What is left to write is the parser: tool output in, :class:`UnitReading` out.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
-from accel.errors import BackendUnavailableError, DeviceError, DeviceLostError, ParseError
-from accel.model import (
-    Action,
-    Binding,
-    Device,
-    DeviceKind,
-    Health,
-    HealthCondition,
-    Host,
-    HostInventory,
-    MemoryKind,
-    MemoryRegion,
-    Operational,
-    PciInfo,
-    Severity,
-    SourceInfo,
-    Subsystem,
-    Telemetry,
-    VersionInfo,
-    device_id_for,
-    normalize_bus_id,
+from accel.errors import ParseError
+from accel.model import Action, DeviceKind, MemoryKind, Severity, Subsystem
+from accel.toolkit import (
+    Collection,
+    ParseContext,
+    Snapshot,
+    ToolBackend,
+    UnitReading,
+    condition,
+    parse_bus_id,
+    split_lines,
 )
-from accel.plugin import Backend, BackendConfig
-from accel.tools import ReplayRunner, Runner, SubprocessRunner
 
-from . import TOOL, __version__, recordings
+from . import TOOL
 
-ARGV = (TOOL, "--query", "--format=json")
+__all__ = ["ExampleBackend", "parse_query"]
+
 MIB = 2**20
-#: Telemetry fields example-smi never reports.
-UNSUPPORTED = frozenset({"energy_joules", "clocks_hertz", "memory_utilization_ratio", "fan_ratio"})
+#: Telemetry example-smi never reports.
+NEVER_PRINTED = frozenset({"energy_joules", "clocks_hertz", "memory_utilization_ratio", "fan_ratio"})
 
 
-class ExampleBackend(Backend):
-    def __init__(self, config: BackendConfig) -> None:
-        scenario = config.option("scenario")
-        self._runner: Runner = config.runner or (ReplayRunner(recordings(str(scenario))) if scenario
-                                                 else SubprocessRunner())
-        self._timeout = config.tool_timeout_s
-        self._lock = threading.Lock()  # one tool run at a time; the runner itself is thread-safe
-        self._closed = False
+def _unit(gpu: dict[str, Any]) -> UnitReading:
+    r = UnitReading(memory_kind=MemoryKind.GDDR)
+    r.index, r.uuid, r.model = gpu.get("index"), gpu.get("uuid"), gpu["name"]
+    r.bus_id = parse_bus_id(gpu["bus_id"])
+    r.memory_total_bytes = gpu["memory_total_mib"] * MIB
+    r.memory_used_bytes = gpu["memory_used_mib"] * MIB
+    r.power_watts, r.temperature_celsius = float(gpu["power_w"]), float(gpu["temperature_c"])
+    r.utilization_ratio = gpu["utilization_pct"] / 100.0
+    state = gpu.get("state", "ok")
+    # Health is earned: only a state the tool printed says anything about it.
+    r.health_read = state != "health_not_supported"
+    if state == "lost":
+        r.conditions.append(condition(Subsystem.DEVICE, "DeviceLost", Severity.FATAL, Action.RESET_DEVICE,
+                                      "example-smi: fell off the bus", code="example.xid:79"))
+        r.memory_used_bytes = r.power_watts = r.temperature_celsius = r.utilization_ratio = None
+        r.dropped |= {"memory_used_bytes", "power_watts", "temperature_celsius", "utilization_ratio"}
+    for code in gpu.get("xids", []):
+        r.conditions.append(condition(Subsystem.MEMORY, "CorrectableMemoryError", Severity.INFO, Action.NONE,
+                                      f"example-smi reported xid {code}", code=f"example.xid:{code}"))
+    return r
 
-    @property
-    def name(self) -> str:
-        return "example"
 
-    # -- the one vendor call -----------------------------------------------------------------
-    def _query(self) -> tuple[dict[str, Any], int]:
-        if self._closed:
-            raise BackendUnavailableError("the example backend is closed", plugin="example")
-        with self._lock:
-            before = self._runner.call_count
-            result = self._runner.run(list(ARGV), timeout_s=self._timeout)
-            spent = self._runner.call_count - before
+def parse_query(text: str, command: str) -> tuple[list[UnitReading], str | None, list[ParseError]]:
+    """The units, the driver version and the errors of the GPU entries that could not be read,
+    from one ``example-smi --query --format=json`` run.
+
+    Unreadable JSON raises a located :class:`~accel.errors.ParseError` (no device list at all);
+    a GPU entry that lacks a field is collected as an error naming its index, so one bad entry
+    hides no other and its device stays listed (health unknown).
+    """
+    ctx = ParseContext(TOOL, command)
+    try:
+        data = json.loads(text)
+        gpus = list(data["gpus"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ctx.error(f"unexpected {TOOL} output: {exc!r}", next(iter(split_lines(text)), None)) from None
+    units, errors = [], []
+    for gpu in gpus:
         try:
-            data = json.loads(result.stdout)
-            gpus = data["gpus"]
-            if not isinstance(gpus, list):
-                raise TypeError("'gpus' is not a list")
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ParseError(f"unexpected {TOOL} output: {exc}", tool=TOOL, command=" ".join(ARGV)) from exc
-        return data, spent
+            units.append(_unit(gpu))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            err = ctx.error(f"GPU entry lacks or mangles {exc}", json.dumps(gpu))
+            index = gpu.get("index") if isinstance(gpu, dict) else None
+            err.device_index = index if isinstance(index, int) else None
+            errors.append(err)
+    return units, data.get("driver_version"), errors
 
-    @staticmethod
-    def _id(gpu: dict[str, Any]) -> str:
-        return device_id_for("example", uuid=gpu.get("uuid"), bus_id=normalize_bus_id(gpu["bus_id"]))
 
-    def _health(self, gpu: dict[str, Any]) -> Health:
-        state = gpu.get("state", "ok")
-        if state == "lost":
-            return Health(operational=Operational.LOST, checked_at=datetime.now(UTC), conditions=(HealthCondition(
-                subsystem=Subsystem.DEVICE, reason="DeviceLost", severity=Severity.FATAL,
-                action=Action.RESET_DEVICE, vendor_code="example.xid:79", message="fell off the bus"),))
-        if state == "health_not_supported":
-            return Health.unknown()
-        conds = tuple(
-            HealthCondition(subsystem=Subsystem.MEMORY, reason="CorrectableMemoryError", severity=Severity.INFO,
-                            vendor_code=f"example.xid:{code}")
-            for code in gpu.get("xids", [])
-        )
-        # Health is earned: this reading says it, at this time (Health() alone is ``unknown``).
-        return Health.read(datetime.now(UTC), conds)
+class ExampleBackend(ToolBackend):
+    """Backend ``example`` over ``example-smi``."""
 
-    # -- Backend -----------------------------------------------------------------------------
-    def inventory(self) -> HostInventory:
-        data, spent = self._query()
-        devices = []
-        for gpu in data["gpus"]:
-            try:
-                lost = gpu.get("state") == "lost"
-                devices.append(Device(
-                    id=self._id(gpu), vendor="example", kind=DeviceKind.GPU, model=gpu["name"],
-                    index=gpu.get("index"), uuid=gpu.get("uuid"), architecture=gpu.get("arch"),
-                    pci=PciInfo(bus_id=normalize_bus_id(gpu["bus_id"])),
-                    versions=VersionInfo(driver=data.get("driver_version")),
-                    memory=(MemoryRegion(kind=MemoryKind.GDDR, total_bytes=gpu["memory_total_mib"] * MIB,
-                                         used_bytes=None if lost else gpu["memory_used_mib"] * MIB),),
-                    binding=Binding(visible_env="EXAMPLE_VISIBLE_DEVICES", visible_id=gpu.get("uuid")),
-                    health=self._health(gpu),
-                ))
-            except (KeyError, TypeError) as exc:
-                raise ParseError(f"{TOOL}: device entry lacks {exc}", tool=TOOL, command=" ".join(ARGV),
-                                 line=json.dumps(gpu)) from exc
-        return HostInventory(
-            host=Host(hostname=str(data.get("hostname") or "example-host")), devices=tuple(devices),
-            collected_at=datetime.now(UTC),
-            sources=(SourceInfo(backend="example", plugin_version=__version__, api=TOOL, tool_invocations=spent),),
-        )
+    backend_name = "example"
+    tool = TOOL
+    kind = DeviceKind.GPU
+    # EXAMPLE_VISIBLE_DEVICES takes UUIDs: bind by the key the variable takes.
+    visible_env = "EXAMPLE_VISIBLE_DEVICES"
+    visible_key = "uuid"
 
-    def _select(self, gpus: list[dict[str, Any]], ids: Sequence[str] | None) -> list[dict[str, Any]]:
-        by_id = {self._id(g): g for g in gpus}
-        if ids is None:
-            return list(by_id.values())
-        missing = [i for i in ids if i not in by_id]
-        if missing:
-            raise DeviceError(f"no example device {missing[0]!r}; known: {sorted(by_id)}", device_id=missing[0])
-        return [by_id[i] for i in ids]
-
-    def telemetry(self, ids: Sequence[str] | None = None) -> tuple[Telemetry, ...]:
-        data, _ = self._query()
-        now = datetime.now(UTC)
-        out = []
-        for gpu in self._select(data["gpus"], ids):
-            if gpu.get("state") == "lost":
-                if ids is not None:
-                    raise DeviceLostError(f"{self._id(gpu)} is lost", device_id=self._id(gpu))
-                continue  # a lost device has no sample; the others still do
-            out.append(Telemetry(
-                device_id=self._id(gpu), timestamp=now,
-                utilization_ratio=gpu["utilization_pct"] / 100.0,
-                memory_used_bytes=gpu["memory_used_mib"] * MIB, memory_total_bytes=gpu["memory_total_mib"] * MIB,
-                power_watts=float(gpu["power_w"]), temperature_celsius=float(gpu["temperature_c"]),
-                unsupported=UNSUPPORTED,
-            ))
-        return tuple(out)
-
-    def health(self, ids: Sequence[str] | None = None) -> dict[str, Health]:
-        data, _ = self._query()
-        return {self._id(g): self._health(g) for g in self._select(data["gpus"], ids)}
-
-    def close(self) -> None:
-        self._closed = True  # nothing to release for a CLI backend; safe to call twice
+    def collect(self, col: Collection) -> Snapshot:
+        units, driver, errors = col.required(parse_query, "--query", "--format=json")
+        col.problems.extend(errors)  # each a "record" problem of the snapshot
+        devices, samples = self.build(col, units, versions={"driver": driver}, telemetry_unsupported=NEVER_PRINTED)
+        return col.snapshot(devices, samples)
