@@ -8,6 +8,7 @@ import numpy as np
 from accel.scheduler import (
     AdmitFGDPlusScorer,
     ClusterState,
+    DeviceSelector,
     DeviceSpec,
     FGDPlusScorer,
     HostSpec,
@@ -95,3 +96,20 @@ def test_scores_like_fgd_plus_otherwise() -> None:
     off.attach(state, WORKLOAD, 1)
     big = Request("big", cpu_milli=1000, share=Share(810))
     assert np.array_equal(off.score(state, big, hosts)[0], plus.score(state, big, hosts)[0])
+
+
+def test_scarcity_is_judged_per_model() -> None:
+    # 8 G2 devices (7 taken: scarce) and 8 T4 devices (all free): the 810 share is refused on G2's
+    # last fresh device but placed on a T4 one
+    specs = [HostSpec(f"g{i}", 64_000, 256 << 30, (DeviceSpec(id=f"g{i}/0", vendor="nvidia", model="G2"),))
+             for i in range(8)]
+    specs += [HostSpec(f"t{i}", 64_000, 256 << 30, (DeviceSpec(id=f"t{i}/0", vendor="nvidia", model="T4"),))
+              for i in range(8)]
+    state = ClusterState.from_specs(specs)
+    sched = _sched(state)
+    g2 = DeviceSelector(models=("G2",))
+    for i in range(7):
+        assert sched.place(Request(f"fill{i}", cpu_milli=1000, devices=1, selector=g2)) is not None
+    assert sched.decide(Request("big-g2", cpu_milli=1000, share=Share(810), selector=g2)).host is None
+    big = sched.place(Request("big", cpu_milli=1000, share=Share(810)))
+    assert big is not None and big.host_name.startswith("t")
