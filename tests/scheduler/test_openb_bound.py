@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -143,3 +144,20 @@ def test_no_placement_beats_the_bound(bound: ModuleType, inst: tuple[list[HostSp
     for integer in (False, True):
         b = bound.allocation_bound(hosts, reqs, integer=integer)
         assert placed <= b.milli + 1e-6, (policy, placed, b)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.sampled_from([0, 300, 450, 600, 810, 1000, 2000]), min_size=30, max_size=60),
+       policy=st.sampled_from(["best-fit", "fgd", "fgd-plus-admit"]))
+def test_binned_bound_dominates_the_replay_metric(bound: ModuleType, sizes: list[int], policy: str) -> None:
+    # 3 hosts x 2 GPUs; the metric's bins as run_openb.py computes them (binned_allocation)
+    hosts = [host(f"h{i}", 2, cpu=6000) for i in range(3)]
+    reqs = [Request(name=f"p{i}", cpu_milli=1000, memory_bytes=GIB) if s == 0 else
+            share(f"p{i}", s) if s < 1000 else whole(f"p{i}", s // 1000) for i, s in enumerate(sizes)]
+    curve = replay(hosts, [TracePod(r.name, r) for r in reqs], policy, workload=reqs, seed=3).curve()
+    bins = np.flatnonzero(np.isfinite(curve))
+    assert len(bins) > 0
+    for pct in bins[-4:]:  # the fullest bins, where the bound binds
+        b, n_att, exact, _ = bound.binned_bound(hosts, reqs, int(pct), checkpoints=2)
+        assert exact and n_att > 0
+        assert curve[pct] <= b + 1e-9, (pct, curve[pct], b)
