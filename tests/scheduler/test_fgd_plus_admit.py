@@ -113,3 +113,16 @@ def test_scarcity_is_judged_per_model() -> None:
     assert sched.decide(Request("big-g2", cpu_milli=1000, share=Share(810), selector=g2)).host is None
     big = sched.place(Request("big", cpu_milli=1000, share=Share(810)))
     assert big is not None and big.host_name.startswith("t")
+
+
+def test_no_refusal_where_a_whole_device_pod_could_not_run() -> None:
+    # the last untouched device sits on a host with 800 milli CPU left: the workload's whole-GPU
+    # pods need 1000, so keeping the device serves nobody and the share goes there
+    specs = [HostSpec(f"n{i}", 64_000, 256 << 30, (DeviceSpec(id=f"n{i}/0", vendor="nvidia", model="G2"),))
+             for i in range(7)]
+    specs.append(HostSpec("poor", 800, 256 << 30, (DeviceSpec(id="poor/0", vendor="nvidia", model="G2"),)))
+    state = ClusterState.from_specs(specs)
+    sched = _sched(state)
+    _fill_whole(sched, 7)
+    big = sched.place(Request("big", cpu_milli=500, share=Share(810)))
+    assert big is not None and big.host_name == "poor"
