@@ -15,7 +15,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 
 from ._errors import InvalidRequestError, SchedulerStateError, UnknownPolicyError
 from ._fgd import TypicalPod, TypicalPods
-from ._policies import FGDPlusScorer
+from ._policies import AdmitFGDPlusScorer, FGDPlusScorer
 from ._replay import (
     ReplayResult,
     TracePod,
@@ -53,6 +53,7 @@ from ._topology import (
 
 __all__ = [
     "MILLI",
+    "AdmitFGDPlusScorer",
     "Allocation",
     "BalancedFGDScorer",
     "BestFitScorer",
