@@ -84,6 +84,7 @@ class Job:
     wait: WaitReason = WaitReason.NONE
     estimate_at_submit: float | None = None
     tier_seen: int = 0  # the attained-service tier last journaled (``demoted`` events)
+    preempted_for: str | None = None  # while in its grace period: the job it was preempted for
 
     @property
     def id(self) -> str:
@@ -309,6 +310,8 @@ class QueueingScheduler:
         job.state = JobState.PREEMPTING
         job.stop_at = float(ev.data["stop_at"])
         job.reason = ev.reason
+        for_job = ev.data.get("for")
+        job.preempted_for = str(for_job) if for_job is not None else None
 
     def _stop(self, job: Job, t: float) -> None:
         """Release a job's devices and close its meter segments."""
@@ -319,6 +322,7 @@ class QueueingScheduler:
             self.book.add(job.spec.tenant, job.pool, self._usage(job), t, sign=-1)
         self.meter.stop(job.id, t)
         job.allocs = []
+        job.preempted_for = None
         self._active.pop(job.id, None)
 
     def _on_preempted(self, ev: Event) -> None:
@@ -682,6 +686,8 @@ class QueueingScheduler:
         planned_work: dict[str, float] = {p: 0.0 for p in self.pools}
         # planning mode: quota usage of jobs started in the plan
         plan_usage: dict[tuple[str, str], Usage] = {}
+        # preemptors whose victims are winding down: what is freed is held for them (below)
+        holds = self._grace_holds() if pol.grace_s > 0 else {}
         if commit:
             self.reservations.clear()
         exact = pol.plan_depth if depth is None else depth
@@ -707,8 +713,14 @@ class QueueingScheduler:
                                                or self._admit_planned(job, p, plan_usage), blocked_pools)
                 return profiles, out
             admissible = [p for p in pools if adm_by_pool[p].ok]
+            hold = holds.get(job.id)
             if not admissible:
                 job.wait = WaitReason.QUOTA
+                if hold is not None:
+                    self._hold_plain(job, hold, d, profiles, plan_usage, blocked_pools, now, res, commit=commit)
+                    reservations += 1
+                    easy_reserved.add(hold[0])
+                    continue
                 # a preempting class may still free its own tenant's quota from lower jobs
                 if commit and job.klass.preempts and self._may_preempt(job):
                     self._try_preempt(job, pools, profiles, now, res)
@@ -731,6 +743,15 @@ class QueueingScheduler:
                         started = True
                         break
             if started:
+                continue
+            if hold is not None:
+                # its victims are still winding down: no new victims for the same need, and what
+                # they free stays held for it
+                job.wait = (WaitReason.RESERVATION if profiles[hold[0]].free_now >= spec.devices
+                            else WaitReason.CAPACITY)
+                self._hold_plain(job, hold, d, profiles, plan_usage, blocked_pools, now, res, commit=commit)
+                reservations += 1
+                easy_reserved.add(hold[0])
                 continue
             # blocked: preempt, or hold a reservation
             if commit and self._may_preempt(job) and self._try_preempt(job, admissible, profiles, now, res):
@@ -769,6 +790,25 @@ class QueueingScheduler:
                     self.reservations[job.id] = (best_p, best_t, spec.devices)
                     res.reservations[job.id] = best_t
         return profiles, out
+
+    def _hold_plain(self, job: Job, hold: tuple[str, float, Usage], d: float, profiles: dict[str, Profile],
+                    plan_usage: dict[tuple[str, str], Usage], blocked_pools: dict[str, float], now: float,
+                    res: CycleResult, *, commit: bool) -> None:
+        """A preemptor whose victims are in their grace period keeps what they free: its quota is
+        claimed for the rest of the walk (later jobs of its tenant are admitted around it) and it
+        holds a reservation from the end of the grace period (backfill may use the devices only
+        if it ends by then), whatever the backfill mode's reservation limits."""
+        pool, end, _freed = hold
+        n = job.spec.devices
+        self._claim(job, hold, plan_usage)
+        t = profiles[pool].earliest(n, d, after=max(end, blocked_pools.get(pool, now)))
+        if self.policy.backfill == BackfillMode.NONE:
+            blocked_pools[pool] = max(blocked_pools.get(pool, now), t)
+        if math.isfinite(t):
+            profiles[pool].add(t, t + d, n)
+            if commit:
+                self.reservations[job.id] = (pool, t, n)
+                res.reservations[job.id] = t
 
     def _admit_planned(self, job: Job, pool: str, plan_usage: Mapping[tuple[str, str], Usage]) -> Admission:
         extra = plan_usage.get((job.spec.tenant, pool))
@@ -814,6 +854,35 @@ class QueueingScheduler:
         return math.inf
 
     # -- preemption -------------------------------------------------------------------------------------
+    def _grace_holds(self) -> dict[str, tuple[str, float, Usage]]:
+        """Queued preemptors whose victims are still in their grace period: the pool the victims
+        free, when the last of them stops, and the quota of the preemptor's own tenant they give
+        back.  Derived from the victims' ``preempting`` events, so a rebuilt engine sees the same."""
+        out: dict[str, tuple[str, float, Usage]] = {}
+        for v in self._active.values():
+            pid = v.preempted_for
+            if v.state != JobState.PREEMPTING or pid is None or v.pool is None or v.stop_at is None:
+                continue
+            p = self._waiting.get(pid)
+            if p is None:
+                continue  # it started some other way, or ended: nothing to hold
+            pool, end, freed = out.get(pid, (v.pool, v.stop_at, Usage()))
+            if v.pool == pool and v.spec.tenant == p.spec.tenant:
+                freed = freed.plus(self._usage(v))
+            out[pid] = (pool, max(end, v.stop_at), freed)
+        return out
+
+    def _claim(self, job: Job, hold: tuple[str, float, Usage],
+               plan_usage: dict[tuple[str, str], Usage]) -> None:
+        """Hold the quota a preemptor in grace will take: its need, less what its own tenant's
+        victims give back (never below zero: until they stop, the victims still count)."""
+        pool, _end, freed = hold
+        need = self._need(job, pool)
+        claim = Usage(max(0, need.devices - freed.devices), max(0, need.memory_bytes - freed.memory_bytes),
+                      max(0, need.compute_milli - freed.compute_milli))
+        key = (job.spec.tenant, pool)
+        plan_usage[key] = plan_usage.get(key, Usage()).plus(claim)
+
     def _may_preempt(self, job: Job) -> bool:
         """Cheap pre-check before searching victims (a cycle examines thousands of jobs):
         a preempting class with lower-level preemptible jobs running, or a tenant inside its
@@ -1123,6 +1192,7 @@ class QueueingScheduler:
         # victim candidates per (class, pool, tier): only shrink during a walk (later tiers start after)
         victims: dict[tuple[int, str, int], deque[Job]] = {}
         grace = pol.grace_s
+        holds = self._grace_holds() if grace > 0 else {}  # preemptors in grace: see _hold_tiered
         if commit:
             self.reservations.clear()
         exact = pol.plan_depth if depth is None else depth
@@ -1149,8 +1219,14 @@ class QueueingScheduler:
                                                fit=views.pair(job, p))
                 return view, out
             admissible = [p for p in pools if adm_by_pool[p].ok]
+            hold = holds.get(job.id)
             if not admissible:
                 job.wait = WaitReason.QUOTA
+                if hold is not None:
+                    self._hold_tiered(job, hold, views, plan_usage, blocked_pools, now, res, commit=commit)
+                    reservations += 1
+                    easy_reserved.add(hold[0])
+                    continue
                 if commit and job.klass.preempts and self._may_preempt(job):
                     self._try_preempt_booked(job, pools, now, res, views)
                 continue
@@ -1159,6 +1235,8 @@ class QueueingScheduler:
                 if p in blocked_pools:
                     continue
                 fit = views.pair(job, p)
+                if hold is not None and not (self.pool_free(p) - plan_taken[p] >= n and fit.fits(now, n)):
+                    continue  # its victims are winding down: no new victims for the same need
                 if self.pool_free(p) - plan_taken[p] >= n:
                     if not fit.fits(now, n):
                         continue
@@ -1185,6 +1263,12 @@ class QueueingScheduler:
                         plan_usage[key] = plan_usage.get(key, Usage()).plus(self._need(job, p))
                     break
             if at is not None:
+                continue
+            if hold is not None:
+                job.wait = WaitReason.RESERVATION if view[hold[0]].free_now >= n else WaitReason.CAPACITY
+                self._hold_tiered(job, hold, views, plan_usage, blocked_pools, now, res, commit=commit)
+                reservations += 1
+                easy_reserved.add(hold[0])
                 continue
             if commit and self._may_preempt(job) and self._try_preempt_booked(job, admissible, now, res, views):
                 continue
@@ -1218,6 +1302,21 @@ class QueueingScheduler:
                     self.reservations[job.id] = (best_p, best_t, n)
                     res.reservations[job.id] = best_t
         return {}, out  # (no single profile describes a tiered plan; callers use only the estimates)
+
+    def _hold_tiered(self, job: Job, hold: tuple[str, float, Usage], views: _TierViews,
+                     plan_usage: dict[tuple[str, str], Usage], blocked_pools: dict[str, float], now: float,
+                     res: CycleResult, *, commit: bool) -> None:
+        """:meth:`_hold_plain` for a tiered walk: the claim, and a booking on every view it affects."""
+        pool, end, _freed = hold
+        self._claim(job, hold, plan_usage)
+        t = views.pair(job, pool).earliest(job.spec.devices, after=max(end, blocked_pools.get(pool, now)))
+        if self.policy.backfill == BackfillMode.NONE:
+            blocked_pools[pool] = max(blocked_pools.get(pool, now), t)
+        if math.isfinite(t):
+            views.book(pool, t, job)
+            if commit:
+                self.reservations[job.id] = (pool, t, job.spec.devices)
+                res.reservations[job.id] = t
 
     def _try_preempt_booked(self, job: Job, pools: Sequence[str], now: float, res: CycleResult,
                             views: _TierViews) -> bool:
