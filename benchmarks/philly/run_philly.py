@@ -8,9 +8,11 @@ finished earlier in the replay, ``--history-statistic`` / ``--history-window`` t
 running jobs' residual time E[D - t | D > t] from their elapsed time t).
 
 Policies: ``fifo`` (strict order, no backfill), ``fifo-backfill`` (FIFO + EASY backfill),
-``shortest`` (shortest-estimated-first + EASY) and ``default`` (shortest-first in bands of 4x,
-FIFO inside a band, conservative backfill: every blocked job holds a reservation, so a start
-estimate is not pushed back by jobs submitted later in the same band or below).
+``shortest`` (shortest-estimated-first + EASY), ``shortest-banded`` (shortest-first in bands of
+4x, FIFO inside a band, conservative backfill), ``default`` (attained-service tiers, FIFO inside
+a tier, suspend/resume preemption, conservative backfill) and ``default-guard`` (``default`` with
+the starvation guard: a waiting job is promoted after ``--promote-ratio`` x its last run and/or
+``--promote-after`` seconds of waiting).
 
 Outputs (``--out``, default ``benchmarks/philly/results``): ``summary.csv`` (combined VCs),
 ``per_vc.csv``, ``jobs_<estimator>_<policy>.csv`` (per job), ``jct.png`` and ``estimate_error.png``.
@@ -28,7 +30,7 @@ import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,12 +87,30 @@ def _non_negative(kind: type[int] | type[float]) -> Any:
     return parse
 
 
+def _positive_or_off(text: str) -> float | None:
+    if text.strip().lower() in ("off", "none"):
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number (or 'off')") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0 (or 'off')")
+    return v
+
+
 def tiered_policy(tiers: tuple[float, ...] = TIERS, overhead_s: float = PREEMPT_OVERHEAD_S) -> Policy:
     return Policy(classes=(PriorityClass("default", 0, InClassOrder.FIFO),), backfill=BackfillMode.CONSERVATIVE,
                   preempt_mode=PreemptMode.SUSPEND, demote_after_device_s=tiers, preempt_overhead_s=overhead_s)
 
 
 POLICIES["default"] = tiered_policy()
+# the starvation guard's row: the default policy, a waiting job promoted after PROMOTE_RATIO x
+# its last run (Tiresias' STARVELIMIT) or PROMOTE_AFTER_S of waiting (None: no absolute bound)
+PROMOTE_RATIO: float | None = 8.0
+PROMOTE_AFTER_S: float | None = None
+POLICIES["default-guard"] = replace(tiered_policy(), promote_after_wait_ratio=PROMOTE_RATIO,
+                                    promote_after_wait_s=PROMOTE_AFTER_S)
 # the history estimator's configuration (chosen by the sweep recorded in README.md)
 HISTORY: dict[str, Any] = {"statistic": "mean", "window": 64}
 KM = "km-mean"
@@ -111,13 +131,19 @@ class Task:
     overhead_s: float = PREEMPT_OVERHEAD_S
     skip: int = 0
     eval_from: int = 0
+    promote: tuple[float | None, float | None] = (PROMOTE_RATIO, PROMOTE_AFTER_S)
 
 
 def run_one(task: Task) -> tuple[Task, list[JobOutcome], dict[str, float], float]:
     limit = None if task.limit is None else task.limit + task.eval_from
     jobs = load_philly(Path(task.traces) / f"trace_{task.vc}.csv", limit=limit, skip=task.skip)
     model = HistoryModel(**dict(task.history)) if task.estimator == "history" else None  # type: ignore[arg-type]
-    policy = tiered_policy(task.tiers, task.overhead_s) if task.policy == "default" else POLICIES[task.policy]
+    if task.policy in ("default", "default-guard"):
+        policy = tiered_policy(task.tiers, task.overhead_s)
+        if task.policy == "default-guard":
+            policy = replace(policy, promote_after_wait_ratio=task.promote[0], promote_after_wait_s=task.promote[1])
+    else:
+        policy = POLICIES[task.policy]
     eng = QueueingScheduler(uniform_cluster(max(1, task.devices // 8), 8), policy, durations=model)
     if model is not None and KM in (model.statistic, model.plan_statistic):
         model.attach_engine(eng)  # running jobs' elapsed times as censored observations
@@ -139,6 +165,9 @@ def summarize(outcomes: list[JobOutcome], busy: float, cap_time: float) -> dict[
     done = [o for o in outcomes if o.end_s is not None and o.start_s is not None]
     jct = sorted(o.end_s - o.submit_s for o in done)  # type: ignore[operator]
     wait = sorted(o.start_s - o.submit_s for o in done)  # type: ignore[operator]
+    # time queued over a job's whole life (before its first start and while preempted): JCT less
+    # its run time (its duration and the work it lost and ran again); what a starvation guard bounds
+    queued = sorted(max(0.0, o.end_s - o.submit_s - o.duration_s - o.lost_s) for o in done)  # type: ignore[operator]
     waited = [o for o in done if o.start_s - o.submit_s >= 60.0]  # type: ignore[operator]
     rel = [abs(o.estimate_s - o.start_s) / (o.start_s - o.submit_s) for o in waited  # type: ignore[operator]
            if o.estimate_s is not None]
@@ -150,7 +179,10 @@ def summarize(outcomes: list[JobOutcome], busy: float, cap_time: float) -> dict[
 
     return {
         "jobs": len(outcomes), "avg_jct_s": statistics.fmean(jct) if jct else math.nan, "p99_jct_s": pct(jct, 0.99),
-        "avg_wait_s": statistics.fmean(wait) if wait else math.nan, "p99_wait_s": pct(wait, 0.99),
+        "avg_wait_s": statistics.fmean(wait) if wait else math.nan, "p50_wait_s": pct(wait, 0.50),
+        "p99_wait_s": pct(wait, 0.99), "max_wait_s": wait[-1] if wait else math.nan,
+        "p50_queued_s": pct(queued, 0.50), "p99_queued_s": pct(queued, 0.99),
+        "max_queued_s": queued[-1] if queued else math.nan,
         "utilisation": busy / cap_time if cap_time else math.nan,
         "waited_1min": len(waited),
         "est_median_rel_err": statistics.median(rel) if rel else math.nan,
@@ -189,8 +221,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="tiered policy: attained-service thresholds in device-seconds, comma-separated")
     ap.add_argument("--preempt-overhead", type=_non_negative(float), default=PREEMPT_OVERHEAD_S,
                     help="tiered policy: run seconds a preempted job loses each time")
+    ap.add_argument("--promote-ratio", type=_positive_or_off, default=PROMOTE_RATIO,
+                    help="default-guard: promote a waiting job after this many times its last run ('off': never)")
+    ap.add_argument("--promote-after", type=_positive_or_off, default=PROMOTE_AFTER_S,
+                    help="default-guard: promote a waiting job after this many seconds of waiting ('off': never)")
     args = ap.parse_args(argv)
     tiers: tuple[float, ...] = args.tiers
+    if "default-guard" in args.policies.split(",") and args.promote_ratio is None and args.promote_after is None:
+        ap.error("default-guard needs --promote-ratio or --promote-after (both are off)")
     from tqdm import tqdm
 
     traces = Path(args.traces)
@@ -209,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     if KM in (args.history_statistic, args.history_plan_statistic):
         hist += (("km_tail", args.history_km_tail), ("km_tail_quantile", args.history_km_tail_quantile))
     tasks = [Task(vc, pol, est, args.devices_per_vc, limit, str(traces), hist, tiers, args.preempt_overhead,
-                  args.skip_jobs, args.eval_from)
+                  args.skip_jobs, args.eval_from, (args.promote_ratio, args.promote_after))
              for est in args.estimators.split(",") for pol in args.policies.split(",") for vc in vcs]
     # biggest VCs first so the pool stays busy to the end
     sizes = {vc: len(load_philly(traces / f"trace_{vc}.csv", limit=limit, skip=args.skip_jobs + args.eval_from))
@@ -276,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     for row in summary:
         print(f"{row['estimator']:8s} {row['policy']:14s} avg JCT {float(row['avg_jct_s']) / 3600:9.1f} h  "
               f"p99 JCT {float(row['p99_jct_s']) / 3600:9.1f} h  avg wait {float(row['avg_wait_s']) / 3600:8.1f} h  "
+              f"queued p50/p99/max {float(row['p50_queued_s']) / 3600:.2f}/{float(row['p99_queued_s']) / 3600:.1f}/"
+              f"{float(row['max_queued_s']) / 3600:.1f} h  "
               f"util {float(row['utilisation']):.3f}  x{row['jct_gain_vs_fifo']} vs FIFO  "
               f"est err median {float(row['est_median_rel_err']):.3f} (n={row['waited_1min']})")
     if not args.no_plot:

@@ -84,6 +84,13 @@ class Job:
     wait: WaitReason = WaitReason.NONE
     estimate_at_submit: float | None = None
     tier_seen: int = 0  # the attained-service tier last journaled (``demoted`` events)
+    preempted_for: str | None = None  # while in its grace period: the job it was preempted for
+    # starvation guard (Policy.promote_after_wait_*): when it last entered the queue, how long
+    # its last run lasted, whether it waits promoted, and the attained service its tiers count from
+    queued_at: float = 0.0
+    last_run_s: float = 0.0
+    promoted: bool = False
+    service_base: float = 0.0
 
     @property
     def id(self) -> str:
@@ -173,6 +180,8 @@ class QueueingScheduler:
         # per-cycle preemption pre-check: lowest preemptible level, any borrower, failed shapes
         self._pctx: tuple[int | None, bool, set[tuple[int, str, int]]] | None = None
         self._waiting: dict[str, Job] = {}
+        self._guard = (self.policy.promote_after_wait_s is not None
+                       or self.policy.promote_after_wait_ratio is not None)
         self._init_pools()
 
     # -- pools -----------------------------------------------------------------------------------
@@ -250,11 +259,19 @@ class QueueingScheduler:
         self._seq += 1
         job = Job(spec, self.policy.klass(spec.priority_class), self._seq, ev.t)
         job.estimate_at_submit = ev.data.get("estimate")
+        job.queued_at = ev.t
         self.jobs[spec.id] = job
         self._waiting[spec.id] = job
 
     def _on_admitted(self, ev: Event) -> None:
         pass  # informational: the quota check passed (placement follows in the same call)
+
+    def _on_promoted(self, ev: Event) -> None:
+        # starvation guard: first in its class while it waits, and its tiers count afresh
+        job = self.jobs[str(ev.job)]
+        job.promoted = True
+        job.service_base = float(ev.data["base_device_s"])
+        job.tier_seen = 0
 
     def _on_demoted(self, ev: Event) -> None:
         # informational: the tier is derived from run time; this records when the scheduler saw it
@@ -281,6 +298,7 @@ class QueueingScheduler:
         job.allocs = allocs
         job.pool = pool
         job.state = JobState.RUNNING
+        job.promoted = False  # it got what it waited for; its tiers keep counting from the base
         self._waiting.pop(job.id, None)
         self._active[job.id] = job
         job.started_at = ev.t
@@ -309,6 +327,8 @@ class QueueingScheduler:
         job.state = JobState.PREEMPTING
         job.stop_at = float(ev.data["stop_at"])
         job.reason = ev.reason
+        for_job = ev.data.get("for")
+        job.preempted_for = str(for_job) if for_job is not None else None
 
     def _stop(self, job: Job, t: float) -> None:
         """Release a job's devices and close its meter segments."""
@@ -319,11 +339,14 @@ class QueueingScheduler:
             self.book.add(job.spec.tenant, job.pool, self._usage(job), t, sign=-1)
         self.meter.stop(job.id, t)
         job.allocs = []
+        job.preempted_for = None
         self._active.pop(job.id, None)
 
     def _on_preempted(self, ev: Event) -> None:
         job = self.jobs[str(ev.job)]
         progress = job.progress(ev.t)
+        job.last_run_s = ev.t - job.started_at if job.started_at is not None else 0.0
+        job.queued_at = ev.t
         keep = float(ev.data["keep"])
         self._stop(job, ev.t)
         job.lost_s += max(0.0, progress - keep)
@@ -338,9 +361,12 @@ class QueueingScheduler:
     def _on_failed(self, ev: Event) -> None:
         job = self.jobs[str(ev.job)]
         progress = job.progress(ev.t)
+        if job.started_at is not None:
+            job.last_run_s = ev.t - job.started_at
         if job.active:
             self._stop(job, ev.t)
         if ev.data.get("requeue"):
+            job.queued_at = ev.t
             keep = float(ev.data["keep"])
             job.lost_s += max(0.0, progress - keep)
             job.work_s = keep
@@ -442,7 +468,11 @@ class QueueingScheduler:
         else:
             inner = 0.0
         if self.policy.demote_after_device_s:
+            if self._guard:
+                return (-float(k.level), float(self.tier(job, now)), float(not job.promoted), inner, float(job.seq))
             return (-float(k.level), float(self.tier(job, now)), inner, float(job.seq))
+        if self._guard:
+            return (-float(k.level), float(not job.promoted), inner, float(job.seq))
         return (-float(k.level), inner, float(job.seq))
 
     def queue(self, now: float | None = None) -> list[Job]:
@@ -637,8 +667,36 @@ class QueueingScheduler:
             for job in sorted(self.running(), key=lambda j: j.seq):
                 if job.state == JobState.PREEMPTING and job.stop_at is not None and job.stop_at <= now + 1e-9:
                     self._finish_preemption(job, now)
+            if self._guard:
+                self._promote_starving(now)
             self._walk(now, res, commit=True)
         return res
+
+    # -- starvation guard (Policy.promote_after_wait_s / promote_after_wait_ratio) ----------------------
+    def promote_at(self, job: Job) -> float:
+        """When the starvation guard promotes a waiting job (``inf``: never, or already promoted).
+
+        A function of journaled state only: when the job last entered the queue and how long its
+        last run lasted; the guard is Tiresias' STARVELIMIT (ratio x last run) and/or an absolute
+        wait, whichever comes first.  A job that never ran is promoted only by the absolute wait."""
+        if job.promoted or job.state not in (JobState.QUEUED, JobState.SUSPENDED):
+            return math.inf
+        pol = self.policy
+        at = math.inf
+        if pol.promote_after_wait_s is not None:
+            at = job.queued_at + pol.promote_after_wait_s
+        if pol.promote_after_wait_ratio is not None and job.last_run_s > 0:
+            at = min(at, job.queued_at + pol.promote_after_wait_ratio * job.last_run_s)
+        return at
+
+    def _promote_starving(self, now: float) -> None:
+        """Journal a ``promoted`` event for every waiting job whose promotion time has come."""
+        due = [j for j in self._waiting.values() if self.promote_at(j) <= now + 1e-9]
+        for job in sorted(due, key=lambda j: j.seq):
+            waited = now - job.queued_at
+            self._emit(now, job.id, "promoted",
+                       f"waited {waited:.0f} s (last run {job.last_run_s:.0f} s): first in its class",
+                       {"waited_s": waited, "base_device_s": self.attained(job, now)})
 
     def _journal_demotion(self, job: Job, now: float) -> None:
         """A ``demoted`` event when a job's tier change first matters (it is about to be preempted
@@ -682,6 +740,8 @@ class QueueingScheduler:
         planned_work: dict[str, float] = {p: 0.0 for p in self.pools}
         # planning mode: quota usage of jobs started in the plan
         plan_usage: dict[tuple[str, str], Usage] = {}
+        # preemptors whose victims are winding down: what is freed is held for them (below)
+        holds = self._grace_holds() if pol.grace_s > 0 else {}
         if commit:
             self.reservations.clear()
         exact = pol.plan_depth if depth is None else depth
@@ -707,8 +767,14 @@ class QueueingScheduler:
                                                or self._admit_planned(job, p, plan_usage), blocked_pools)
                 return profiles, out
             admissible = [p for p in pools if adm_by_pool[p].ok]
+            held = holds.get(job.id)
             if not admissible:
                 job.wait = WaitReason.QUOTA
+                if held is not None:
+                    self._hold_plain(job, held, d, profiles, plan_usage, blocked_pools, now, res, commit=commit)
+                    reservations += 1
+                    easy_reserved.add(held[0])
+                    continue
                 # a preempting class may still free its own tenant's quota from lower jobs
                 if commit and job.klass.preempts and self._may_preempt(job):
                     self._try_preempt(job, pools, profiles, now, res)
@@ -731,6 +797,15 @@ class QueueingScheduler:
                         started = True
                         break
             if started:
+                continue
+            if held is not None:
+                # its victims are still winding down: no new victims for the same need, and what
+                # they free stays held for it
+                job.wait = (WaitReason.RESERVATION if profiles[held[0]].free_now >= spec.devices
+                            else WaitReason.CAPACITY)
+                self._hold_plain(job, held, d, profiles, plan_usage, blocked_pools, now, res, commit=commit)
+                reservations += 1
+                easy_reserved.add(held[0])
                 continue
             # blocked: preempt, or hold a reservation
             if commit and self._may_preempt(job) and self._try_preempt(job, admissible, profiles, now, res):
@@ -769,6 +844,25 @@ class QueueingScheduler:
                     self.reservations[job.id] = (best_p, best_t, spec.devices)
                     res.reservations[job.id] = best_t
         return profiles, out
+
+    def _hold_plain(self, job: Job, hold: tuple[str, float, Usage], d: float, profiles: dict[str, Profile],
+                    plan_usage: dict[tuple[str, str], Usage], blocked_pools: dict[str, float], now: float,
+                    res: CycleResult, *, commit: bool) -> None:
+        """A preemptor whose victims are in their grace period keeps what they free: its quota is
+        claimed for the rest of the walk (later jobs of its tenant are admitted around it) and it
+        holds a reservation from the end of the grace period (backfill may use the devices only
+        if it ends by then), whatever the backfill mode's reservation limits."""
+        pool, end, _freed = hold
+        n = job.spec.devices
+        self._claim(job, hold, plan_usage)
+        t = profiles[pool].earliest(n, d, after=max(end, blocked_pools.get(pool, now)))
+        if self.policy.backfill == BackfillMode.NONE:
+            blocked_pools[pool] = max(blocked_pools.get(pool, now), t)
+        if math.isfinite(t):
+            profiles[pool].add(t, t + d, n)
+            if commit:
+                self.reservations[job.id] = (pool, t, n)
+                res.reservations[job.id] = t
 
     def _admit_planned(self, job: Job, pool: str, plan_usage: Mapping[tuple[str, str], Usage]) -> Admission:
         extra = plan_usage.get((job.spec.tenant, pool))
@@ -814,6 +908,35 @@ class QueueingScheduler:
         return math.inf
 
     # -- preemption -------------------------------------------------------------------------------------
+    def _grace_holds(self) -> dict[str, tuple[str, float, Usage]]:
+        """Queued preemptors whose victims are still in their grace period: the pool the victims
+        free, when the last of them stops, and the quota of the preemptor's own tenant they give
+        back.  Derived from the victims' ``preempting`` events, so a rebuilt engine sees the same."""
+        out: dict[str, tuple[str, float, Usage]] = {}
+        for v in self._active.values():
+            pid = v.preempted_for
+            if v.state != JobState.PREEMPTING or pid is None or v.pool is None or v.stop_at is None:
+                continue
+            p = self._waiting.get(pid)
+            if p is None:
+                continue  # it started some other way, or ended: nothing to hold
+            pool, end, freed = out.get(pid, (v.pool, v.stop_at, Usage()))
+            if v.pool == pool and v.spec.tenant == p.spec.tenant:
+                freed = freed.plus(self._usage(v))
+            out[pid] = (pool, max(end, v.stop_at), freed)
+        return out
+
+    def _claim(self, job: Job, hold: tuple[str, float, Usage],
+               plan_usage: dict[tuple[str, str], Usage]) -> None:
+        """Hold the quota a preemptor in grace will take: its need, less what its own tenant's
+        victims give back (never below zero: until they stop, the victims still count)."""
+        pool, _end, freed = hold
+        need = self._need(job, pool)
+        claim = Usage(max(0, need.devices - freed.devices), max(0, need.memory_bytes - freed.memory_bytes),
+                      max(0, need.compute_milli - freed.compute_milli))
+        key = (job.spec.tenant, pool)
+        plan_usage[key] = plan_usage.get(key, Usage()).plus(claim)
+
     def _may_preempt(self, job: Job) -> bool:
         """Cheap pre-check before searching victims (a cycle examines thousands of jobs):
         a preempting class with lower-level preemptible jobs running, or a tenant inside its
@@ -950,19 +1073,21 @@ class QueueingScheduler:
         return (job.progress(t) + job.lost_s) * job.spec.compute_milli / 1000.0
 
     def tier(self, job: Job, now: float | None = None) -> int:
-        """The job's attained-service tier: how many ``demote_after_device_s`` thresholds it passed."""
+        """The job's attained-service tier: how many ``demote_after_device_s`` thresholds it passed,
+        counting the service attained since its last promotion by the starvation guard (as
+        Tiresias resets a promoted job's attained service)."""
         th = self.policy.demote_after_device_s
         if not th:
             return 0
         # the tolerance makes a job demoted at the instant the wake-up for its threshold fires
-        return bisect.bisect_right(th, self.attained(job, now) + 1e-6)
+        return bisect.bisect_right(th, self.attained(job, now) - job.service_base + 1e-6)
 
     def _tier_budget(self, job: Job, now: float, q: int) -> float:
         """Run seconds before ``job`` leaves tiers <= ``q`` (infinite from the last tier)."""
         th = self.policy.demote_after_device_s
         if q >= len(th):
             return math.inf
-        return max(0.0, (th[q] - self.attained(job, now)) / (job.spec.compute_milli / 1000.0))
+        return max(0.0, (th[q] - self.attained(job, now) + job.service_base) / (job.spec.compute_milli / 1000.0))
 
     def _tier_hold(self, job: Job, done: float, budget: float) -> float:
         """Expected run time of a job that has ``done`` seconds of work, counted up to ``budget`` more."""
@@ -997,15 +1122,18 @@ class QueueingScheduler:
     def next_wakeup(self, now: float | None = None) -> float | None:
         """When the next cycle should run even if nothing else happens: the earliest time a
         running job leaves its tier while a job of an earlier tier of its class waits (it may then
-        be preempted).  ``None`` without tiers or when no such change is ahead."""
+        be preempted), or the starvation guard promotes a waiting job.  ``None`` without tiers
+        or guard, or when no such change is ahead."""
         t = self.now if now is None else now
+        promote = min((self.promote_at(j) for j in self._waiting.values()), default=math.inf) \
+            if self._guard else math.inf
         if not self.policy.demote_after_device_s or not self._waiting:
-            return None
+            return promote if math.isfinite(promote) and promote > t else None
         lowest: dict[int, int] = {}
         for j in self._waiting.values():
             q = self.tier(j, t)
             lowest[j.klass.level] = min(q, lowest.get(j.klass.level, q))
-        best = math.inf
+        best = promote
         for v in self._active.values():
             if v.state != JobState.RUNNING or v.klass.level not in lowest:
                 continue
@@ -1123,6 +1251,7 @@ class QueueingScheduler:
         # victim candidates per (class, pool, tier): only shrink during a walk (later tiers start after)
         victims: dict[tuple[int, str, int], deque[Job]] = {}
         grace = pol.grace_s
+        holds = self._grace_holds() if grace > 0 else {}  # preemptors in grace: see _hold_tiered
         if commit:
             self.reservations.clear()
         exact = pol.plan_depth if depth is None else depth
@@ -1149,8 +1278,14 @@ class QueueingScheduler:
                                                fit=views.pair(job, p))
                 return view, out
             admissible = [p for p in pools if adm_by_pool[p].ok]
+            held = holds.get(job.id)
             if not admissible:
                 job.wait = WaitReason.QUOTA
+                if held is not None:
+                    self._hold_tiered(job, held, views, plan_usage, blocked_pools, now, res, commit=commit)
+                    reservations += 1
+                    easy_reserved.add(held[0])
+                    continue
                 if commit and job.klass.preempts and self._may_preempt(job):
                     self._try_preempt_booked(job, pools, now, res, views)
                 continue
@@ -1159,6 +1294,8 @@ class QueueingScheduler:
                 if p in blocked_pools:
                     continue
                 fit = views.pair(job, p)
+                if held is not None and not (self.pool_free(p) - plan_taken[p] >= n and fit.fits(now, n)):
+                    continue  # its victims are winding down: no new victims for the same need
                 if self.pool_free(p) - plan_taken[p] >= n:
                     if not fit.fits(now, n):
                         continue
@@ -1185,6 +1322,12 @@ class QueueingScheduler:
                         plan_usage[key] = plan_usage.get(key, Usage()).plus(self._need(job, p))
                     break
             if at is not None:
+                continue
+            if held is not None:
+                job.wait = WaitReason.RESERVATION if view[held[0]].free_now >= n else WaitReason.CAPACITY
+                self._hold_tiered(job, held, views, plan_usage, blocked_pools, now, res, commit=commit)
+                reservations += 1
+                easy_reserved.add(held[0])
                 continue
             if commit and self._may_preempt(job) and self._try_preempt_booked(job, admissible, now, res, views):
                 continue
@@ -1218,6 +1361,21 @@ class QueueingScheduler:
                     self.reservations[job.id] = (best_p, best_t, n)
                     res.reservations[job.id] = best_t
         return {}, out  # (no single profile describes a tiered plan; callers use only the estimates)
+
+    def _hold_tiered(self, job: Job, hold: tuple[str, float, Usage], views: _TierViews,
+                     plan_usage: dict[tuple[str, str], Usage], blocked_pools: dict[str, float], now: float,
+                     res: CycleResult, *, commit: bool) -> None:
+        """:meth:`_hold_plain` for a tiered walk: the claim, and a booking on every view it affects."""
+        pool, end, _freed = hold
+        self._claim(job, hold, plan_usage)
+        t = views.pair(job, pool).earliest(job.spec.devices, after=max(end, blocked_pools.get(pool, now)))
+        if self.policy.backfill == BackfillMode.NONE:
+            blocked_pools[pool] = max(blocked_pools.get(pool, now), t)
+        if math.isfinite(t):
+            views.book(pool, t, job)
+            if commit:
+                self.reservations[job.id] = (pool, t, job.spec.devices)
+                res.reservations[job.id] = t
 
     def _try_preempt_booked(self, job: Job, pools: Sequence[str], now: float, res: CycleResult,
                             views: _TierViews) -> bool:

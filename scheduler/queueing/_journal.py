@@ -6,8 +6,9 @@ device slots at placement).  Kinds: ``submitted``, ``admitted`` (quota passed, f
 ``placed``, ``resumed`` (placed again after preemption, suspension or failure), ``preempting``
 (signalled, in its grace period), ``preempted``, ``demoted`` (passed an attained-service tier
 threshold, journaled when it first matters: before a preemption for an earlier tier;
-informational, the tier follows from run time), ``failed`` (with ``requeue`` when a device
-failed under it), ``finished``, ``cancelled``, and ``health`` (no job: a device turned
+informational, the tier follows from run time), ``promoted`` (the starvation guard put a
+waiting job first in its class; its tiers count afresh from ``base_device_s``), ``failed``
+(with ``requeue`` when a device failed under it), ``finished``, ``cancelled``, and ``health`` (no job: a device turned
 (un)usable).  Rows are never updated or deleted.  The engine groups the rows
 of one call (one cycle, one submission...) in one transaction, so a crash loses a whole call
 or nothing, and rebuilding replays whole calls only.
@@ -199,6 +200,7 @@ _PAYLOADS: dict[str, tuple[dict[str, _Check], dict[str, _Check]]] = {
     "preempting": ({"stop_at": _num, "for": _str}, {}),
     "preempted": ({"mode": lambda v: v in {m.value for m in PreemptMode}, "keep": _num}, {}),
     "demoted": ({"tier": lambda v: _int(v) and v >= 1, "attained_device_s": _num}, {}),
+    "promoted": ({"waited_s": lambda v: _num(v) and v >= 0, "base_device_s": lambda v: _num(v) and v >= 0}, {}),
     "failed": ({"requeue": _bool}, {"keep": _num, "device": _str}),
     "finished": ({}, {}),
     "cancelled": ({}, {}),
@@ -271,6 +273,10 @@ class _Life:
             if ev.t < rec[4] - 1e-9:
                 return f"job {job} is preempted at {ev.t}, before its grace period ends at {rec[4]}"
             rec[0] = "waiting"
+        elif ev.kind == "promoted":
+            if phase != "waiting":
+                return f"job {job} is promoted while {phase}"
+            rec[3] = 0  # its tiers count afresh
         elif ev.kind == "demoted":
             if phase != "running":
                 return f"job {job} is demoted while {phase}"

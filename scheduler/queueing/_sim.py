@@ -134,7 +134,8 @@ class SimResult:
         return {
             "jobs": float(len(self.outcomes)), "finished": float(len(done)),
             "avg_jct_s": _mean(jct), "p99_jct_s": _pct(jct, 0.99), "avg_wait_s": _mean(wait),
-            "p99_wait_s": _pct(wait, 0.99),
+            "p50_wait_s": _pct(wait, 0.50), "p99_wait_s": _pct(wait, 0.99),
+            "max_wait_s": wait[-1] if wait else math.nan,
             "utilisation": self.busy_device_s / (self.capacity_devices * self.makespan_s) if self.makespan_s else 0.0,
             "waited_1min": float(len(waited)), "estimated": float(len(errs)),
             "est_median_rel_err": statistics.median(errs) if errs else math.nan,

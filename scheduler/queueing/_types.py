@@ -134,6 +134,14 @@ class Policy:
     easier to predict than heavy-tailed full ones.  Empty = no tiers.
     ``preempt_overhead_s``: run time a preempted job loses each time it is stopped (saving and
     restoring its state), accounted as lost work.
+
+    Starvation guard (both ``None`` = off): a queued job is *promoted* once it has waited, since
+    it last entered the queue, ``promote_after_wait_s`` seconds, or ``promote_after_wait_ratio``
+    times the length of its last run (Tiresias' STARVELIMIT; only for a job that has run),
+    whichever comes first.  A promoted job goes first in its class (ahead of the class's in-class
+    order; with tiers, ahead of its tier, and its attained service counts afresh from the
+    promotion, so it is in tier 0 again).  The promotion is journaled (``promoted``) and follows
+    from journaled times only, so a rebuilt engine promotes the same jobs at the same times.
     """
 
     classes: tuple[PriorityClass, ...] = (DEFAULT_CLASS,)
@@ -148,12 +156,19 @@ class Policy:
     calibrate_window: int = 0
     demote_after_device_s: tuple[float, ...] = ()
     preempt_overhead_s: float = 0.0
+    promote_after_wait_s: float | None = None
+    promote_after_wait_ratio: float | None = None
 
     def __post_init__(self) -> None:
         th = self.demote_after_device_s
         if any(not (t > 0 and math.isfinite(t)) for t in th) or any(th[i + 1] <= th[i] for i in range(len(th) - 1)):
             raise InvalidRequestError("demote_after_device_s must be positive, finite and strictly ascending",
                                       field="demote_after_device_s")
+        for name in ("promote_after_wait_s", "promote_after_wait_ratio"):
+            v = getattr(self, name)
+            if v is not None and not (v > 0 and math.isfinite(v)):
+                raise InvalidRequestError(f"{name} must be a positive finite number (or None: off), not {v!r}",
+                                          field=name)
         if not (self.preempt_overhead_s >= 0 and math.isfinite(self.preempt_overhead_s)):
             raise InvalidRequestError("preempt_overhead_s must be >= 0", field="preempt_overhead_s")
         names = [c.name for c in self.classes]

@@ -85,6 +85,8 @@ def _details(kind: str, data: dict[str, Any]) -> str:
                 f"estimate_s={spec.get('estimate_s')}{extra}")
     if kind in ("preempted", "failed"):
         return " ".join(f"{k}={v}" for k, v in sorted(data.items()))
+    if kind == "promoted":
+        return f"waited_s={data.get('waited_s', 0):.0f} base_device_s={data.get('base_device_s', 0):.0f}"
     if kind == "demoted":
         return f"tier={data.get('tier')} attained_device_s={data.get('attained_device_s', 0):.0f}"
     if kind == "preempting":

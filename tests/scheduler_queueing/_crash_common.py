@@ -2,7 +2,8 @@
 
 ``simple``: one class, no preemption (the original crash test).  ``rich``: three priority
 classes (the two upper ones preempt), a grace period, attained-service tiers, tenants with
-guarantees, limits and a cohort (borrowing and reclaim), and devices failing and coming back.
+guarantees, limits and a cohort (borrowing and reclaim), the starvation guard, and devices
+failing and coming back.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ RICH_POLICY = Policy(
              PriorityClass("dev", 10, InClassOrder.SHORTEST, preempts=True, band_ratio=4.0),
              PriorityClass("batch", 0, InClassOrder.FAIR)),
     backfill=BackfillMode.CONSERVATIVE, preempt_mode=PreemptMode.CHECKPOINT, grace_s=900.0,
-    demote_after_device_s=(4 * 3600.0, 48 * 3600.0), preempt_overhead_s=60.0, default_class="batch")
+    demote_after_device_s=(4 * 3600.0, 48 * 3600.0), preempt_overhead_s=60.0, default_class="batch",
+    promote_after_wait_ratio=8.0, promote_after_wait_s=4 * 86400.0)
 RICH_TENANTS = (
     Tenant("research", guaranteed={"P100": Quota(devices=12)}, limit={"P100": Quota(devices=24)}, cohort="lab"),
     Tenant("product", guaranteed={"P100": Quota(devices=12)}, limit={"P100": Quota(devices=20)}, cohort="lab"),

@@ -131,7 +131,7 @@ def test_rich_workload_survives_a_chain_of_sigkills(tmp_path: Path) -> None:
     total = len(ref_events)
     kinds = {k for _n, ks in commits for k in ks}
     assert kinds == {"submitted", "admitted", "placed", "resumed", "preempting", "preempted", "demoted", "failed",
-                     "finished", "health"}
+                     "finished", "health", "promoted"}
     rng = random.Random(SEED)
     plans: set[tuple[int, str, float]] = set()
     for kind in sorted(kinds):  # right after a commit holding each kind

@@ -82,7 +82,8 @@ def test_benchmark_quick_profile_writes_csv_and_png(tmp_path: Path) -> None:
         rows = list(csv.DictReader(fh))
     assert {(r["estimator"], r["policy"]) for r in rows} == {
         (e, p) for e in ("true", "history") for p in ("fifo", "fifo-backfill", "shortest", "shortest-banded",
-                                                          "default")}
+                                                          "default", "default-guard")}
+    assert all(float(r["max_queued_s"]) >= float(r["p99_queued_s"]) >= float(r["p50_queued_s"]) >= 0 for r in rows)
     assert (tmp_path / "jct.png").stat().st_size > 1000 and (tmp_path / "estimate_error.png").exists()
     assert (tmp_path / "per_vc.csv").exists()
 
@@ -104,7 +105,8 @@ def test_tiered_policy_on_a_philly_prefix_beats_fifo_and_estimates_exactly() -> 
 
 
 @pytest.mark.parametrize("bad", [["--tiers", "abc"], ["--tiers", "900,100"], ["--tiers=-5"], ["--eval-from", "-1"],
-                                 ["--skip-jobs", "x"], ["--preempt-overhead", "nan"]])
+                                 ["--skip-jobs", "x"], ["--preempt-overhead", "nan"], ["--promote-ratio", "0"],
+                                 ["--promote-after", "x"]])
 def test_benchmark_rejects_bad_options_in_one_line(bad: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     sys.path.insert(0, str(ROOT / "benchmarks" / "philly"))
     try:
