@@ -31,3 +31,22 @@ def test_every_page_is_in_the_nav() -> None:
     assert "design.md" in pages and "reference/model.md" in pages
     missing = [p for p in pages if f": {p}\n" not in config]
     assert not missing, f"pages not in mkdocs.yml's nav: {missing}"
+
+
+def test_relative_links_stay_inside_the_site() -> None:
+    # mkdocs --strict (CI) refuses a link to a file outside docs/ (a repository path such as
+    # ../benchmarks/...); this finds one in the test stage, naming page and line.
+    import re
+
+    docs = ROOT / "docs"
+    link = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+    bad = []
+    for page in sorted(docs.rglob("*.md")):
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            for target in link.findall(line):
+                if "://" in target or target.startswith("mailto:"):
+                    continue
+                resolved = (page.parent / target).resolve()
+                if docs.resolve() not in resolved.parents or not resolved.exists():
+                    bad.append(f"{page.relative_to(ROOT)}:{number}: {target}")
+    assert not bad, "links outside docs/ or to missing files (write a repository path as `code`):\n" + "\n".join(bad)
