@@ -201,11 +201,7 @@ def _call_with_deadline(
             done.set()
 
     start = time.monotonic()
-    if on_worker:
-        assert worker is not None
-        worker.submit(target)
-    else:
-        threading.Thread(target=target, name=name, daemon=True).start()
+    _launch(target, worker if on_worker else None, name)
     finished = done.wait(deadline_s if math.isfinite(deadline_s) else None)
     elapsed = time.monotonic() - start
     if not finished:
@@ -218,6 +214,14 @@ def _call_with_deadline(
         assert isinstance(err, BaseException)
         return _Outcome(error=err, elapsed_s=elapsed)
     return _Outcome(value=box.get("value"), elapsed_s=elapsed)  # type: ignore[arg-type]
+
+
+def _launch(target: Callable[[], None], worker: _Worker | None, name: str) -> None:
+    """Run ``target`` on ``worker`` (acquired by the caller), or on a fresh daemon thread."""
+    if worker is not None:
+        worker.submit(target)
+    else:
+        threading.Thread(target=target, name=name, daemon=True).start()
 
 
 def _call_chain(
@@ -260,11 +264,7 @@ def _call_chain(
                 return
 
     start = time.monotonic()
-    if on_worker:
-        assert worker is not None
-        worker.submit(target)
-    else:
-        threading.Thread(target=target, name=name, daemon=True).start()
+    _launch(target, worker if on_worker else None, name)
     out: list[_Outcome[Any]] = []
     for i in range(n):
         began = start if i == 0 else boxes[i - 1]["ended"]

@@ -9,11 +9,28 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from typing import Any
 
 from ._options import number, text
 from .commands import Command, CommandContext
 
 __all__ = ["CDI", "CONFORMANCE", "DRA", "EXPORTER", "K8S", "RAY", "SCHED", "SLURM"]
+
+
+def _import_for(command: str, module: str, requirement: str) -> Any:
+    """Import a sub-command's implementation; a missing optional dependency is a ConfigError
+    naming what to install (``Command.requires`` does this for whole commands)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        from ..errors import ConfigError
+        from ._registry import missing_module
+
+        missing = missing_module(exc)
+        if missing is None:
+            raise  # not a missing optional dependency: a bug, reported as one
+        raise ConfigError(f"{command} needs {missing!r}, which is not installed: "
+                          f"pip install '{requirement}'") from exc
 
 
 # -- conformance ---------------------------------------------------------------------------------
@@ -151,32 +168,12 @@ def _k8s_arguments(parser: argparse.ArgumentParser, context: CommandContext) -> 
 
 
 def _k8s_run(args: argparse.Namespace) -> int:
-    if args.k8s_command == "kubelet-plugin":
-        try:  # gRPC, protobuf and the Kubernetes client ([kubernetes] extra)
-            kubelet = importlib.import_module("accel.cli._kubelet")
-        except ImportError as exc:
-            from ..errors import ConfigError
-            from ._registry import missing_module
-
-            missing = missing_module(exc)
-            if missing is None:
-                raise
-            raise ConfigError(f"accel k8s kubelet-plugin needs {missing!r}, which is not installed: "
-                              "pip install 'accel-sdk[kubernetes]'") from exc
+    if args.k8s_command == "kubelet-plugin":  # gRPC, protobuf and the Kubernetes client
+        kubelet = _import_for("accel k8s kubelet-plugin", "accel.cli._kubelet", "accel-sdk[kubernetes]")
         kubelet_code: int = kubelet.main(args)
         return kubelet_code
-    if args.k8s_command == "extender":
-        try:  # the extender runs accel.scheduler, which needs numpy ([scheduler] extra)
-            ext = importlib.import_module("accel.integrations.k8s._extender")
-        except ImportError as exc:
-            from ..errors import ConfigError
-            from ._registry import missing_module
-
-            missing = missing_module(exc)
-            if missing is None:
-                raise
-            raise ConfigError(f"accel k8s extender needs {missing!r}, which is not installed: "
-                              "pip install 'accel-sdk[scheduler]'") from exc
+    if args.k8s_command == "extender":  # the extender runs accel.scheduler, which needs numpy
+        ext = _import_for("accel k8s extender", "accel.integrations.k8s._extender", "accel-sdk[scheduler]")
         code: int = ext.main(args)
         return code
     raise AssertionError(args.k8s_command)  # argparse allows only the sub-commands above
