@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
-import ipaddress
 import signal
 import sys
 import threading
@@ -13,6 +12,7 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
+from .._net import is_loopback
 from ..discovery import EntryStatus, discover
 from ..errors import AccelError, ConfigError, ProfileError
 from ..leak import LeakWatch
@@ -27,15 +27,6 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_NO_DEVICES = 3
-
-
-def _is_loopback(addr: str) -> bool:
-    if addr == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(addr.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _check_selection(errors: Mapping[str, AccelError | None], names: list[str] | None) -> None:
@@ -94,7 +85,7 @@ def _serve(args: argparse.Namespace, source: SnapshotSource, fields: FieldSelect
     registry.register(AccelCollector(source, processes=args.processes, fields=fields))
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
-    if not _is_loopback(args.listen):
+    if not is_loopback(args.listen):
         print(f"accel: warning: exporter listens on {args.listen}, reachable beyond this host; metrics are "
               "unauthenticated", file=sys.stderr)
     try:

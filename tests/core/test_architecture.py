@@ -80,7 +80,9 @@ RULES = {
     "accel.sysfs": ("accel.sysfs", "accel.model", "accel.errors"),
     "accel.k8s": ("accel.k8s", "accel.integrations.k8s"),  # the old name, kept for imports
     # DESIGN.md section 1: integrations -> model, discovery, scheduler (the extender runs accel.scheduler)
-    "accel.integrations.k8s": ("accel.integrations", "accel.model", "accel.errors", "accel.scheduler"),
+    # (accel._net: the loopback check its extender shares with the exporter)
+    "accel.integrations.k8s": ("accel.integrations", "accel.model", "accel.errors", "accel.scheduler", "accel._net"),
+    "accel._net": ("accel._net",),
     # Reads each backend through discovery; accel.plugin only for the BackendConfig it passes.
     "accel.integrations.frameworks": (
         "accel.integrations", "accel.model", "accel.errors", "accel.discovery", "accel.plugin",

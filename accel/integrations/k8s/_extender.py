@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..._net import is_loopback
 from ...errors import AccelError, ConfigError
 from ...model import HostInventory
 from ...scheduler import (
@@ -984,17 +985,6 @@ def _warn(msg: str) -> None:
 # the command
 
 
-def _is_loopback(addr: str) -> bool:
-    import ipaddress
-
-    if addr == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(addr.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def _load_workload(path: str) -> list[Request]:
     try:
         docs = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -1025,7 +1015,7 @@ def main(args: Any) -> int:
     workload = _load_workload(args.workload) if args.workload else None
     ext = Extender(specs, inventories=invs, scorer=args.scorer, workload=workload, seed=args.seed)
     ext.scheduler  # build the view now: errors at start, not at the first call  # noqa: B018
-    if not _is_loopback(args.listen):
+    if not is_loopback(args.listen):
         _warn(f"extender listens on {args.listen}, reachable beyond this host; the protocol is "
               "unauthenticated (put it behind TLS and a network policy)")
     try:
