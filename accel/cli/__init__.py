@@ -41,7 +41,9 @@ from :func:`main` on).  The first SIGINT interrupts the command, which then has
 process exits 130 regardless.  A SIGINT earlier than that, in the interpreter's own start-up
 (``site``, the environment's ``.pth`` files) or in ``import accel`` (``accel/__init__.py``),
 reaches Python, not accel: the process dies of the signal with nothing printed (a shell shows
-130) or Python prints its own KeyboardInterrupt traceback.  This module is kept light to import
+130) or Python prints its own KeyboardInterrupt traceback.  A process started with SIGINT
+ignored (``accel exporter &`` from a script: a shell without job control does that) keeps it
+ignored, as Python itself does; stop such a process with SIGTERM.  This module is kept light to import
 (no ``argparse``, no model) so that window ends as early as it can.
 """
 
@@ -225,7 +227,15 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+#: SIGINT was ignored when this process started (Python keeps an inherited SIG_IGN): a shell
+#: without job control starts ``accel exporter &`` that way so that a Ctrl-C meant for the
+#: shell's foreground job does not reach it.  accel then leaves SIGINT ignored, as Python does.
+_SIGINT_INHERITED_IGNORED = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
 def _set_sigint(handler: Any) -> None:
+    if _SIGINT_INHERITED_IGNORED:
+        return
     with contextlib.suppress(ValueError):  # not the main thread: signals are not ours to set
         signal.signal(signal.SIGINT, handler)
 

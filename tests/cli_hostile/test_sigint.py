@@ -227,3 +227,32 @@ def test_main_with_argv_leaves_signals_alone(capsys: pytest.CaptureFixture[str])
     assert main(["schema"]) == 0
     assert signal.getsignal(signal.SIGINT) is handler
     capsys.readouterr()
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_a_process_started_with_sigint_ignored_keeps_it_ignored() -> None:
+    """``accel watch &`` from a script (a shell without job control starts it with SIGINT
+    ignored): a Ctrl-C meant for the shell's foreground job does not end it; SIGTERM does."""
+    with subprocess.Popen([*ACCEL, *WATCH], env=accel_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          text=True, preexec_fn=_ignore_sigint) as proc:
+        try:
+            assert proc.stdout is not None
+            deadline = time.monotonic() + 60
+            while "refresh 2" not in proc.stdout.readline():
+                assert proc.poll() is None and time.monotonic() < deadline, "watch did not refresh"
+            proc.send_signal(signal.SIGINT)
+            seen = 0
+            end = time.monotonic() + 2.0
+            while time.monotonic() < end:  # it goes on refreshing after the SIGINT
+                if "refresh" in proc.stdout.readline():
+                    seen += 1
+            assert proc.poll() is None and seen > 0, (proc.returncode, seen)
+            proc.terminate()
+            assert proc.wait(timeout=30) == -signal.SIGTERM
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

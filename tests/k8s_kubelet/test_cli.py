@@ -15,6 +15,7 @@ import grpc
 from accel.integrations.k8s._proto import dra_v1_pb2_grpc
 from accel.integrations.k8s._proto import pluginregistration_v1_pb2_grpc as reg_grpc
 from tests._helpers import stop
+from tests.cli_hostile._proc import foreground_signals
 from tests.k8s_kubelet._fakeapi import FakeApiServer
 from tests.k8s_kubelet.conftest import DRIVER, NODE, cdi_errors, dra_v1_pb2, reg_pb2
 
@@ -29,7 +30,9 @@ def _command(base: Path, kubeconfig: Path, *extra: str) -> list[str]:
 
 
 def _start(cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, env=env)
+    # SIGINT at its default in the child, as in a foreground process: a run started by a shell
+    # without job control inherits it ignored, and accel (rightly) keeps an inherited ignore.
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, env=env, preexec_fn=foreground_signals)
     assert proc.stderr is not None
     lines = []
     for raw in proc.stderr:

@@ -566,7 +566,10 @@ def main(args: Any, inventory: Callable[[], HostInventory]) -> int:
     def _stop(signum: int, frame: object) -> None:
         stop.set()
 
-    previous = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    # SIGINT only when it is not ignored: a plugin started with SIGINT ignored (a shell's `&`
+    # without job control, nohup) keeps it ignored, as accel's CLI does.
+    stops = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN else [])
+    previous = {s: signal.signal(s, _stop) for s in stops}
     try:
         server.start()
         plugin._log(f"serving {plugin.driver} on node {plugin.node}: DRA {server.dra_socket}, registration "
