@@ -268,7 +268,7 @@ class Simulator:
             for i in health:
                 eng.update_health(t, self._health[i][1])
             for j in arrivals:
-                eng.submit(self._spec(j), t, estimate=self.estimate_at_submit)
+                eng.submit(self._spec(j), t, estimate=self.estimate_at_submit, estimate_depth=self.estimate_depth)
             res = eng.cycle(t)
             self.cycles += 1
         self._schedule_finishes(res.started, t)
