@@ -28,7 +28,7 @@ import argparse
 import statistics
 import sys
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +58,11 @@ def _own_estimate(eng: QueueingScheduler, jid: str, now: float, depth: int | Non
 
 
 def replay(vc: str, policy: str, limit: int, devices: int, traces: Path,
-           instrument: bool = True, depth: int | None = None) -> tuple[list[JobOutcome], dict[str, Trail]]:
+           instrument: bool = True, depth: int | None = None,
+           plan_depth: int | None = None) -> tuple[list[JobOutcome], dict[str, Trail]]:
     jobs = load_philly(traces / f"trace_{vc}.csv", limit=limit)
-    eng = QueueingScheduler(uniform_cluster(max(1, devices // 8), 8), POLICIES[policy])
+    pol = POLICIES[policy] if plan_depth is None else replace(POLICIES[policy], plan_depth=plan_depth)
+    eng = QueueingScheduler(uniform_cluster(max(1, devices // 8), 8), pol)
     sim = Simulator(eng, jobs)
     trails: dict[str, Trail] = {}
     if not instrument:
@@ -123,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--detail", type=int, default=0, help="print the estimate changes of the N worst jobs")
     ap.add_argument("--depth", type=int, default=0,
                     help="the follow-up estimates plan this many jobs ahead exactly (default 0: every job)")
+    ap.add_argument("--plan-depth", type=int, default=None,
+                    help="the policy's plan_depth (the engine's exact depth; default: the policy's, 64)")
     ap.add_argument("--no-check", action="store_true", help="skip the uninstrumented replay that checks outcomes")
     args = ap.parse_args(argv)
     vcs = args.vcs.split(",") if args.vcs else list(QUICK["vcs"])  # type: ignore[arg-type]
@@ -139,9 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     n_waited = 0
     worst: list[tuple[float, str, JobOutcome, Trail]] = []
     for vc in vcs:
-        outs, trails = replay(vc, args.policy, limit, args.devices_per_vc, traces, depth=depth)
+        outs, trails = replay(vc, args.policy, limit, args.devices_per_vc, traces, depth=depth,
+                              plan_depth=args.plan_depth)
         if not args.no_check:
-            plain, _ = replay(vc, args.policy, limit, args.devices_per_vc, traces, instrument=False)
+            plain, _ = replay(vc, args.policy, limit, args.devices_per_vc, traces, instrument=False,
+                              plan_depth=args.plan_depth)
             if [(o.id, o.start_s, o.end_s, o.estimate_s) for o in plain] != \
                [(o.id, o.start_s, o.end_s, o.estimate_s) for o in outs]:
                 raise SystemExit(f"{vc}: the instrumented replay differs from a plain one")
