@@ -2,10 +2,12 @@
 
 Replays VCs as ``run_philly.py`` does (same loader, cluster and policies; true durations
 declared) and, after every scheduling cycle, asks the engine again for the start estimate of
-every job that is still waiting for its first start.  A job's error (actual first start minus
-the estimate taken at its submission) is then the sum of the changes of its estimate from one
-cycle to the next (the last change being the step to its actual start), and each change is
-attributed to what happened at that instant:
+every job that is still waiting for its first start, planning every job ahead exactly
+(``--depth``).  A job's error (actual first start minus the engine's estimate at submission)
+is then the *fluid tail* (the engine's estimate minus the exactly planned one, both at
+submission: the engine plans only ``plan_depth`` jobs ahead exactly, the rest as fluid work)
+plus the changes of the exact estimate from one cycle to the next (the last one being the step
+to its actual start), each attributed to what happened at that instant:
 
 ``arrival``   later jobs were submitted at that instant (the cause the estimate cannot know);
 ``finish``    a running job ended (with true durations, earlier or later than booked);
@@ -15,11 +17,12 @@ A change at an instant with both arrivals and finishes is counted as ``arrival+f
 change also records whether the cycle preempted something and whether a job submitted after the
 waiting job started (first start or resume) in it: that job overtook it.  The instrumentation
 only reads the engine (``estimate`` plans without committing); the script checks that the
-outcomes equal an uninstrumented run's.
+outcomes equal an uninstrumented run's.  It is slow where queues are deep (every waiting job
+is planned exactly after every cycle).
 
     python benchmarks/philly/estimate_decomp.py --quick            # 3 VCs x 150 jobs, default policy
-    python benchmarks/philly/estimate_decomp.py --vcs 0e4a51 --jobs-per-vc 500 --detail 3
-    python benchmarks/philly/estimate_decomp.py --vcs 0e4a51 --jobs-per-vc 500 --depth 0   # exact estimates
+    python benchmarks/philly/estimate_decomp.py --vcs 0e4a51 --jobs-per-vc 300 --detail 3
+    python benchmarks/philly/estimate_decomp.py --vcs 2869ce --devices-per-vc 32 --policy fifo --plan-depth 2
 """
 
 from __future__ import annotations
