@@ -132,6 +132,7 @@ class Task:
     skip: int = 0
     eval_from: int = 0
     promote: tuple[float | None, float | None] = (PROMOTE_RATIO, PROMOTE_AFTER_S)
+    estimate_depth: int | None = None
 
 
 def run_one(task: Task) -> tuple[Task, list[JobOutcome], dict[str, float], float]:
@@ -147,7 +148,8 @@ def run_one(task: Task) -> tuple[Task, list[JobOutcome], dict[str, float], float
     eng = QueueingScheduler(uniform_cluster(max(1, task.devices // 8), 8), policy, durations=model)
     if model is not None and KM in (model.statistic, model.plan_statistic):
         model.attach_engine(eng)  # running jobs' elapsed times as censored observations
-    sim = Simulator(eng, jobs, HistoryEstimator(model) if model is not None else None)
+    sim = Simulator(eng, jobs, HistoryEstimator(model) if model is not None else None,
+                    estimate_depth=task.estimate_depth)
     t0 = time.perf_counter()
     res = sim.run()
     wall = time.perf_counter() - t0
@@ -225,7 +227,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="default-guard: promote a waiting job after this many times its last run ('off': never)")
     ap.add_argument("--promote-after", type=_positive_or_off, default=PROMOTE_AFTER_S,
                     help="default-guard: promote a waiting job after this many seconds of waiting ('off': never)")
+    ap.add_argument("--estimate-depth", type=_non_negative(int), default=None,
+                    help="plan this many jobs ahead exactly for the start estimate at submission, the rest as "
+                         "fluid work (default: the policy's plan_depth, 64; 0 = every job ahead exactly)")
     args = ap.parse_args(argv)
+    estimate_depth = None if args.estimate_depth is None else (args.estimate_depth or sys.maxsize)
     tiers: tuple[float, ...] = args.tiers
     if "default-guard" in args.policies.split(",") and args.promote_ratio is None and args.promote_after is None:
         ap.error("default-guard needs --promote-ratio or --promote-after (both are off)")
@@ -247,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     if KM in (args.history_statistic, args.history_plan_statistic):
         hist += (("km_tail", args.history_km_tail), ("km_tail_quantile", args.history_km_tail_quantile))
     tasks = [Task(vc, pol, est, args.devices_per_vc, limit, str(traces), hist, tiers, args.preempt_overhead,
-                  args.skip_jobs, args.eval_from, (args.promote_ratio, args.promote_after))
+                  args.skip_jobs, args.eval_from, (args.promote_ratio, args.promote_after), estimate_depth)
              for est in args.estimators.split(",") for pol in args.policies.split(",") for vc in vcs]
     # biggest VCs first so the pool stays busy to the end
     sizes = {vc: len(load_philly(traces / f"trace_{vc}.csv", limit=limit, skip=args.skip_jobs + args.eval_from))

@@ -492,8 +492,10 @@ class QueueingScheduler:
         return {p: Profile(now, self.pool_free(p), rel[p]) for p in self.pools}
 
     # -- public calls --------------------------------------------------------------------------------
-    def submit(self, spec: JobSpec, now: float, *, estimate: bool = False) -> Job:
-        """Queue a job.  With ``estimate=True`` its start-time estimate is taken and journaled."""
+    def submit(self, spec: JobSpec, now: float, *, estimate: bool = False,
+               estimate_depth: int | None = None) -> Job:
+        """Queue a job.  With ``estimate=True`` its start-time estimate is taken and journaled,
+        planning the jobs ahead exactly up to ``estimate_depth`` (see :meth:`estimate`)."""
         if spec.id in self.jobs:
             raise InvalidRequestError(f"job {spec.id} already submitted", field="id")
         self.policy.klass(spec.priority_class)
@@ -509,7 +511,7 @@ class QueueingScheduler:
             tmp = Job(spec, self.policy.klass(spec.priority_class), self._seq + 1, now)
             self.jobs[spec.id] = self._waiting[spec.id] = tmp
             try:
-                ests = self.estimate(spec.id, now)
+                ests = self.estimate(spec.id, now, depth=estimate_depth)
             finally:
                 del self.jobs[spec.id], self._waiting[spec.id]
             own = [e.start_at for e in ests if e.pool in self._pools_for(spec)]

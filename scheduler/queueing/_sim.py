@@ -190,7 +190,12 @@ def load_philly(path: str | Path, *, limit: int | None = None, tenant: str | Non
 
 
 class Simulator:
-    """Replays ``jobs`` in submit order on ``engine``."""
+    """Replays ``jobs`` in submit order on ``engine``.
+
+    With ``estimate_at_submit`` each job's start estimate is taken as it arrives, planning the
+    jobs ahead exactly up to ``estimate_depth`` (default: the policy's ``plan_depth``) and the
+    rest as fluid work, which is not exact for gang jobs (issue 19; ``benchmarks/philly``).
+    """
 
     def __init__(self, engine: QueueingScheduler, jobs: Iterable[TraceJob], estimator: Estimator | None = None, *,
                  estimate_at_submit: bool = True, estimate_depth: int | None = None,
@@ -268,7 +273,7 @@ class Simulator:
             for i in health:
                 eng.update_health(t, self._health[i][1])
             for j in arrivals:
-                eng.submit(self._spec(j), t, estimate=self.estimate_at_submit)
+                eng.submit(self._spec(j), t, estimate=self.estimate_at_submit, estimate_depth=self.estimate_depth)
             res = eng.cycle(t)
             self.cycles += 1
         self._schedule_finishes(res.started, t)
