@@ -146,7 +146,9 @@ def cache_blocks(
     runtime reserve).  Raises :class:`InvalidRequestError` when the weights do not fit.
     """
     if device_memory_bytes <= 0:
-        raise InvalidRequestError(f"device memory must be > 0 bytes, got {device_memory_bytes}", field="device_memory_bytes")
+        raise InvalidRequestError(
+            f"device memory must be > 0 bytes, got {device_memory_bytes}", field="device_memory_bytes"
+        )
     if block_tokens <= 0:
         raise InvalidRequestError(f"block_tokens must be > 0, got {block_tokens}", field="block_tokens")
     if not 0.0 < memory_utilization <= 1.0:
@@ -156,7 +158,8 @@ def cache_blocks(
     usable = int(device_memory_bytes * memory_utilization) - model.weights_bytes
     if usable <= 0:
         raise InvalidRequestError(
-            f"{model.name} weights ({model.weights_bytes} B) do not fit in {device_memory_bytes} B x {memory_utilization}",
+            f"{model.name} weights ({model.weights_bytes} B) do not fit in "
+            f"{device_memory_bytes} B x {memory_utilization}",
             field="device_memory_bytes",
         )
     return usable // (model.kv_bytes_per_token * block_tokens)
@@ -165,7 +168,9 @@ def cache_blocks(
 class ModelCatalog:
     """The models and cost profiles of one data file (:func:`load_catalog`)."""
 
-    def __init__(self, models: Mapping[str, ModelSpec], profiles: Sequence[CostProfile], memory_utilization: float) -> None:
+    def __init__(
+        self, models: Mapping[str, ModelSpec], profiles: Sequence[CostProfile], memory_utilization: float
+    ) -> None:
         self._models = dict(models)
         self._profiles = {(p.model.name, p.device): p for p in profiles}
         self.memory_utilization = memory_utilization

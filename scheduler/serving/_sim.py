@@ -76,13 +76,17 @@ class ServingRequest:
 
     def __post_init__(self) -> None:
         if self.prompt_tokens < 0:
-            raise InvalidRequestError(f"request {self.request_id}: prompt tokens < 0 ({self.prompt_tokens})", field="prompt_tokens")
+            raise InvalidRequestError(
+                f"request {self.request_id}: prompt tokens < 0 ({self.prompt_tokens})", field="prompt_tokens"
+            )
         if self.output_tokens < 1:
             raise InvalidRequestError(
                 f"request {self.request_id}: output tokens must be >= 1 ({self.output_tokens})", field="output_tokens"
             )
         if not math.isfinite(self.arrival_s) or self.arrival_s < 0:
-            raise InvalidRequestError(f"request {self.request_id}: arrival must be >= 0 s ({self.arrival_s})", field="arrival_s")
+            raise InvalidRequestError(
+                f"request {self.request_id}: arrival must be >= 0 s ({self.arrival_s})", field="arrival_s"
+            )
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,9 @@ class ReplicaSpec:
 
     def __post_init__(self) -> None:
         if self.capacity_blocks < 1:
-            raise InvalidRequestError(f"a replica needs >= 1 KV block, got {self.capacity_blocks}", field="capacity_blocks")
+            raise InvalidRequestError(
+                f"a replica needs >= 1 KV block, got {self.capacity_blocks}", field="capacity_blocks"
+            )
         if self.block_tokens < 1 or self.max_batch < 1 or self.max_prefill_tokens < 1:
             raise InvalidRequestError("block_tokens, max_batch and max_prefill_tokens must be >= 1", field="max_batch")
         if self.startup_s < 0 or not math.isfinite(self.startup_s):
@@ -391,14 +397,14 @@ def simulate(
                 state[c.replica_id] = _Replica(c.replica_id, c.spec, now + c.spec.startup_s)
                 heapq.heappush(events, (now + c.spec.startup_s, 1, c.replica_id, 0))
             else:
-                rep = state.get(c.replica_id)
-                if rep is None or rep.draining:
+                gone = state.get(c.replica_id)
+                if gone is None or gone.draining:
                     raise InvalidRequestError(f"cannot remove replica {c.replica_id}: not serving", field="replica_id")
-                rep.draining = True
-                router.forget(rep.rid)
-                back = list(rep.waiting)
-                rep.waiting.clear()
-                rep.outstanding -= len(back)
+                gone.draining = True
+                router.forget(gone.rid)
+                back = list(gone.waiting)
+                gone.waiting.clear()
+                gone.outstanding -= len(back)
                 for r in back:
                     dispatch(r)
     for rep in state.values():
@@ -445,10 +451,7 @@ def replay_hits(
     counts = [0] * replicas
     hit = total = 0
     for r in sorted(requests, key=lambda r: (r.arrival_s, r.request_id)):
-        if router is None:
-            k = 0
-        else:
-            k = router.route(r.hash_ids, [ReplicaLoad(i, counts[i]) for i in range(replicas)])
+        k = 0 if router is None else router.route(r.hash_ids, [ReplicaLoad(i, c) for i, c in enumerate(counts)])
         counts[k] += 1
         hit += caches[k].use(r.hash_ids)
         total += len(r.hash_ids)
