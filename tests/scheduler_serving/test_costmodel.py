@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -76,7 +77,7 @@ def test_profile_reads_the_splitwise_tables_in_seconds() -> None:
     assert p.replica_memory_bytes == 8 * 80_000_000_000
     # grows with uncached tokens past the 512-token point, and with the batch
     xs = [512, 1024, 4096, 8192, 16384]
-    assert all(p.prefill_seconds(a) < p.prefill_seconds(b) for a, b in zip(xs, xs[1:], strict=False))
+    assert all(p.prefill_seconds(a) < p.prefill_seconds(b) for a, b in itertools.pairwise(xs))
     assert all(p.decode_step_seconds(a) < p.decode_step_seconds(a + 1) for a in range(1, 100))
     with pytest.raises(InvalidRequestError):
         p.prefill_seconds(-1)
