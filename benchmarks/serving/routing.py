@@ -195,6 +195,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="the check plus 8 replicas at the issue's capacity")
     args = ap.parse_args(argv)
     trace = Path(args.trace)
+    if not trace.is_file():
+        print(f"Mooncake trace not found: {trace} (pass --trace PATH)", file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
