@@ -151,11 +151,12 @@ class CacheAware:
 
     - ``load_slack`` on *outstanding* requests (queued or running now): protects latency when
       one conversation's replica is busy;
-    - ``share_slack`` on the requests routed to each replica among the last ``share_window``
-      routed (``None``: since the start): holds the request imbalance (max/mean requests per
-      replica) at about ``1 + share_slack`` while letting the instantaneous load bound be loose
-      enough for conversations to stay where their cache is.  A window, not a total, so a replica
-      added later is not flooded to catch up.
+    - ``share_slack`` on the requests routed to each replica among the last
+      ``share_window x replicas`` routed (``None``: since the start): holds the request
+      imbalance (max/mean requests per replica) at about ``1 + share_slack`` while letting the
+      instantaneous load bound be loose enough for conversations to stay where their cache is.
+      A window, not a total, so a replica added later is not flooded to catch up; sized per
+      replica, so the slack in requests stays the same as replicas are added.
 
     Among replicas under both bounds it picks the longest match (ties: fewest outstanding, then
     lowest id).  When none under the bounds matches more than ``min_match_blocks`` (a new
@@ -186,7 +187,7 @@ class CacheAware:
         *,
         load_slack: float = 0.5,
         share_slack: float = 0.05,
-        share_window: int | None = 3000,
+        share_window: int | None = 375,
         min_match_blocks: int = 1,
     ) -> None:
         for label, v in (("load_slack", load_slack), ("share_slack", share_slack)):
@@ -221,7 +222,7 @@ class CacheAware:
         return self._cap(self.load_slack, sum(r.outstanding for r in replicas), len(replicas))
 
     def share(self, replica_id: int) -> int:
-        """Requests sent to a replica among the last ``share_window`` routed."""
+        """Requests sent to a replica among the last ``share_window x replicas`` routed."""
         return self._shares.get(replica_id, 0)
 
     def route(self, hash_ids: Sequence[int], replicas: Sequence[ReplicaLoad]) -> int:
@@ -249,9 +250,10 @@ class CacheAware:
         self.tracked(rid).use(hash_ids)
         self._recent.append(rid)
         self._shares[rid] = self._shares.get(rid, 0) + 1
-        if self.share_window is not None and len(self._recent) > self.share_window:
-            old = self._recent.popleft()
-            self._shares[old] -= 1
+        if self.share_window is not None:
+            while len(self._recent) > self.share_window * len(replicas):
+                old = self._recent.popleft()
+                self._shares[old] -= 1
         return rid
 
     def forget(self, replica_id: int) -> None:
