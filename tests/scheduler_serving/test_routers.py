@@ -100,3 +100,13 @@ def test_cache_aware_forget_drops_tracking_and_validates() -> None:
     for bad in ({"load_slack": -1.0}, {"share_slack": float("nan")}, {"share_window": 0}):
         with pytest.raises(InvalidRequestError):
             CacheAware(10, **bad)  # type: ignore[arg-type]
+
+
+def test_cache_aware_share_window_is_sized_per_replica() -> None:
+    ca = CacheAware(10, share_window=5)
+    for _ in range(30):
+        ca.route([0], loads(0, 0))
+    assert sum(ca.share(i) for i in range(2)) == 10  # 5 x 2 replicas
+    for _ in range(30):
+        ca.route([0], loads(0, 0, 0, 0))
+    assert sum(ca.share(i) for i in range(4)) == 20  # the window grew with the replica set
