@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Literal
 
 from ._cache import PrefixCache
-from ._costmodel import DEFAULT_BLOCK_TOKENS, CostProfile
+from ._costmodel import DEFAULT_BLOCK_TOKENS, DEFAULT_MEMORY_UTILIZATION, CostProfile, cache_blocks
 from ._errors import InvalidRequestError
 from ._routers import ReplicaLoad, Router
 
@@ -114,6 +114,36 @@ class ReplicaSpec:
     @property
     def capacity_tokens(self) -> int:
         return self.capacity_blocks * self.block_tokens
+
+    @classmethod
+    def from_memory(
+        cls,
+        profile: CostProfile,
+        memory_bytes: int | None = None,
+        *,
+        startup_s: float | None = None,
+        block_tokens: int = DEFAULT_BLOCK_TOKENS,
+        memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
+        max_batch: int = 256,
+        max_prefill_tokens: int = 8192,
+    ) -> ReplicaSpec:
+        """A replica whose KV capacity is what ``memory_bytes`` leaves after the weights.
+
+        ``memory_bytes`` defaults to the profile's whole replica (all its devices); a partition
+        or a share passes its slice's bytes.  ``startup_s`` defaults to the model's published
+        load time; a model without one needs it passed explicitly.
+        """
+        memory = profile.replica_memory_bytes if memory_bytes is None else memory_bytes
+        if startup_s is None:
+            if profile.model.startup_seconds is None:
+                raise InvalidRequestError(
+                    f"no published start-up time for {profile.model.name}; pass startup_s", field="startup_s"
+                )
+            startup_s = profile.model.startup_seconds
+        blocks = cache_blocks(
+            profile.model, memory, block_tokens=block_tokens, memory_utilization=memory_utilization
+        )
+        return cls(profile, blocks, block_tokens, startup_s, max_batch, max_prefill_tokens)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from accel.scheduler.serving import (
     LeastOutstanding,
     Objective,
     ReplicaChange,
+    ReplicaLoad,
     ReplicaSpec,
     RoundRobin,
     ServingRequest,
@@ -196,3 +197,42 @@ def test_reproduces_the_issue_no_timing_figures() -> None:
     assert replay_hits(reqs, RoundRobin(), 8, 977).hit_ratio == pytest.approx(0.060, abs=0.0005)
     ch = replay_hits(reqs, ConsistentHash(), 8, 977)
     assert ch.hit_ratio == pytest.approx(0.170, abs=0.01)  # hash-function dependent; ours gives 16.4%
+
+
+def test_replica_spec_from_memory_uses_the_slice_and_published_startup() -> None:
+    whole = ReplicaSpec.from_memory(PROFILE)
+    # 8 x 80 GB x 0.9 - 135 GB of weights, at 327,680 B a token, 512 a block
+    assert whole.capacity_blocks == (576_000_000_000 - 135_000_000_000) // (327_680 * 512) == 2628
+    assert whole.startup_s == 265.0
+    half = ReplicaSpec.from_memory(PROFILE, 320_000_000_000, startup_s=20.0)
+    assert half.capacity_blocks == (288_000_000_000 - 135_000_000_000) // (327_680 * 512)
+    assert half.startup_s == 20.0
+    with pytest.raises(InvalidRequestError, match="do not fit"):
+        ReplicaSpec.from_memory(PROFILE, 80_000_000_000)
+
+
+class _Recording:
+    """A fake router: always the highest id; records what it is told to forget."""
+
+    name = "recording"
+
+    def __init__(self, bad: bool = False) -> None:
+        self.bad = bad
+        self.forgotten: list[int] = []
+
+    def route(self, hash_ids: object, replicas: list[ReplicaLoad]) -> int:
+        return 99 if self.bad else max(r.replica_id for r in replicas)
+
+    def forget(self, replica_id: int) -> None:
+        self.forgotten.append(replica_id)
+
+
+def test_removal_tells_the_router_and_a_bad_choice_is_refused() -> None:
+    reqs = workload(50)
+    rec = _Recording()
+    res = simulate(reqs, rec, [spec(), spec()], changes=[ReplicaChange(3.0, "remove", 1)])
+    assert rec.forgotten == [1] and res.complete
+    assert all(o.replica_id == 0 for o in res.outcomes if o.arrival_s > 3.0)
+    with pytest.raises(InvalidRequestError, match="not one offered") as e:
+        simulate(reqs, _Recording(bad=True), [spec()])
+    assert e.value.field == "router"
