@@ -17,3 +17,4 @@ echo "== bench: parse time per byte (quick)"; "$PY" benchmarks/parse_scaling/run
 echo "== bench: memory-leak detection (quick)"; "$PY" benchmarks/leak/run.py --quick
 echo "== bench: exporter scrape vs nvitop-exporter (quick; skips without it)"; "$PY" benchmarks/exporter_scrape/run.py --scrapes 5 --warmup 1
 echo "== bench: k8s scheduler extender (quick)"; "$PY" benchmarks/extender/run.py --quick
+echo "== bench: serving routing on the Mooncake trace (quick)"; "$PY" benchmarks/serving/routing.py --quick --out "$OUT/serving"

@@ -178,6 +178,7 @@ def test_public_api_is_curated() -> None:
         "accel.integrations.slurm",
         "accel.leak",
         "accel.scheduler",
+        "accel.scheduler.serving",
         "accel.conformance",
         "accel.cli.commands",
     ):

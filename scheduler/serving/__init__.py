@@ -1,0 +1,78 @@
+"""accel.scheduler.serving: routing and request-level simulation for LLM inference serving.
+
+The foundations the serving scheduler builds on (DESIGN.md section 10):
+
+- **cost data** (:func:`load_catalog`): model shapes (KV bytes per token computed from layers,
+  KV heads, head dim and dtype), weight bytes, published start-up times, and per (model,
+  device) measured prefill and decode-step tables, every number cited in ``data/models.json``;
+  :func:`cache_blocks` turns a device's (or a slice's) memory into KV-cache blocks;
+- :class:`PrefixCache`: one replica's bounded LRU cache of chained block hashes;
+- routers behind one :class:`Router` protocol: :class:`RoundRobin`, :class:`LeastOutstanding`,
+  :class:`ConsistentHash` and the cache-aware :class:`CacheAware`;
+- :func:`simulate`: a deterministic discrete-event simulator of replicas with continuous
+  batching, KV-bounded batches, start-up delays and a replica set that changes over time,
+  giving per-request TTFT, TPOT, replica and cached blocks; :class:`Objective` says whether
+  each request met a latency objective.  :func:`replay_hits` is the no-timing routing replay.
+
+See docs/guides/serving.md and benchmarks/serving/.
+"""
+
+from __future__ import annotations
+
+from ._cache import PrefixCache
+from ._costmodel import (
+    DEFAULT_BLOCK_TOKENS,
+    DEFAULT_MEMORY_UTILIZATION,
+    CostProfile,
+    CostTable,
+    ModelCatalog,
+    ModelSpec,
+    cache_blocks,
+    load_catalog,
+)
+from ._errors import InvalidRequestError, UnknownModelError
+from ._routers import CacheAware, ConsistentHash, LeastOutstanding, ReplicaLoad, RoundRobin, Router
+from ._sim import (
+    HitReplay,
+    Objective,
+    ReplicaChange,
+    ReplicaSpec,
+    RequestOutcome,
+    ServingRequest,
+    ServingResult,
+    load_mooncake,
+    percentile,
+    replay_hits,
+    simulate,
+)
+
+__all__ = [
+    "DEFAULT_BLOCK_TOKENS",
+    "DEFAULT_MEMORY_UTILIZATION",
+    "CacheAware",
+    "ConsistentHash",
+    "CostProfile",
+    "CostTable",
+    "HitReplay",
+    "InvalidRequestError",
+    "LeastOutstanding",
+    "ModelCatalog",
+    "ModelSpec",
+    "Objective",
+    "PrefixCache",
+    "ReplicaChange",
+    "ReplicaLoad",
+    "ReplicaSpec",
+    "RequestOutcome",
+    "RoundRobin",
+    "Router",
+    "ServingRequest",
+    "ServingResult",
+    "UnknownModelError",
+    "cache_blocks",
+    "load_catalog",
+    "load_mooncake",
+    "percentile",
+    "replay_hits",
+    "simulate",
+]
