@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from accel.model import HostInventory
 from accel.scheduler import (
@@ -48,7 +47,6 @@ from accel.scheduler import (
     Request,
     Scheduler,
     SchedulerStateError,
-    host_spec_from_inventory,
 )
 
 from . import _events, _invariants, _preempt, _tiers, _walk
@@ -62,9 +60,6 @@ from ._tenants import Admission, Tenant, TenantBook, Usage
 from ._types import InClassOrder, JobSpec, JobState, Policy, WaitReason
 
 __all__ = ["CycleResult", "Job", "QueueingScheduler", "WaitEstimate"]
-
-IntArray = npt.NDArray[np.int64]
-
 
 class QueueingScheduler:
     """Priority classes, backfill with reservations, preemption, quotas, metering, journal.
@@ -299,7 +294,7 @@ class QueueingScheduler:
             raise InvalidRequestError(f"job {spec.id} asks for {spec.devices} devices; the largest pool it "
                                       f"accepts has {cap}", field="devices")
         self._advance(now)
-        data: dict[str, Any] = {"spec": _spec_dict(spec)}
+        data: dict[str, Any] = {"spec": _events.spec_dict(spec)}
         if estimate:
             # estimate as if it were queued now (a throwaway record, nothing is journaled)
             tmp = Job(spec, self.policy.klass(spec.priority_class), self._seq + 1, now)
@@ -350,38 +345,7 @@ class QueueingScheduler:
         checkpoint (work since then is accounted as lost) and re-placed by the next cycle.
         Returns the ids of the jobs that were failed over.
         """
-        self._advance(now)
-        wanted: dict[str, tuple[bool, bool]] = {}
-        if isinstance(snapshot, Mapping):
-            wanted = {str(k): (bool(v), False) for k, v in snapshot.items()}
-        else:
-            for inv in snapshot:
-                spec = host_spec_from_inventory(inv)
-                for dev in spec.devices:
-                    wanted[dev.id] = (dev.healthy, dev.degraded)
-        where: dict[str, tuple[int, int]] = {}
-        for h, ids in enumerate(self.state.dev_ids):
-            for s, did in enumerate(ids):
-                where[did] = (h, s)
-        hit: list[str] = []
-        with self.batch():
-            for did, (usable, degraded) in sorted(wanted.items()):
-                if did not in where:
-                    continue
-                h, s = where[did]
-                if bool(self.state.dev_usable[h, s]) == usable and bool(self.state.dev_degraded[h, s]) == degraded:
-                    continue
-                if not usable:
-                    for job in sorted(self.running(), key=lambda j: j.seq):
-                        if any(a.host == h and s in a.devices for a in job.allocs):
-                            keep = job.checkpoint_at(now)
-                            self._emit(now, job.id, "failed", f"device {did} unhealthy: resume from checkpoint",
-                                       {"requeue": True, "keep": keep, "device": did})
-                            hit.append(job.id)
-                self._emit(now, None, "health", f"device {did} {'usable' if usable else 'unusable'}",
-                           {"host": self.state.host_names[h], "slot": s, "usable": usable, "degraded": degraded,
-                            "device": did})
-        return hit
+        return _events.update_health(self, now, snapshot)
 
     # -- placement --------------------------------------------------------------------------------------
     def _plan_chunks(self, spec: JobSpec, pool: str) -> list[tuple[int, int]] | None:
@@ -571,13 +535,3 @@ class QueueingScheduler:
                 jr.close()  # a journal opened here is not left locked by a failed recovery
             raise
         return eng
-
-
-def _spec_dict(spec: JobSpec) -> dict[str, Any]:
-    return {"id": spec.id, "tenant": spec.tenant, "devices": spec.devices, "pool": spec.pool,
-            "share": ({"compute_milli": spec.share.compute_milli, "memory_bytes": spec.share.memory_bytes}
-                      if spec.share else None),
-            "estimate_s": spec.estimate_s, "priority_class": spec.priority_class, "same_host": spec.same_host,
-            "checkpoint_interval_s": spec.checkpoint_interval_s, "cpu_milli": spec.cpu_milli,
-            "memory_bytes": spec.memory_bytes, "preemptible": spec.preemptible,
-            "labels": [list(x) for x in spec.labels]}

@@ -9,11 +9,12 @@ engine's ``_on_placed``, next to the placement code that builds their requests.)
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from accel.errors import SchedulerError
-from accel.scheduler import SchedulerStateError, Share
+from accel.model import HostInventory
+from accel.scheduler import SchedulerStateError, Share, host_spec_from_inventory
 
 from ._journal import Event, Journal, JournalError
 from ._records import Job
@@ -22,7 +23,7 @@ from ._types import JobSpec, JobState, PreemptMode
 if TYPE_CHECKING:
     from ._engine import QueueingScheduler
 
-__all__ = ["apply", "cluster_problem", "replay", "stop"]
+__all__ = ["apply", "cluster_problem", "replay", "spec_dict", "stop", "update_health"]
 
 
 def apply(eng: QueueingScheduler, ev: Event) -> None:
@@ -229,3 +230,53 @@ _HANDLERS: dict[str, Callable[[QueueingScheduler, Event], None]] = {
     "preempting": on_preempting, "preempted": on_preempted, "failed": on_failed, "finished": on_finished,
     "cancelled": on_cancelled, "health": on_health,
 }
+
+
+def update_health(eng: QueueingScheduler, now: float,
+                  snapshot: Iterable[HostInventory] | Mapping[str, bool]) -> list[str]:
+    """Health changes as events (:meth:`QueueingScheduler.update_health`): each job on a device
+    that turned unusable ``failed`` (requeued from its last checkpoint), then the ``health``
+    event; returns the failed-over jobs' ids."""
+    eng._advance(now)
+    wanted: dict[str, tuple[bool, bool]] = {}
+    if isinstance(snapshot, Mapping):
+        wanted = {str(k): (bool(v), False) for k, v in snapshot.items()}
+    else:
+        for inv in snapshot:
+            spec = host_spec_from_inventory(inv)
+            for dev in spec.devices:
+                wanted[dev.id] = (dev.healthy, dev.degraded)
+    where: dict[str, tuple[int, int]] = {}
+    for h, ids in enumerate(eng.state.dev_ids):
+        for s, did in enumerate(ids):
+            where[did] = (h, s)
+    hit: list[str] = []
+    with eng.batch():
+        for did, (usable, degraded) in sorted(wanted.items()):
+            if did not in where:
+                continue
+            h, s = where[did]
+            if bool(eng.state.dev_usable[h, s]) == usable and bool(eng.state.dev_degraded[h, s]) == degraded:
+                continue
+            if not usable:
+                for job in sorted(eng.running(), key=lambda j: j.seq):
+                    if any(a.host == h and s in a.devices for a in job.allocs):
+                        keep = job.checkpoint_at(now)
+                        eng._emit(now, job.id, "failed", f"device {did} unhealthy: resume from checkpoint",
+                                  {"requeue": True, "keep": keep, "device": did})
+                        hit.append(job.id)
+            eng._emit(now, None, "health", f"device {did} {'usable' if usable else 'unusable'}",
+                      {"host": eng.state.host_names[h], "slot": s, "usable": usable, "degraded": degraded,
+                       "device": did})
+    return hit
+
+
+def spec_dict(spec: JobSpec) -> dict[str, Any]:
+    """A job's spec as a ``submitted`` event carries it (:func:`on_submitted` reads it back)."""
+    return {"id": spec.id, "tenant": spec.tenant, "devices": spec.devices, "pool": spec.pool,
+            "share": ({"compute_milli": spec.share.compute_milli, "memory_bytes": spec.share.memory_bytes}
+                      if spec.share else None),
+            "estimate_s": spec.estimate_s, "priority_class": spec.priority_class, "same_host": spec.same_host,
+            "checkpoint_interval_s": spec.checkpoint_interval_s, "cpu_milli": spec.cpu_milli,
+            "memory_bytes": spec.memory_bytes, "preemptible": spec.preemptible,
+            "labels": [list(x) for x in spec.labels]}
