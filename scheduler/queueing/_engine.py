@@ -49,15 +49,25 @@ from accel.scheduler import (
     SchedulerStateError,
 )
 
-from . import _events, _invariants, _preempt, _tiers, _walk
 from ._estimate import WaitEstimate
 from ._estimators import DeclaredModel, DurationModel
+from ._events import apply as apply_event
+from ._events import replay, spec_dict
+from ._events import update_health as health_events
+from ._invariants import check_invariants as check_all
+from ._invariants import verify_reservations as verify_all
 from ._journal import Event, Journal
 from ._meter import Bill, Meter, PriceTable, Segment
+from ._preempt import finish_preemption
 from ._profile import Profile
 from ._records import CycleResult, Job, PreemptCheck, Reservation
 from ._tenants import Admission, Tenant, TenantBook, Usage
+from ._tiers import next_wakeup as tiers_next_wakeup
+from ._tiers import promote_at as guard_promote_at
+from ._tiers import promote_starving
 from ._types import InClassOrder, JobSpec, JobState, Policy, WaitReason
+from ._walk import Commit, Plan
+from ._walk import run as walk
 
 __all__ = ["CycleResult", "Job", "QueueingScheduler", "WaitEstimate"]
 
@@ -146,7 +156,7 @@ class QueueingScheduler:
         data = data or {}
         if not self._replaying:
             self.journal.append(t, job, kind, reason, data)
-        _events.apply(self, Event(0, t, job, kind, reason, data))
+        apply_event(self, Event(0, t, job, kind, reason, data))
 
     def _advance(self, now: float) -> None:
         if now < self.now - 1e-9:
@@ -294,7 +304,7 @@ class QueueingScheduler:
             raise InvalidRequestError(f"job {spec.id} asks for {spec.devices} devices; the largest pool it "
                                       f"accepts has {cap}", field="devices")
         self._advance(now)
-        data: dict[str, Any] = {"spec": _events.spec_dict(spec)}
+        data: dict[str, Any] = {"spec": spec_dict(spec)}
         if estimate:
             # estimate as if it were queued now (a throwaway record, nothing is journaled)
             tmp = Job(spec, self.policy.klass(spec.priority_class), self._seq + 1, now)
@@ -345,7 +355,7 @@ class QueueingScheduler:
         checkpoint (work since then is accounted as lost) and re-placed by the next cycle.
         Returns the ids of the jobs that were failed over.
         """
-        return _events.update_health(self, now, snapshot)
+        return health_events(self, now, snapshot)
 
     # -- placement --------------------------------------------------------------------------------------
     def _plan_chunks(self, spec: JobSpec, pool: str) -> list[tuple[int, int]] | None:
@@ -426,10 +436,10 @@ class QueueingScheduler:
         with self.batch():
             for job in sorted(self.running(), key=lambda j: j.seq):
                 if job.state == JobState.PREEMPTING and job.stop_at is not None and job.stop_at <= now + 1e-9:
-                    _preempt.finish_preemption(self, job, now)
+                    finish_preemption(self, job, now)
             if self._guard:
-                _tiers.promote_starving(self, now)
-            _walk.run(self, now, _walk.Commit(self, now, res))
+                promote_starving(self, now)
+            walk(self, now, Commit(self, now, res))
         return res
 
     def _admit_planned(self, job: Job, pool: str, plan_usage: Mapping[tuple[str, str], Usage]) -> Admission:
@@ -460,7 +470,7 @@ class QueueingScheduler:
         running job leaves its tier while a job of an earlier tier of its class waits (it may then
         be preempted), or the starvation guard promotes a waiting job.  ``None`` without tiers
         or guard, or when no such change is ahead."""
-        return _tiers.next_wakeup(self, now)
+        return tiers_next_wakeup(self, now)
 
     def promote_at(self, job: Job) -> float:
         """When the starvation guard promotes a waiting job (``inf``: never, or already promoted).
@@ -468,7 +478,7 @@ class QueueingScheduler:
         A function of journaled state only: when the job last entered the queue and how long its
         last run lasted; the guard is Tiresias' STARVELIMIT (ratio x last run) and/or an absolute
         wait, whichever comes first.  A job that never ran is promoted only by the absolute wait."""
-        return _tiers.promote_at(self, job)
+        return guard_promote_at(self, job)
 
     # -- estimates --------------------------------------------------------------------------------------
     def estimate(self, job_id: str, now: float | None = None, *, depth: int | None = None) -> list[WaitEstimate]:
@@ -482,7 +492,7 @@ class QueueingScheduler:
         job = self._job(job_id)
         if job.state not in (JobState.QUEUED, JobState.SUSPENDED):
             raise SchedulerStateError(f"job {job_id} is {job.state.value}, not queued")
-        out = _walk.run(self, t, _walk.Plan(self, t, job_id, depth))
+        out = walk(self, t, Plan(self, t, job_id, depth))
         return sorted(out.values(), key=lambda e: (e.start_at, e.price_per_hour))
 
     # -- reports -----------------------------------------------------------------------------------------
@@ -506,13 +516,13 @@ class QueueingScheduler:
     # -- invariants --------------------------------------------------------------------------------------
     def check_invariants(self) -> None:
         """Raise :class:`SchedulerStateError` if any bookkeeping invariant is broken."""
-        _invariants.check_invariants(self)
+        check_all(self)
 
     def verify_reservations(self, now: float | None = None) -> None:
         """Every reservation still holds: replaying them in queue order over the current running
         jobs (with their expected ends), each job fits at its reserved time.  Called right after
         a cycle, this is the backfill guarantee: no job started in the cycle delays a reservation."""
-        _invariants.verify_reservations(self, now)
+        verify_all(self, now)
 
     # -- recovery ------------------------------------------------------------------------------------------
     @classmethod
@@ -529,7 +539,7 @@ class QueueingScheduler:
         jr = journal if isinstance(journal, Journal) else Journal(journal, create=False)
         eng = cls(cluster, policy, tenants=tenants, prices=prices, journal=jr, durations=durations)
         try:
-            _events.replay(eng, jr)
+            replay(eng, jr)
         except BaseException:
             if opened:
                 jr.close()  # a journal opened here is not left locked by a failed recovery

@@ -14,11 +14,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from . import _tiers
 from ._profile import Profile
 from ._records import CycleResult, GraceHold, Job, PreemptCheck, Reservation
 from ._tenants import Admission, Usage
-from ._tiers import TierViews
+from ._tiers import TierViews, journal_demotion, releasable, view_end
 from ._types import JobState, PreemptMode
 
 if TYPE_CHECKING:
@@ -207,7 +206,7 @@ def lost_if(eng: QueueingScheduler, v: Job, now: float) -> float:
 def tier_victims(eng: QueueingScheduler, level: int, pool: str, q: int, now: float) -> deque[Job]:
     """Running jobs a tier-``q`` job of class ``level`` may preempt in ``pool``, in victim order:
     highest tier first, then least work lost, then most devices (fewer victims)."""
-    cands = [v for v in eng._active.values() if v.pool == pool and _tiers.releasable(eng, v, level, q, now)]
+    cands = [v for v in eng._active.values() if v.pool == pool and releasable(eng, v, level, q, now)]
     return deque(sorted(cands, key=lambda v: (-eng.tier(v, now), lost_if(eng, v, now), -v.spec.devices,
                                               -v.seq)))
 
@@ -284,7 +283,7 @@ def preempt_tier(eng: QueueingScheduler, job: Job, pool: str, q: int, now: float
     for v in sorted(best, key=lambda x: x.seq):
         if on_victim is not None:
             on_victim(v)
-        _tiers.journal_demotion(eng, v, now)
+        journal_demotion(eng, v, now)
         signal_victim(eng, job, v, now, f"preempted for {job.id}: tier {q} goes before tier "
                             f"{eng.tier(v, now)} ({eng.attained(v, now):.0f} device-s attained)", res)
     if grace <= 0 and eng._start(job, pool, now, adm, "started by preemption"):
@@ -303,9 +302,9 @@ def try_preempt_booked(eng: QueueingScheduler, job: Job, pools: Sequence[str], n
     level, q = job.klass.level, eng.tier(job, now)
     own = {p: prof.copy() for p, prof in views.get(level, q).items()}
     also = [({p: prof.copy() for p, prof in view.items()},
-             (lambda v, lv=lv, qq=qq: _tiers.view_end(eng, v, now, lv, qq)), eng.duration(job))
+             (lambda v, lv=lv, qq=qq: view_end(eng, v, now, lv, qq)), eng.duration(job))
             for (lv, qq), view in views.items() if lv > level]
-    if not try_preempt(eng, job, pools, own, now, res, end_fn=lambda v: _tiers.view_end(eng, v, now, level, q),
+    if not try_preempt(eng, job, pools, own, now, res, end_fn=lambda v: view_end(eng, v, now, level, q),
                        hold=views.hold(job, level, q), also=also, on_victim=views.release):
         return False
     if job.active and job.pool is not None:
