@@ -191,7 +191,8 @@ class TieredView:
         return level, q
 
     def for_job(self, job: Job) -> tuple[dict[str, Profile], float]:
-        level, q = self._level_tier(job)
+        level, q = job.klass.level, self.eng.tier(job, self.now)
+        self._job = (job, level, q)
         return self.views.get(level, q), self.views.hold(job, level, q)
 
     def start_now(self, job: Job, pool: str, hold: float, held: bool, adm: Admission, mode: Mode) -> float | None:
@@ -251,15 +252,17 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
     target = mode.target if isinstance(mode, Plan) else None
     exact = mode.depth if isinstance(mode, Plan) else 0
     out: dict[str, WaitEstimate] = {}
+    planning = mode.planning
+    for_job, start_now, book = view.for_job, view.start_now, view.book  # bound once: the loop runs per queued job
     for job in eng.queue(now):
-        if not mode.planning and pol.max_tests is not None and w.tests >= pol.max_tests:
+        if not planning and pol.max_tests is not None and w.tests >= pol.max_tests:
             break
         w.tests += 1
         spec, n = job.spec, job.spec.devices
-        own, hold = view.for_job(job)
+        own, hold = for_job(job)
         pools = eng._pools_for(spec)
         is_target = job.id == target
-        if mode.planning and not is_target and w.reservations >= exact:
+        if planning and not is_target and w.reservations >= exact:
             # beyond the exact depth: fluid approximation of the work ahead
             p = pools[0] if len(pools) == 1 else max(pools, key=lambda x: own[x].free_now)
             w.planned_work[p] += hold * n
@@ -278,16 +281,16 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
                 _hold(eng, view, mode, w, job, held, hold, now)
                 continue
             # a preempting class may still free its own tenant's quota from lower jobs
-            if not mode.planning and job.klass.preempts and may_preempt(eng, job):
+            if not planning and job.klass.preempts and may_preempt(eng, job):
                 view.preempt(job, pools, mode.res)
             continue
         at: float | None = None
         for p in admissible:
             if p in w.blocked:
                 continue
-            at = view.start_now(job, p, hold, held is not None, adm_by_pool[p], mode)
+            at = start_now(job, p, hold, held is not None, adm_by_pool[p], mode)
             if at is not None:
-                view.book(job, p, at, hold)
+                book(job, p, at, hold)
                 mode.planned(job, p, w)
                 break
         if at is not None:
@@ -299,14 +302,14 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
             _hold(eng, view, mode, w, job, held, hold, now)
             continue
         # blocked: preempt, or hold a reservation
-        if not mode.planning and may_preempt(eng, job) and view.preempt(job, admissible, mode.res):
+        if not planning and may_preempt(eng, job) and view.preempt(job, admissible, mode.res):
             continue
-        if not mode.planning and pol.backfill == BackfillMode.EASY and all(p in w.easy_reserved for p in admissible):
+        if not planning and pol.backfill == BackfillMode.EASY and all(p in w.easy_reserved for p in admissible):
             # no reservation will be made: only say why it waits
             free = max(own[p].free_now for p in admissible)
             job.wait = WaitReason.RESERVATION if free >= n else WaitReason.CAPACITY
             continue
-        if not mode.planning and pol.backfill == BackfillMode.CONSERVATIVE and w.reservations >= pol.plan_depth:
+        if not planning and pol.backfill == BackfillMode.CONSERVATIVE and w.reservations >= pol.plan_depth:
             job.wait = WaitReason.PRIORITY
             continue
         best_p, best_t = admissible[0], math.inf
@@ -318,16 +321,16 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
         if pol.backfill == BackfillMode.NONE:
             for p in admissible:
                 w.blocked[p] = max(w.blocked.get(p, now), best_t if p == best_p else now)
-            if mode.planning and math.isfinite(best_t):
-                view.book(job, best_p, best_t, hold)
+            if planning and math.isfinite(best_t):
+                book(job, best_p, best_t, hold)
             w.reservations += 1
-            if not mode.planning and view.stops_when_blocked and len(w.blocked) == len(eng.pools):
+            if not planning and view.stops_when_blocked and len(w.blocked) == len(eng.pools):
                 break
             continue
-        reserve = (mode.planning or (pol.backfill == BackfillMode.CONSERVATIVE and w.reservations < pol.plan_depth)
+        reserve = (planning or (pol.backfill == BackfillMode.CONSERVATIVE and w.reservations < pol.plan_depth)
                    or (pol.backfill == BackfillMode.EASY and best_p not in w.easy_reserved))
         if reserve and math.isfinite(best_t):
-            view.book(job, best_p, best_t, hold)
+            book(job, best_p, best_t, hold)
             w.reservations += 1
             w.easy_reserved.add(best_p)
             mode.reserve(job, best_p, best_t)
