@@ -34,9 +34,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# the shared data beside the checkout (or beside the folder of worktrees), or $ACCEL_SHARED
 SHARED = Path(os.environ.get("ACCEL_SHARED", ROOT.parent / "shared"))
-if not (SHARED / "traces" / "philly").exists() and Path("/work/shared/traces/philly").exists():
-    SHARED = Path("/work/shared")
+if "ACCEL_SHARED" not in os.environ and not (SHARED / "traces" / "philly").exists():
+    SHARED = ROOT.parents[1] / "shared"
 WORKLOADS = ("cycle", "cycle-tiers", "philly-quick", "philly-vc")
 MAPPED = {"scheduler": "scheduler", "plugins": "plugins", "conformance": "conformance"}
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import subprocess
 import sys
@@ -43,8 +44,11 @@ from accel.scheduler.queueing import (
 from ._crash_common import WORKLOADS, make_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
-TRACES = next((p for p in (ROOT.parent / "shared" / "traces" / "philly", Path("/work/shared/traces/philly"))
-               if (p / "trace_e13805.csv").exists()), None)
+# the shared data beside the checkout (or beside the folder of worktrees), or $ACCEL_SHARED
+_SHARED = [Path(os.environ["ACCEL_SHARED"])] if "ACCEL_SHARED" in os.environ else [ROOT.parent / "shared",
+                                                                                  ROOT.parents[1] / "shared"]
+TRACES = next((p / "traces" / "philly" for p in _SHARED if (p / "traces" / "philly" / "trace_e13805.csv").exists()),
+              None)
 STORE = Path(__file__).resolve().parent / "fixtures" / "golden.json"
 GIB = 1024**3
 SEEDS = (1, 2, 3, 4, 5, 6)
