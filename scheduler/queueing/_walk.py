@@ -105,6 +105,8 @@ Mode = Commit | Plan
 class View(Protocol):
     """What a job must fit during one walk (see :class:`PlainView` and :class:`TieredView`)."""
 
+    # a cycle under strict order (no backfill) ends once every pool is blocked; the tiered view
+    # keeps walking (as the engine always has: a later job may still preempt across classes)
     stops_when_blocked: bool
 
     def for_job(self, job: Job) -> tuple[dict[str, Profile], float]:
