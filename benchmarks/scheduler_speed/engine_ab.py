@@ -1,0 +1,177 @@
+"""Queueing engine A/B: the same workloads on a baseline git ref and on the working tree.
+
+The baseline (default ``aa6be7c``, the engine before it was split into stages, issue 19) is
+extracted with ``git archive`` into a temporary directory; each side runs in its own subprocess
+with ``PYTHONPATH`` pointing at a package layout of that tree (``accel``, with ``scheduler``,
+``plugins`` and ``conformance`` mapped in as ``pyproject.toml`` maps them), so the two never
+share imported code.  Runs alternate old/new; each prints wall and CPU seconds of the timed
+part, and the summary gives the medians and the ratio new/old per workload.
+
+Workloads (sized for a 2-core machine):
+  ``cycle``: cycle_bench's full cycle at ``--hosts`` hosts and ``--queued`` queued jobs (90%
+  filled, two classes, three tenants), first and follow-up cycle timed together;
+  ``cycle-tiers``: the same with attained-service tiers (3,600 device-s, conservative backfill)
+  and running jobs aged past their first tier, so the cycle preempts (cycle_bench ``--tiers 3600
+  --age 4000 --mode conservative``);
+  ``philly-quick``: ``run_philly.py --quick``'s 36 replays, serially;
+  ``philly-vc``: one Philly VC (``--vc``, ``--vc-jobs`` jobs) with the ``default`` policy
+  (attained-service tiers, suspend/resume, conservative backfill) and true durations.
+
+    python benchmarks/scheduler_speed/engine_ab.py                  # baseline aa6be7c, 3 rounds
+    python benchmarks/scheduler_speed/engine_ab.py --ref HEAD~3 --rounds 5 --only cycle
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# the shared data beside the checkout (or beside the folder of worktrees), or $ACCEL_SHARED
+SHARED = Path(os.environ.get("ACCEL_SHARED", ROOT.parent / "shared"))
+if "ACCEL_SHARED" not in os.environ and not (SHARED / "traces" / "philly").exists():
+    SHARED = ROOT.parents[1] / "shared"
+WORKLOADS = ("cycle", "cycle-tiers", "philly-quick", "philly-vc")
+MAPPED = {"scheduler": "scheduler", "plugins": "plugins", "conformance": "conformance"}
+
+
+def layout(src: Path, dest: Path) -> Path:
+    """A directory for ``PYTHONPATH`` that imports ``accel`` (and its mapped subpackages) from ``src``."""
+    pkg = dest / "accel"
+    pkg.mkdir(parents=True)
+    for item in (src / "accel").iterdir():
+        (pkg / item.name).symlink_to(item)
+    for name, d in MAPPED.items():
+        if (src / d).exists() and not (pkg / name).exists():
+            (pkg / name).symlink_to(src / d)
+    return dest
+
+
+def worker(workload: str, tree: Path, args: argparse.Namespace) -> dict[str, float]:
+    """Run one workload in this process (imports come from ``PYTHONPATH``); wall and CPU seconds."""
+    if workload in ("cycle", "cycle-tiers"):
+        import random
+
+        from accel.scheduler.queueing import (
+            BackfillMode,
+            InClassOrder,
+            JobSpec,
+            Policy,
+            PreemptMode,
+            PriorityClass,
+            QueueingScheduler,
+            Quota,
+            Tenant,
+            uniform_cluster,
+        )
+        sizes = [1] * 70 + [2] * 10 + [4] * 10 + [8] * 8 + [16] * 2
+        rng = random.Random(0)
+        cap = args.hosts * 8
+        tiered = workload == "cycle-tiers"
+        t_q = 4001.0 if tiered else 1.0
+        eng = QueueingScheduler(uniform_cluster(args.hosts, 8), Policy(
+            classes=(PriorityClass("prod", 10, InClassOrder.FIFO),
+                     PriorityClass("batch", 0, InClassOrder.SHORTEST, band_ratio=4.0)),
+            backfill=BackfillMode.CONSERVATIVE if tiered else BackfillMode.EASY, default_class="batch",
+            demote_after_device_s=(3600.0,) if tiered else (), preempt_mode=PreemptMode.SUSPEND),
+            tenants=[Tenant("a", guaranteed={"P100": Quota(devices=cap // 2)}),
+                     Tenant("b", guaranteed={"P100": Quota(devices=cap // 4)}),
+                     Tenant("c", max_running_jobs=20_000)])
+        with eng.batch():
+            used, i = 0, 0
+            while used < 0.9 * cap:
+                n = rng.choice(sizes)
+                eng.submit(JobSpec(id=f"run{i}", tenant=rng.choice("abc"), devices=n,
+                                   estimate_s=rng.uniform(600, 86400)), 0.0)
+                used, i = used + n, i + 1
+            eng.cycle(0.0)
+        with eng.batch():
+            for k in range(args.queued):
+                eng.submit(JobSpec(id=f"q{k}", tenant=rng.choice("abc"), devices=rng.choice(sizes),
+                                   estimate_s=rng.uniform(60, 86400),
+                                   priority_class="prod" if k % 10 == 0 else "batch"), t_q)
+        w0, c0 = time.perf_counter(), time.process_time()
+        eng.cycle(t_q + 1.0)
+        eng.cycle(t_q + 2.0)
+        return {"wall": time.perf_counter() - w0, "cpu": time.process_time() - c0}
+    sys.path.insert(0, str(tree / "benchmarks" / "philly"))
+    import run_philly as rp  # the tree's own copy
+
+    traces = str(SHARED / "traces" / "philly")
+    if workload == "philly-quick":
+        tasks = [rp.Task(vc, pol, est, 64, rp.QUICK["jobs"], traces, tuple(rp.HISTORY.items()))
+                 for vc in rp.QUICK["vcs"] for pol in rp.POLICIES for est in ("true", "history")]
+    else:
+        tasks = [rp.Task(args.vc, "default", "true", 64, args.vc_jobs, traces, tuple(rp.HISTORY.items()))]
+    w0, c0 = time.perf_counter(), time.process_time()
+    for task in tasks:
+        rp.run_one(task)
+    return {"wall": time.perf_counter() - w0, "cpu": time.process_time() - c0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ref", default="aa6be7c", help="baseline git ref (default: aa6be7c)")
+    ap.add_argument("--rounds", type=int, default=3, help="old/new pairs per workload (alternating)")
+    ap.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads")
+    ap.add_argument("--hosts", type=int, default=2000)
+    ap.add_argument("--queued", type=int, default=6000)
+    ap.add_argument("--vc", default="0e4a51")
+    ap.add_argument("--vc-jobs", type=int, default=2000)
+    ap.add_argument("--worker", nargs=2, metavar=("WORKLOAD", "TREE"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        import accel.scheduler.queueing as q
+
+        tree = Path(args.worker[1]).resolve()
+        if not Path(q.__file__).resolve().is_relative_to(tree):
+            raise SystemExit(f"imported {q.__file__}, not the tree under test {tree}")
+        print(json.dumps(worker(args.worker[0], tree, args)))
+        return 0
+    names = [w for w in args.only.split(",") if w]
+    bad = [w for w in names if w not in WORKLOADS]
+    if bad:
+        ap.error(f"unknown workload(s) {bad}; known: {list(WORKLOADS)}")
+    if any(w.startswith("philly") for w in names) and not (SHARED / "traces" / "philly").exists():
+        ap.error(f"no Philly traces under {SHARED} (set ACCEL_SHARED)")
+    with tempfile.TemporaryDirectory() as tmp:
+        old_src = Path(tmp) / "old-src"
+        old_src.mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.ref], check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(old_src)], input=archive.stdout, check=True)
+        trees = {"old": old_src, "new": ROOT}
+        paths = {side: layout(src, Path(tmp) / f"{side}-path") for side, src in trees.items()}
+        passthrough = ["--hosts", str(args.hosts), "--queued", str(args.queued), "--vc", args.vc,
+                       "--vc-jobs", str(args.vc_jobs)]
+        results: dict[tuple[str, str], list[dict[str, float]]] = {}
+        for w in names:
+            for r in range(args.rounds):
+                for side in (("old", "new") if r % 2 == 0 else ("new", "old")):
+                    env = {**os.environ, "PYTHONPATH": str(paths[side])}
+                    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", w,
+                                          str(trees[side]), *passthrough], env=env, check=True,
+                                         capture_output=True, text=True)
+                    m = json.loads(out.stdout.strip().splitlines()[-1])
+                    results.setdefault((w, side), []).append(m)
+                    print(f"{w:13s} round {r} {side}: wall {m['wall']:.3f} s, cpu {m['cpu']:.3f} s", flush=True)
+    print(f"\nbaseline {args.ref} vs working tree, medians of {args.rounds} alternating rounds:")
+    cols = ("old wall", "new wall", "ratio", "old cpu", "new cpu", "ratio")
+    print(f"{'workload':13s} " + " ".join(f"{c:>{6 if c == 'ratio' else 9}s}" for c in cols))
+    for w in names:
+        med = {(side, k): statistics.median(m[k] for m in results[(w, side)])
+               for side in ("old", "new") for k in ("wall", "cpu")}
+        print(f"{w:13s} {med['old', 'wall']:9.3f} {med['new', 'wall']:9.3f} "
+              f"{med['new', 'wall'] / med['old', 'wall']:6.3f} {med['old', 'cpu']:9.3f} {med['new', 'cpu']:9.3f} "
+              f"{med['new', 'cpu'] / med['old', 'cpu']:6.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,116 @@
+"""The engine's records: jobs, a cycle's result, and the named state the stages share.
+
+:class:`Job` is the mutable record of one job (the engine owns it).  The rest is small named
+state that used to travel as anonymous tuples: a queued job's :class:`Reservation`, a
+preemptor's :class:`GraceHold` while its victims wind down, and a cycle's
+:class:`PreemptCheck` (the cheap pre-check before a victim search).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from accel.scheduler import Allocation
+
+from ._tenants import Usage
+from ._types import JobSpec, JobState, PriorityClass, WaitReason
+
+__all__ = ["CycleResult", "GraceHold", "Job", "PreemptCheck", "Reservation"]
+
+
+@dataclass(slots=True, eq=False)  # a mutable record: equal only to itself
+class Job:
+    """Mutable record of one job (the engine owns it; read it, do not change it)."""
+
+    spec: JobSpec
+    klass: PriorityClass
+    seq: int
+    submitted_at: float
+    state: JobState = JobState.QUEUED
+    pool: str | None = None
+    allocs: list[Allocation] = field(default_factory=list)
+    started_at: float | None = None
+    first_started_at: float | None = None
+    ended_at: float | None = None
+    work_s: float = 0.0
+    lost_s: float = 0.0
+    attempts: int = 0
+    borrowing: bool = False
+    stop_at: float | None = None
+    reason: str = ""
+    wait: WaitReason = WaitReason.NONE
+    estimate_at_submit: float | None = None
+    tier_seen: int = 0  # the attained-service tier last journaled (``demoted`` events)
+    preempted_for: str | None = None  # while in its grace period: the job it was preempted for
+    # starvation guard (Policy.promote_after_wait_*): when it last entered the queue, how long
+    # its last run lasted, whether it waits promoted, and the attained service its tiers count from
+    queued_at: float = 0.0
+    last_run_s: float = 0.0
+    promoted: bool = False
+    service_base: float = 0.0
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def active(self) -> bool:
+        """Holding devices (running, or winding down after preemption)."""
+        return self.state in (JobState.RUNNING, JobState.PREEMPTING)
+
+    def progress(self, now: float) -> float:
+        """Work done so far (seconds at full speed), counting the current run segment."""
+        if self.active and self.started_at is not None:
+            return self.work_s + max(0.0, now - self.started_at)
+        return self.work_s
+
+    def remaining_estimate(self) -> float:
+        """Declared estimate minus the work already kept (never below one second)."""
+        return max(1.0, self.spec.estimate_s - self.work_s)
+
+    def checkpoint_at(self, now: float) -> float:
+        """Work saved by the last periodic checkpoint."""
+        ci = self.spec.checkpoint_interval_s
+        done = self.progress(now)
+        if ci is None:
+            return 0.0
+        return math.floor(done / ci + 1e-9) * ci
+
+
+@dataclass(slots=True)
+class CycleResult:
+    started: list[str] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+    reservations: dict[str, float] = field(default_factory=dict)
+
+
+class Reservation(NamedTuple):
+    """Where and when a queued job is to start (``QueueingScheduler.reservations``); a tuple, so
+    ``pool, at, devices = eng.reservations[job_id]`` keeps working."""
+
+    pool: str
+    at: float
+    devices: int
+
+
+@dataclass(frozen=True, slots=True)
+class GraceHold:
+    """A queued preemptor whose victims are still in their grace period: the pool they free,
+    when the last of them stops, and the quota of the preemptor's own tenant they give back."""
+
+    pool: str
+    end: float
+    freed: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptCheck:
+    """A cycle's preemption pre-check: the lowest preemptible class level running (``None``:
+    none), whether any borrower runs, and the (level, tenant, devices) shapes whose victim search
+    already failed this cycle.  Dropped whenever the running set changes."""
+
+    lowest: int | None
+    borrowers: bool
+    failed: set[tuple[int, str, int]] = field(default_factory=set)

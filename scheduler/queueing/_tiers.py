@@ -1,0 +1,249 @@
+"""Attained-service tiers (``Policy.demote_after_device_s``) and the starvation guard.
+
+A job's tier is how many service thresholds it passed (the engine's ``tier``); a tiered walk
+plans each job on the free-device view of its own class and tier (:class:`TierViews`), where
+its class's later-tier jobs are preemptible and the others hold their devices only until they
+would leave that tier.  The starvation guard (``Policy.promote_after_wait_*``) promotes a job
+that waited too long and restarts its tiers; :func:`next_wakeup` says when either change next
+needs a cycle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from ._estimators import capped_remaining
+from ._profile import Profile
+from ._records import Job
+from ._types import JobState
+
+if TYPE_CHECKING:
+    from ._engine import QueueingScheduler
+
+__all__ = ["TierFit", "TierViews", "budget", "hold", "journal_demotion", "next_wakeup", "profiles", "promote_at",
+           "promote_starving", "releasable", "view_end"]
+
+
+def promote_at(eng: QueueingScheduler, job: Job) -> float:
+    """When the starvation guard promotes a waiting job (``inf``: never, or already promoted).
+
+    A function of journaled state only: when the job last entered the queue and how long its
+    last run lasted; the guard is Tiresias' STARVELIMIT (ratio x last run) and/or an absolute
+    wait, whichever comes first.  A job that never ran is promoted only by the absolute wait."""
+    if job.promoted or job.state not in (JobState.QUEUED, JobState.SUSPENDED):
+        return math.inf
+    pol = eng.policy
+    at = math.inf
+    if pol.promote_after_wait_s is not None:
+        at = job.queued_at + pol.promote_after_wait_s
+    if pol.promote_after_wait_ratio is not None and job.last_run_s > 0:
+        at = min(at, job.queued_at + pol.promote_after_wait_ratio * job.last_run_s)
+    return at
+
+
+def promote_starving(eng: QueueingScheduler, now: float) -> None:
+    """Journal a ``promoted`` event for every waiting job whose promotion time has come."""
+    due = [j for j in eng._waiting.values() if promote_at(eng, j) <= now + 1e-9]
+    for job in sorted(due, key=lambda j: j.seq):
+        waited = now - job.queued_at
+        eng._emit(now, job.id, "promoted",
+                   f"waited {waited:.0f} s (last run {job.last_run_s:.0f} s): first in its class",
+                   {"waited_s": waited, "base_device_s": eng.attained(job, now)})
+
+
+def journal_demotion(eng: QueueingScheduler, job: Job, now: float) -> None:
+    """A ``demoted`` event when a job's tier change first matters (it is about to be preempted
+    for a job of an earlier tier), so ``accel sched history`` shows why it went behind.  Not
+    journaled on every crossing: a storm of them would cost more than the cycle."""
+    q = eng.tier(job, now)
+    if q > job.tier_seen:
+        th = eng.policy.demote_after_device_s
+        att = eng.attained(job, now)
+        eng._emit(now, job.id, "demoted",
+                   f"tier {job.tier_seen} -> {q}: {att:.0f} device-s of service passed {th[q - 1]:g}",
+                   {"tier": q, "attained_device_s": att})
+
+
+def budget(eng: QueueingScheduler, job: Job, now: float, q: int) -> float:
+    """Run seconds before ``job`` leaves tiers <= ``q`` (infinite from the last tier)."""
+    th = eng.policy.demote_after_device_s
+    if q >= len(th):
+        return math.inf
+    return max(0.0, (th[q] - eng.attained(job, now) + job.service_base) / (job.spec.compute_milli / 1000.0))
+
+
+def hold(eng: QueueingScheduler, job: Job, done: float, more: float) -> float:
+    """Expected run time of a job that has ``done`` seconds of work, counted up to ``more`` more."""
+    return capped_remaining(eng.durations, (job.spec.tenant, job.spec.devices), job.spec.estimate_s, done,
+                            done + more, eng.policy.overrun_margin_s)
+
+
+def releasable(eng: QueueingScheduler, v: Job, level: int, q: int, now: float) -> bool:
+    """A running job a tier-``q`` job of class ``level`` may preempt: same class, later tier."""
+    return (v.state == JobState.RUNNING and v.klass.level == level and v.spec.preemptible
+            and v.klass.preemptible and eng.tier(v, now) > q)
+
+
+def profiles(eng: QueueingScheduler, now: float, level: int, q: int) -> dict[str, Profile]:
+    """Free devices as a tier-``q`` job of class ``level`` sees them: running jobs of its class
+    in a later tier are preemptible (free after the grace period), the others of its class
+    hold their devices only until they would leave tiers <= ``q``."""
+    rel: dict[str, list[tuple[float, int]]] = {p: [] for p in eng.pools}
+    for v in eng._active.values():
+        if v.pool is not None:
+            rel[v.pool].append((view_end(eng, v, now, level, q), v.spec.devices))
+    return {p: Profile(now, eng.pool_free(p), rel[p]) for p in eng.pools}
+
+
+def view_end(eng: QueueingScheduler, v: Job, now: float, level: int, q: int) -> float:
+    """When active job ``v`` gives its devices back as a tier-``q`` job of class ``level`` sees it."""
+    if v.state == JobState.PREEMPTING and v.stop_at is not None:
+        return v.stop_at
+    if releasable(eng, v, level, q, now):
+        return now + eng.policy.grace_s
+    if v.klass.level == level:
+        return now + hold(eng, v, v.progress(now), budget(eng, v, now, q))
+    return eng.expected_end(v, now)
+
+
+def next_wakeup(eng: QueueingScheduler, now: float | None = None) -> float | None:
+    """When the next cycle should run even if nothing else happens: the earliest time a
+    running job leaves its tier while a job of an earlier tier of its class waits (it may then
+    be preempted), or the starvation guard promotes a waiting job.  ``None`` without tiers
+    or guard, or when no such change is ahead."""
+    t = eng.now if now is None else now
+    promote = min((promote_at(eng, j) for j in eng._waiting.values()), default=math.inf) \
+        if eng._guard else math.inf
+    if not eng.policy.demote_after_device_s or not eng._waiting:
+        return promote if math.isfinite(promote) and promote > t else None
+    lowest: dict[int, int] = {}
+    for j in eng._waiting.values():
+        q = eng.tier(j, t)
+        lowest[j.klass.level] = min(q, lowest.get(j.klass.level, q))
+    best = promote
+    for v in eng._active.values():
+        if v.state != JobState.RUNNING or v.klass.level not in lowest:
+            continue
+        q = eng.tier(v, t)
+        if q >= lowest[v.klass.level]:
+            best = min(best, t + budget(eng, v, t, q))
+    return best if math.isfinite(best) and best > t else None
+
+
+class TierViews:
+    """The free-device profiles of one tiered walk, one per (class level, tier), built from the
+    state when first asked for.  Every start or reservation of the walk is booked on each view it
+    affects, for as long as that job holds its devices against jobs of that view: inside its own
+    class until it leaves the view's tier, against any other class for its whole duration.  It
+    is not booked on its own class's earlier-tier views: those jobs may preempt it."""
+
+    __slots__ = ("_base", "_bookings", "_views", "eng", "now")
+
+    def __init__(self, eng: QueueingScheduler, now: float, keys: Iterable[tuple[int, int]] = ()) -> None:
+        self.eng, self.now = eng, now
+        self._base: dict[tuple[int, int], dict[str, Profile]] = {}
+        self._views: dict[tuple[int, int], dict[str, Profile]] = {}
+        self._bookings: list[tuple[str, float, Job]] = []
+        # a walk builds its views up front: one built later from the live state would count
+        # the walk's own starts twice (running, and booked)
+        for level, q in sorted(keys):
+            self.get(level, q)
+
+    def items(self) -> list[tuple[tuple[int, int], dict[str, Profile]]]:
+        return list(self._views.items())
+
+    def release(self, v: Job) -> None:
+        """``v`` is about to be preempted: its devices are free on every view after the grace period."""
+        if v.pool is None:
+            return
+        t = self.now + self.eng.policy.grace_s
+        for (level, q), view in self._views.items():
+            end = view_end(self.eng, v, self.now, level, q)
+            if end > t:
+                view[v.pool].add(t, end, -v.spec.devices)
+
+    def base(self, level: int, q: int) -> dict[str, Profile]:
+        """The view without this walk's bookings."""
+        key = (level, q)
+        if key not in self._base:
+            self._base[key] = profiles(self.eng, self.now, level, q)
+        return self._base[key]
+
+    def get(self, level: int, q: int) -> dict[str, Profile]:
+        key = (level, q)
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = {p: prof.copy() for p, prof in self.base(level, q).items()}
+            for pool, at, job in self._bookings:
+                if self._applies(job, level, q):
+                    view[pool].add(at, at + self.hold(job, level, q), job.spec.devices)
+        return view
+
+    def _applies(self, job: Job, level: int, q: int) -> bool:
+        return job.klass.level != level or self.eng.tier(job, self.now) <= q
+
+    def hold(self, job: Job, level: int, q: int) -> float:
+        """How long a queued ``job`` holds its devices against a tier-``q`` job of class ``level``."""
+        eng = self.eng
+        if job.klass.level != level:
+            return eng.duration(job)
+        return max(1.0, hold(eng, job, job.work_s, budget(eng, job, self.now, q)))
+
+    def pair(self, job: Job, pool: str) -> TierFit:
+        """What ``job`` must fit: its own view for its tier hold, and every higher class's view
+        already planned (their reservations) for its whole duration."""
+        level, q = job.klass.level, self.eng.tier(job, self.now)
+        own = self.get(level, q)[pool]
+        higher = [v[pool] for (lv, _q), v in self._views.items() if lv > level]
+        return TierFit(own, higher, self.hold(job, level, q), self.eng.duration(job))
+
+    def fits_after(self, job: Job, pool: str, victims: Sequence[Job]) -> bool:
+        """Would ``job`` fit every higher class's view for its whole duration from the end of the
+        grace period, once ``victims`` (its class's later-tier jobs) have given their devices back?"""
+        eng = self.eng
+        at = self.now + eng.policy.grace_s
+        full = max(eng.duration(job), self.hold(job, job.klass.level, eng.tier(job, self.now)))
+        for (level, q), view in self._views.items():
+            if level <= job.klass.level:
+                continue
+            extra = [(view_end(eng, v, self.now, level, q), v.spec.devices) for v in victims]
+            if not view[pool].fits_with(at, full, job.spec.devices, extra):
+                return False
+        return True
+
+    def book(self, pool: str, at: float, job: Job) -> None:
+        self._bookings.append((pool, at, job))
+        for (level, q), view in self._views.items():
+            if self._applies(job, level, q):
+                view[pool].add(at, at + self.hold(job, level, q), job.spec.devices)
+
+
+class TierFit:
+    """A job's fit in a tiered walk: ``own`` (its class and tier) for ``hold`` seconds and every
+    profile of ``higher`` (higher classes' views) for its whole duration ``full``, all at once."""
+
+    __slots__ = ("full", "higher", "hold", "own")
+
+    def __init__(self, own: Profile, higher: list[Profile], hold: float, full: float) -> None:
+        self.own, self.higher, self.hold, self.full = own, higher, hold, max(hold, full)
+
+    @property
+    def free_now(self) -> int:
+        return min([self.own.free_now, *(h.free_now for h in self.higher)])
+
+    def fits(self, start: float, n: int) -> bool:
+        return self.own.fits(start, self.hold, n) and all(h.fits(start, self.full, n) for h in self.higher)
+
+    def earliest(self, n: int, after: float | None = None) -> float:
+        t = self.own.now if after is None else after
+        for _ in range(10_000):  # each round moves t to a later breakpoint of one of the profiles
+            t0 = t
+            t = self.own.earliest(n, self.hold, after=t)
+            for h in self.higher:
+                if math.isfinite(t):
+                    t = h.earliest(n, self.full, after=t)
+            if not math.isfinite(t) or t <= t0:
+                return t
+        return math.inf

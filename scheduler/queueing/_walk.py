@@ -1,0 +1,357 @@
+"""The planning walk: the queue in order, once, driven by a view and a mode.
+
+One walk serves both uses of the plan.  Its *mode* says what a decision does: :class:`Commit`
+(a scheduling cycle) starts jobs, preempts, records reservations and honours the backfill
+mode's limits (``max_tests``, EASY's one reservation per pool, conservative ``plan_depth``);
+:class:`Plan` (an estimate) only books each decision on the view, stops exactly at the target,
+and approximates the jobs beyond ``depth`` as fluid work.  Its *view* says what a job must fit:
+:class:`PlainView` has one profile of free devices per pool (a policy without tiers);
+:class:`TieredView` has one per class and attained-service tier (:class:`._tiers.TierViews`),
+where a job may preempt its class's later-tier jobs.  A policy without tiers is the one-view
+case of the same walk.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from ._estimate import WaitEstimate, estimate_in
+from ._preempt import claim, grace_holds, may_preempt, preempt_tier, tier_victims, try_preempt, try_preempt_booked
+from ._profile import Profile
+from ._records import CycleResult, GraceHold, Job, Reservation
+from ._tenants import Admission, Usage
+from ._tiers import TierViews
+from ._types import BackfillMode, WaitReason
+
+if TYPE_CHECKING:
+    from ._engine import QueueingScheduler
+
+__all__ = ["Commit", "PlainView", "Plan", "TieredView", "View", "WalkState", "run", "view_for"]
+
+
+@dataclass(slots=True)
+class WalkState:
+    """Scratch state of one walk."""
+
+    holds: dict[str, GraceHold]  # preemptors whose victims are winding down: what they free is held
+    planned_work: dict[str, float]  # planning beyond the exact depth: fluid device-seconds per pool
+    blocked: dict[str, float] = field(default_factory=dict)  # strict order (no backfill): pool -> no start before
+    easy_reserved: set[str] = field(default_factory=set)  # pools holding a reservation
+    plan_usage: dict[tuple[str, str], Usage] = field(default_factory=dict)  # quota the plan already claimed
+    reservations: int = 0
+    tests: int = 0
+
+
+class Commit:
+    """A scheduling cycle: decisions are journaled and recorded in ``res``."""
+
+    planning = False
+    __slots__ = ("eng", "now", "res")
+
+    def __init__(self, eng: QueueingScheduler, now: float, res: CycleResult) -> None:
+        self.eng, self.now, self.res = eng, now, res
+
+    def begin(self) -> None:
+        self.eng.reservations.clear()  # this cycle makes them again
+
+    def start(self, job: Job, pool: str, adm: Admission) -> bool:
+        if self.eng._start(job, pool, self.now, adm, "fits now"):
+            self.res.started.append(job.id)
+            return True
+        return False
+
+    def planned(self, job: Job, pool: str, w: WalkState) -> None:
+        pass  # a real start: the tenant book already counts it
+
+    def reserve(self, job: Job, pool: str, at: float) -> None:
+        self.eng.reservations[job.id] = Reservation(pool, at, job.spec.devices)
+        self.res.reservations[job.id] = at
+
+
+class Plan:
+    """An estimate for ``target``: decisions are only booked on the view; jobs ahead of it past
+    ``depth`` reservations count as fluid work."""
+
+    planning = True
+    __slots__ = ("depth", "eng", "now", "res", "target")
+
+    def __init__(self, eng: QueueingScheduler, now: float, target: str, depth: int | None) -> None:
+        self.eng, self.now, self.target = eng, now, target
+        self.res = CycleResult()  # never filled: nothing is started or preempted
+        self.depth = eng.policy.plan_depth if depth is None else depth
+
+    def begin(self) -> None:
+        pass
+
+    def start(self, job: Job, pool: str, adm: Admission) -> bool:
+        return True
+
+    def planned(self, job: Job, pool: str, w: WalkState) -> None:
+        key = (job.spec.tenant, pool)
+        w.plan_usage[key] = w.plan_usage.get(key, Usage()).plus(self.eng._need(job, pool))
+
+    def reserve(self, job: Job, pool: str, at: float) -> None:
+        pass
+
+
+Mode = Commit | Plan
+
+
+class View(Protocol):
+    """What a job must fit during one walk (see :class:`PlainView` and :class:`TieredView`)."""
+
+    # a cycle under strict order (no backfill) ends once every pool is blocked; the tiered view
+    # keeps walking (as the engine always has: a later job may still preempt across classes)
+    stops_when_blocked: bool
+
+    def for_job(self, job: Job) -> tuple[dict[str, Profile], float]:
+        """The job's own profiles (one per pool) and how long it holds devices on them."""
+        ...
+
+    def start_now(self, job: Job, pool: str, hold: float, held: bool, adm: Admission, mode: Mode) -> float | None:
+        """Start ``job`` in ``pool`` now (through ``mode``) if it fits; when it starts (or ``None``)."""
+        ...
+
+    def earliest(self, job: Job, pool: str, hold: float, after: float | None) -> float:
+        """Earliest start of ``job`` in ``pool`` at or after ``after`` (default: now)."""
+        ...
+
+    def book(self, job: Job, pool: str, at: float, hold: float) -> None:
+        """Book ``job`` from ``at`` on every profile it affects."""
+        ...
+
+    def preempt(self, job: Job, pools: Sequence[str], res: CycleResult) -> bool:
+        """Preempt lower-class (or borrowing) jobs for ``job`` (a cycle only)."""
+        ...
+
+    def estimate(self, job: Job, pool: str, hold: float, work_ahead: float, adm: Admission,
+                 blocked: Mapping[str, float]) -> WaitEstimate:
+        """The target's estimate in ``pool`` (planning only)."""
+        ...
+
+
+class PlainView:
+    """One free-device profile per pool, from the running jobs' expected ends."""
+
+    stops_when_blocked = True  # strict order with every pool blocked: nothing else can start
+    __slots__ = ("eng", "now", "profiles")
+
+    def __init__(self, eng: QueueingScheduler, now: float) -> None:
+        self.eng, self.now = eng, now
+        self.profiles = eng._profiles(now)
+
+    def for_job(self, job: Job) -> tuple[dict[str, Profile], float]:
+        return self.profiles, self.eng.duration(job)
+
+    def start_now(self, job: Job, pool: str, hold: float, held: bool, adm: Admission, mode: Mode) -> float | None:
+        if self.profiles[pool].fits(self.now, hold, job.spec.devices) and mode.start(job, pool, adm):
+            return self.now
+        return None
+
+    def earliest(self, job: Job, pool: str, hold: float, after: float | None) -> float:
+        return self.profiles[pool].earliest(job.spec.devices, hold, after=after)
+
+    def book(self, job: Job, pool: str, at: float, hold: float) -> None:
+        self.profiles[pool].add(at, at + hold, job.spec.devices)
+
+    def preempt(self, job: Job, pools: Sequence[str], res: CycleResult) -> bool:
+        return try_preempt(self.eng, job, pools, self.profiles, self.now, res)
+
+    def estimate(self, job: Job, pool: str, hold: float, work_ahead: float, adm: Admission,
+                 blocked: Mapping[str, float]) -> WaitEstimate:
+        return estimate_in(self.eng, job, pool, self.profiles[pool], self.now, work_ahead, adm, blocked)
+
+
+class TieredView:
+    """Attained-service tiers: each job is planned on the view of its own class and tier
+    (:class:`TierViews`), and starts by preempting later-tier jobs of its class when only they
+    hold the devices it needs."""
+
+    # the walk goes on with every pool blocked: a later job may still preempt across classes
+    stops_when_blocked = False
+    __slots__ = ("_job", "eng", "now", "taken", "victims", "views")
+
+    def __init__(self, eng: QueueingScheduler, now: float) -> None:
+        self.eng, self.now = eng, now
+        # every view the walk will use, built now from the state before anything changes
+        self.views = TierViews(eng, now, {(j.klass.level, eng.tier(j, now)) for j in eng._waiting.values()})
+        self.taken: dict[str, int] = {p: 0 for p in eng.pools}  # planning: devices its starts took
+        # victim candidates per (class, pool, tier): only shrink during a walk (later tiers start after)
+        self.victims: dict[tuple[int, str, int], deque[Job]] = {}
+        self._job: tuple[Job | None, int, int] = (None, 0, 0)  # the job for_job last saw: its level and tier
+
+    def _level_tier(self, job: Job) -> tuple[int, int]:
+        seen, level, q = self._job
+        if seen is not job:
+            level, q = job.klass.level, self.eng.tier(job, self.now)
+            self._job = (job, level, q)
+        return level, q
+
+    def for_job(self, job: Job) -> tuple[dict[str, Profile], float]:
+        level, q = job.klass.level, self.eng.tier(job, self.now)
+        self._job = (job, level, q)
+        return self.views.get(level, q), self.views.hold(job, level, q)
+
+    def start_now(self, job: Job, pool: str, hold: float, held: bool, adm: Admission, mode: Mode) -> float | None:
+        eng, now, n = self.eng, self.now, job.spec.devices
+        fit = self.views.pair(job, pool)
+        if held and not (eng.pool_free(pool) - self.taken[pool] >= n and fit.fits(now, n)):
+            return None  # its victims are winding down: no new victims for the same need
+        if eng.pool_free(pool) - self.taken[pool] >= n:
+            if not fit.fits(now, n) or not mode.start(job, pool, adm):
+                return None
+            if mode.planning:
+                self.taken[pool] += n  # a planned start leaves the cluster's free counts as they are
+            return now
+        grace = eng.policy.grace_s
+        if not fit.own.fits(now + grace, fit.hold, n):
+            return None  # not even by preempting its class's later tiers
+        if mode.planning:
+            return now + grace  # it would preempt later-tier jobs (planning: victims not chosen)
+        level, q = self._level_tier(job)
+        vkey = (level, pool, q)
+        if vkey not in self.victims:
+            self.victims[vkey] = tier_victims(eng, level, pool, q, now)
+        return preempt_tier(eng, job, pool, q, now, adm, mode.res, self.victims[vkey], self.views.release,
+                            check=functools.partial(self.views.fits_after, job, pool))
+
+    def earliest(self, job: Job, pool: str, hold: float, after: float | None) -> float:
+        return self.views.pair(job, pool).earliest(job.spec.devices, after=after)
+
+    def book(self, job: Job, pool: str, at: float, hold: float) -> None:
+        self.views.book(pool, at, job)
+
+    def preempt(self, job: Job, pools: Sequence[str], res: CycleResult) -> bool:
+        return try_preempt_booked(self.eng, job, pools, self.now, res, self.views)
+
+    def estimate(self, job: Job, pool: str, hold: float, work_ahead: float, adm: Admission,
+                 blocked: Mapping[str, float]) -> WaitEstimate:
+        level, q = self._level_tier(job)
+        return estimate_in(self.eng, job, pool, self.views.get(level, q)[pool], self.now, work_ahead, adm, blocked,
+                           hold=hold, alone_prof=self.views.base(level, q)[pool], fit=self.views.pair(job, pool))
+
+
+def view_for(eng: QueueingScheduler, now: float) -> View:
+    """The view a walk at ``now`` plans on, for the engine's policy."""
+    return TieredView(eng, now) if eng.policy.demote_after_device_s else PlainView(eng, now)
+
+
+def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimate]:
+    """Walk the queue in order (:class:`Commit`: a cycle; :class:`Plan`: an estimate).
+
+    Returns, in planning mode, the target's estimates per pool.
+    """
+    pol = eng.policy
+    view = view_for(eng, now)
+    eng._pctx = None
+    w = WalkState(grace_holds(eng) if pol.grace_s > 0 else {}, {p: 0.0 for p in eng.pools})
+    mode.begin()
+    target = mode.target if isinstance(mode, Plan) else None
+    exact = mode.depth if isinstance(mode, Plan) else 0
+    out: dict[str, WaitEstimate] = {}
+    planning = mode.planning
+    for_job, start_now, book = view.for_job, view.start_now, view.book  # bound once: the loop runs per queued job
+    for job in eng.queue(now):
+        if not planning and pol.max_tests is not None and w.tests >= pol.max_tests:
+            break
+        w.tests += 1
+        spec, n = job.spec, job.spec.devices
+        own, hold = for_job(job)
+        pools = eng._pools_for(spec)
+        is_target = job.id == target
+        if planning and not is_target and w.reservations >= exact:
+            # beyond the exact depth: fluid approximation of the work ahead
+            p = pools[0] if len(pools) == 1 else max(pools, key=lambda x: own[x].free_now)
+            w.planned_work[p] += hold * n
+            continue
+        adm_by_pool = {p: eng._admit_planned(job, p, w.plan_usage) for p in pools}
+        if is_target:
+            for p in eng.pools:
+                out[p] = view.estimate(job, p, hold, w.planned_work[p],
+                                       adm_by_pool.get(p) or eng._admit_planned(job, p, w.plan_usage), w.blocked)
+            return out
+        admissible = [p for p in pools if adm_by_pool[p].ok]
+        held = w.holds.get(job.id)
+        if not admissible:
+            job.wait = WaitReason.QUOTA
+            if held is not None:
+                _hold(eng, view, mode, w, job, held, hold, now)
+                continue
+            # a preempting class may still free its own tenant's quota from lower jobs
+            if not planning and job.klass.preempts and may_preempt(eng, job):
+                view.preempt(job, pools, mode.res)
+            continue
+        at: float | None = None
+        for p in admissible:
+            if p in w.blocked:
+                continue
+            at = start_now(job, p, hold, held is not None, adm_by_pool[p], mode)
+            if at is not None:
+                book(job, p, at, hold)
+                mode.planned(job, p, w)
+                break
+        if at is not None:
+            continue
+        if held is not None:
+            # its victims are still winding down: no new victims for the same need, and what
+            # they free stays held for it
+            job.wait = WaitReason.RESERVATION if own[held.pool].free_now >= n else WaitReason.CAPACITY
+            _hold(eng, view, mode, w, job, held, hold, now)
+            continue
+        # blocked: preempt, or hold a reservation
+        if not planning and may_preempt(eng, job) and view.preempt(job, admissible, mode.res):
+            continue
+        if not planning and pol.backfill == BackfillMode.EASY and all(p in w.easy_reserved for p in admissible):
+            # no reservation will be made: only say why it waits
+            free = max(own[p].free_now for p in admissible)
+            job.wait = WaitReason.RESERVATION if free >= n else WaitReason.CAPACITY
+            continue
+        if not planning and pol.backfill == BackfillMode.CONSERVATIVE and w.reservations >= pol.plan_depth:
+            job.wait = WaitReason.PRIORITY
+            continue
+        best_p, best_t = admissible[0], math.inf
+        for p in admissible:
+            t = view.earliest(job, p, hold, w.blocked.get(p))
+            if t < best_t:
+                best_p, best_t = p, t
+        job.wait = WaitReason.RESERVATION if own[best_p].free_now >= n else WaitReason.CAPACITY
+        if pol.backfill == BackfillMode.NONE:
+            for p in admissible:
+                w.blocked[p] = max(w.blocked.get(p, now), best_t if p == best_p else now)
+            if planning and math.isfinite(best_t):
+                book(job, best_p, best_t, hold)
+            w.reservations += 1
+            if not planning and view.stops_when_blocked and len(w.blocked) == len(eng.pools):
+                break
+            continue
+        reserve = (planning or (pol.backfill == BackfillMode.CONSERVATIVE and w.reservations < pol.plan_depth)
+                   or (pol.backfill == BackfillMode.EASY and best_p not in w.easy_reserved))
+        if reserve and math.isfinite(best_t):
+            book(job, best_p, best_t, hold)
+            w.reservations += 1
+            w.easy_reserved.add(best_p)
+            mode.reserve(job, best_p, best_t)
+    return out
+
+
+def _hold(eng: QueueingScheduler, view: View, mode: Mode, w: WalkState, job: Job, held: GraceHold, hold: float,
+          now: float) -> None:
+    """A preemptor whose victims are in their grace period keeps what they free: its quota is
+    claimed for the rest of the walk (later jobs of its tenant are admitted around it) and it
+    holds a reservation from the end of the grace period (backfill may use the devices only
+    if it ends by then), whatever the backfill mode's reservation limits."""
+    pool = held.pool
+    claim(eng, job, held, w.plan_usage)
+    t = view.earliest(job, pool, hold, max(held.end, w.blocked.get(pool, now)))
+    if eng.policy.backfill == BackfillMode.NONE:
+        w.blocked[pool] = max(w.blocked.get(pool, now), t)
+    if math.isfinite(t):
+        view.book(job, pool, t, hold)
+        mode.reserve(job, pool, t)
+    w.reservations += 1
+    w.easy_reserved.add(pool)
