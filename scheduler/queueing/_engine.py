@@ -41,10 +41,12 @@ from accel.scheduler import (
     Allocation,
     ClusterState,
     DeviceSelector,
+    Filter,
     InvalidRequestError,
     Request,
     Scheduler,
     SchedulerStateError,
+    Scorer,
     Share,
     host_spec_from_inventory,
 )
@@ -52,9 +54,21 @@ from accel.scheduler import (
 from ._estimators import DeclaredModel, DurationModel, capped_remaining
 from ._journal import Event, Journal, JournalError
 from ._meter import Bill, Meter, PriceTable, Segment
+from ._placement import PlacementRefusal, QueuePlacer
 from ._profile import Profile
 from ._tenants import Admission, Tenant, TenantBook, Usage
-from ._types import BackfillMode, InClassOrder, JobSpec, JobState, Policy, PreemptMode, PriorityClass, WaitReason
+from ._types import (
+    BackfillMode,
+    InClassOrder,
+    JobSpec,
+    JobState,
+    Policy,
+    PreemptMode,
+    PriorityClass,
+    WaitReason,
+    topology_from_dict,
+    topology_to_dict,
+)
 
 __all__ = ["CycleResult", "Job", "QueueingScheduler", "WaitEstimate"]
 
@@ -158,12 +172,17 @@ class QueueingScheduler:
 
     def __init__(self, cluster: ClusterState, policy: Policy | None = None, *,
                  tenants: Iterable[Tenant] = (), prices: PriceTable | None = None,
-                 journal: Journal | str | Path | None = None, scorer: str = "best-fit",
-                 durations: DurationModel | None = None) -> None:
+                 journal: Journal | str | Path | None = None, scorer: str | Scorer = "fewest-free",
+                 durations: DurationModel | None = None, workload: Sequence[Request] | None = None,
+                 filters: Sequence[Filter] = ()) -> None:
         self.state = cluster
         self.durations: DurationModel = durations or DeclaredModel()
         self.policy = policy or Policy()
-        self.placer = Scheduler(cluster, scorer)
+        # queued work goes through the same filter -> score -> reserve stages as a direct request
+        # (``workload``: the target pod mix the FGD scorers need; ``filters``: extra filter stages)
+        self.placer = Scheduler(cluster, scorer, workload=workload, filters=filters)
+        self._queue_placer = QueuePlacer(self.placer)
+        self.refusals: dict[str, PlacementRefusal] = {}  # job -> why the pipeline refused it last
         self.book = TenantBook(tenants, half_life_s=self.policy.fair_half_life_s)
         self.meter = Meter(prices)
         self.journal = journal if isinstance(journal, Journal) else Journal(journal or ":memory:")
@@ -255,7 +274,7 @@ class QueueingScheduler:
         d = ev.data["spec"]
         share = Share(**d["share"]) if d.get("share") else None
         labels = tuple(tuple(x) for x in d.get("labels", ()))
-        spec = JobSpec(**{**d, "share": share, "labels": labels})
+        spec = JobSpec(**{**d, "share": share, "labels": labels, "topology": topology_from_dict(d.get("topology"))})
         self._seq += 1
         job = Job(spec, self.policy.klass(spec.priority_class), self._seq, ev.t)
         job.estimate_at_submit = ev.data.get("estimate")
@@ -425,7 +444,8 @@ class QueueingScheduler:
     def _chunk_request(self, spec: JobSpec, pool: str, i: int, k: int, n_chunks: int) -> Request:
         sel = self._selectors.get(pool)
         if sel is None:
-            sel = self._selectors[pool] = DeviceSelector(models=(pool,)) if pool != "unknown" else DeviceSelector()
+            # pool "unknown" holds the devices without a model name (see _init_pools)
+            sel = self._selectors[pool] = DeviceSelector(models=(pool,) if pool != "unknown" else ("", "unknown"))
         name = spec.id if n_chunks == 1 else f"{spec.id}#{i}"
         gang = spec.id if n_chunks > 1 else None
         cpu = spec.cpu_milli * k // max(spec.devices, 1)
@@ -434,7 +454,7 @@ class QueueingScheduler:
             return Request(name, cpu_milli=cpu, memory_bytes=mem, share=spec.share, selector=sel,
                            priority=self._level(spec), tenant=spec.tenant)
         return Request(name, cpu_milli=cpu, memory_bytes=mem, devices=k, selector=sel, gang=gang,
-                       priority=self._level(spec), tenant=spec.tenant)
+                       topology=spec.topology, priority=self._level(spec), tenant=spec.tenant)
 
     def _level(self, spec: JobSpec) -> int:
         job = self.jobs.get(spec.id)
@@ -590,62 +610,35 @@ class QueueingScheduler:
         return hit
 
     # -- placement --------------------------------------------------------------------------------------
-    def _plan_chunks(self, spec: JobSpec, pool: str) -> list[tuple[int, int]] | None:
-        """Hosts and device counts for a job: one host if possible (best fit), else fewest hosts."""
-        col = self.host_free[:, self._pool_index[pool]]
-        n = spec.devices
-        ok = np.nonzero(col >= n)[0]
-        if len(ok):
-            h = int(ok[np.argmin(col[ok])])
-            return [(h, n)]
-        if spec.same_host or spec.share is not None or int(col.sum()) < n:
-            return None
-        order = np.argsort(-col, kind="stable")
-        chunks: list[tuple[int, int]] = []
-        left = n
-        for h in order.tolist():
-            if left == 0 or col[h] == 0:
-                break
-            k = min(int(col[h]), left)
-            chunks.append((int(h), k))
-            left -= k
-        return chunks if left == 0 else None
+    def _place(self, job: Job, pool: str) -> list[tuple[str, list[int]]] | PlacementRefusal:
+        """Hosts and slots through the placement pipeline (nothing bound; see ``_placement``).
 
-    def _place(self, job: Job, pool: str) -> list[tuple[str, list[int]]] | None:
-        """Choose hosts and slots (part 1 picks the slots) without changing the state."""
-        plan = self._plan_chunks(job.spec, pool)
-        if plan is None:
-            return None
-        out: list[tuple[str, list[int]]] = []
-        st = self.state
-        pidx = self._pool_index[pool]
+        The chunk requests are kept in ``_req_cache`` for ``_on_placed`` to bind."""
         spec = job.spec
-        for i, (h, k) in enumerate(plan):
-            # the fully free usable slots of this pool on the host (what ``host_free`` counts)
-            free = np.nonzero(st.dev_usable[h] & (st.dev_left[h] == st.dev_cap[h]) & (self._slot_pool[h] == pidx))[0]
-            needs_host = spec.share is not None or spec.cpu_milli or spec.memory_bytes
-            req = self._chunk_request(spec, pool, i, k, len(plan)) if needs_host or 1 < k < len(free) else None
-            if req is not None and needs_host and not st.feasible(req, np.array([h]))[0]:
-                return None
-            if req is not None:
-                self._req_cache[(job.id, i)] = req
-            if k == len(free) or k == 1 or spec.share is not None:
-                # whole free set, or one device: no topology choice to make
-                slots = [int(x) for x in free[:k]]
-            else:
-                assert req is not None
-                slots = list(self.placer.reserve_devices(req, h))  # part 1: tightest link domain
-            if len(slots) != k:
-                return None
-            out.append((self.state.host_names[h], slots))
+
+        def make(i: int, k: int, n_chunks: int) -> Request:
+            return self._chunk_request(spec, pool, i, k, n_chunks)
+
+        got = self._queue_placer.plan(make, spec.devices, split=not spec.same_host and spec.share is None,
+                                      topology=spec.topology, pool_free=self.host_free[:, self._pool_index[pool]])
+        if isinstance(got, PlacementRefusal):
+            return got
+        out: list[tuple[str, list[int]]] = []
+        for i, chunk in enumerate(got.chunks):
+            self._req_cache[(job.id, i)] = chunk.request
+            out.append((self.state.host_names[chunk.host], [int(x) for x in chunk.slots]))
         return out
 
     def _start(self, job: Job, pool: str, now: float, adm: Admission, reason: str) -> bool:
         chunks = self._place(job, pool)
-        if chunks is None:
+        if isinstance(chunks, PlacementRefusal):
             for key in [k for k in self._req_cache if k[0] == job.id]:
                 del self._req_cache[key]
+            # counts said it fits; the pipeline said no: a truthful reason, no "now" reservation
+            job.wait = WaitReason.PLACEMENT
+            self.refusals[job.id] = chunks
             return False
+        self.refusals.pop(job.id, None)
         if job.attempts == 0:
             self._emit(now, job.id, "admitted", "quota ok" + (" (borrowing)" if adm.borrowing else ""),
                        {"pool": pool, "borrowing": adm.borrowing})
@@ -781,7 +774,7 @@ class QueueingScheduler:
                 if commit and job.klass.preempts and self._may_preempt(job):
                     self._try_preempt(job, pools, profiles, now, res)
                 continue
-            started = False
+            started = refused = False
             for p in admissible:
                 if p in blocked_pools:
                     continue
@@ -789,6 +782,7 @@ class QueueingScheduler:
                 n = spec.devices
                 if prof.fits(now, d, n):
                     ok = self._start(job, p, now, adm_by_pool[p], "fits now") if commit else True
+                    refused = refused or not ok
                     if ok:
                         prof.add(now, now + d, n)
                         if commit:
@@ -800,6 +794,8 @@ class QueueingScheduler:
                         break
             if started:
                 continue
+            if refused and held is None:
+                continue  # the pipeline refused it (wait reason set by _start): no "now" reservation
             if held is not None:
                 # its victims are still winding down: no new victims for the same need, and what
                 # they free stays held for it
@@ -1292,6 +1288,7 @@ class QueueingScheduler:
                     self._try_preempt_booked(job, pools, now, res, views)
                 continue
             at: float | None = None
+            refused = False
             for p in admissible:
                 if p in blocked_pools:
                     continue
@@ -1307,6 +1304,8 @@ class QueueingScheduler:
                     elif self._start(job, p, now, adm_by_pool[p], "fits now"):
                         res.started.append(job.id)
                         at = now
+                    else:
+                        refused = True  # the pipeline refused it (wait reason set by _start)
                 elif not fit.own.fits(now + grace, fit.hold, n):
                     continue  # not even by preempting its class's later tiers
                 elif commit:
@@ -1323,7 +1322,7 @@ class QueueingScheduler:
                         key = (spec.tenant, p)
                         plan_usage[key] = plan_usage.get(key, Usage()).plus(self._need(job, p))
                     break
-            if at is not None:
+            if at is not None or (refused and held is None):
                 continue
             if held is not None:
                 job.wait = WaitReason.RESERVATION if view[held[0]].free_now >= n else WaitReason.CAPACITY
@@ -1716,4 +1715,4 @@ def _spec_dict(spec: JobSpec) -> dict[str, Any]:
             "estimate_s": spec.estimate_s, "priority_class": spec.priority_class, "same_host": spec.same_host,
             "checkpoint_interval_s": spec.checkpoint_interval_s, "cpu_milli": spec.cpu_milli,
             "memory_bytes": spec.memory_bytes, "preemptible": spec.preemptible,
-            "labels": [list(x) for x in spec.labels]}
+            "labels": [list(x) for x in spec.labels], "topology": topology_to_dict(spec.topology)}
