@@ -1525,8 +1525,12 @@ class QueueingScheduler:
     @classmethod
     def recover(cls, cluster: ClusterState, journal: Journal | str | Path, policy: Policy | None = None, *,
                 tenants: Iterable[Tenant] = (), prices: PriceTable | None = None,
-                durations: DurationModel | None = None) -> QueueingScheduler:
+                durations: DurationModel | None = None, scorer: str | Scorer = "fewest-free",
+                workload: Sequence[Request] | None = None, filters: Sequence[Filter] = ()) -> QueueingScheduler:
         """Rebuild the state after a crash by replaying the journal onto a fresh cluster view.
+
+        The replay binds the slots the journal names; ``scorer``, ``workload`` and ``filters``
+        (as the crashed engine had them) place the work that comes after.
 
         Every event is checked first (:meth:`Journal.events`: format, payload, each job's life;
         here: pools, hosts, slots and devices of this cluster); the first one that is wrong, or
@@ -1534,7 +1538,8 @@ class QueueingScheduler:
         """
         opened = not isinstance(journal, Journal)
         jr = journal if isinstance(journal, Journal) else Journal(journal, create=False)
-        eng = cls(cluster, policy, tenants=tenants, prices=prices, journal=jr, durations=durations)
+        eng = cls(cluster, policy, tenants=tenants, prices=prices, journal=jr, durations=durations,
+                  scorer=scorer, workload=workload, filters=filters)
         eng._replaying = True
         try:
             for ev in jr.events():
@@ -1715,4 +1720,6 @@ def _spec_dict(spec: JobSpec) -> dict[str, Any]:
             "estimate_s": spec.estimate_s, "priority_class": spec.priority_class, "same_host": spec.same_host,
             "checkpoint_interval_s": spec.checkpoint_interval_s, "cpu_milli": spec.cpu_milli,
             "memory_bytes": spec.memory_bytes, "preemptible": spec.preemptible,
-            "labels": [list(x) for x in spec.labels], "topology": topology_to_dict(spec.topology)}
+            "labels": [list(x) for x in spec.labels],
+            # optional fields only when set: a journal without them reads as before
+            **({"topology": topology_to_dict(spec.topology)} if spec.topology is not None else {})}
