@@ -222,8 +222,10 @@ class QueuePlacer:
         gang = self._gang(make, devices, topology, pool_free)
         if gang is not None:
             return gang
+        # enough free devices in the pool, and a split by counts alone would succeed: what refused it
+        # is the required grouping, or the filters (CPU, memory, pod slots, extra filters)
         kind = first if fits_one else (
-            RefusalKind.TOPOLOGY if topology is not None and topology.required else RefusalKind.FRAGMENTATION)
+            RefusalKind.TOPOLOGY if topology is not None and topology.required else RefusalKind.RESOURCES)
         return PlacementRefusal(kind, self._say(kind, devices, one_host=fits_one))
 
     @staticmethod
