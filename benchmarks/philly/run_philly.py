@@ -163,6 +163,14 @@ def run_one(task: Task) -> tuple[Task, list[JobOutcome], dict[str, float], float
     t0 = time.perf_counter()
     res = sim.run()
     wall = time.perf_counter() - t0
+    # placement locality (what the scorer changes here: starts are decided on free-device counts,
+    # and a job not on one host is split over hosts): placements of jobs that fit on one 8-GPU
+    # host, and how many of them were split over several hosts
+    small = split = 0
+    for ev in eng.journal.events():
+        if ev.kind in ("placed", "resumed") and sum(len(c[1]) for c in ev.data["chunks"]) <= 8:
+            small += 1
+            split += len(ev.data["chunks"]) > 1
     if task.eval_from:
         # score only the jobs after the first eval_from: the replay before them warms the cluster
         # and the history exactly as a live system would be warm
@@ -170,7 +178,8 @@ def run_one(task: Task) -> tuple[Task, list[JobOutcome], dict[str, float], float
         res = SimResult([o for o in res.outcomes if o.id in scored], res.capacity_devices, res.makespan_s,
                         res.busy_device_s, res.cycles)
     return task, res.outcomes, {**res.metrics(), "capacity": float(res.capacity_devices),
-                                "busy_device_s": res.busy_device_s, "makespan_s": res.makespan_s}, wall
+                                "busy_device_s": res.busy_device_s, "makespan_s": res.makespan_s,
+                                "small_placements": float(small), "split_placements": float(split)}, wall
 
 
 def summarize(outcomes: list[JobOutcome], busy: float, cap_time: float) -> dict[str, float]:
@@ -293,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
 
     per_vc_rows = []
     combined: dict[tuple[str, str], tuple[list[JobOutcome], float, float, float]] = {}
+    splits: dict[tuple[str, str], tuple[float, float]] = {}
     for task, outs, m, wall in results:
         per_vc_rows.append({"estimator": task.estimator, "policy": task.policy, "scorer": task.scorer, "vc": task.vc,
                             "devices": task.devices, **{k: round(v, 6) for k, v in m.items()},
@@ -300,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         key = (task.estimator, task.policy)
         o, busy, capt, w = combined.get(key, ([], 0.0, 0.0, 0.0))
         combined[key] = (o + outs, busy + m["busy_device_s"], capt + m["capacity"] * m["makespan_s"], w + wall)
+        sm, sp = splits.get(key, (0.0, 0.0))
+        splits[key] = (sm + m["small_placements"], sp + m["split_placements"])
     per_vc_rows.sort(key=lambda r: (r["estimator"], r["policy"], r["vc"]))
     _write(out / "per_vc.csv", per_vc_rows)
     summary = []
@@ -307,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         s = summarize(outs, busy, capt)
         summary.append({"estimator": est, "policy": pol, "scorer": args.scorer, "devices_per_vc": args.devices_per_vc,
                         "jobs_per_vc": limit or "all", "vcs": len(vcs), **{k: round(v, 6) for k, v in s.items()},
+                        "split_share": round(splits[(est, pol)][1] / max(1.0, splits[(est, pol)][0]), 6),
                         "wall_s": round(wall, 1)})
         _write(out / f"jobs_{est}_{pol}.csv", [
             {"id": o.id, "vc": o.tenant, "devices": o.devices, "duration_s": o.duration_s, "submit_s": o.submit_s,
@@ -337,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
               f"p99 JCT {float(row['p99_jct_s']) / 3600:9.1f} h  avg wait {float(row['avg_wait_s']) / 3600:8.1f} h  "
               f"queued p50/p99/max {float(row['p50_queued_s']) / 3600:.2f}/{float(row['p99_queued_s']) / 3600:.1f}/"
               f"{float(row['max_queued_s']) / 3600:.1f} h  "
-              f"util {float(row['utilisation']):.3f}  x{row['jct_gain_vs_fifo']} vs FIFO  "
+              f"util {float(row['utilisation']):.3f}  split {float(row['split_share']):.3f}  "
+              f"x{row['jct_gain_vs_fifo']} vs FIFO  "
               f"est err median {float(row['est_median_rel_err']):.3f} (n={row['waited_1min']})")
     if not args.no_plot:
         _plot(summary, out)
