@@ -15,8 +15,8 @@ are spread over ~10^7 s before the rest arrive within ~3x10^6 s); the next ``--j
 ``--node-every``-th node of the GPU node list (file order, which groups nodes by model, so each
 model keeps its share); creation times are divided by a factor chosen so that the offered
 device load (sum of devices x duration within the arrival window, a pod longer than the window
-counting the window) is ``--load`` x the subset's device capacity.  Pods still waiting at the horizon (``--horizon-x`` x the arrival window after
-the first arrival) are "never placed".
+counting the window) is ``--load`` x the subset's device capacity.  Pods still waiting at the
+horizon (``--horizon-x`` x the arrival window after the first arrival) are "never placed".
 
 Metrics per scorer: average and p99 wait of the pods that started, average JCT of those that
 finished by the horizon, the time-mean allocation ratio (allocated GPU compute / capacity) over

@@ -774,7 +774,8 @@ class QueueingScheduler:
                 if commit and job.klass.preempts and self._may_preempt(job):
                     self._try_preempt(job, pools, profiles, now, res)
                 continue
-            started = refused = False
+            started = False
+            refused: list[str] = []  # pools where the counts said "fits now" and the pipeline said no
             for p in admissible:
                 if p in blocked_pools:
                     continue
@@ -782,7 +783,8 @@ class QueueingScheduler:
                 n = spec.devices
                 if prof.fits(now, d, n):
                     ok = self._start(job, p, now, adm_by_pool[p], "fits now") if commit else True
-                    refused = refused or not ok
+                    if not ok:
+                        refused.append(p)
                     if ok:
                         prof.add(now, now + d, n)
                         if commit:
@@ -795,7 +797,10 @@ class QueueingScheduler:
             if started:
                 continue
             if refused and held is None:
-                continue  # the pipeline refused it (wait reason set by _start): no "now" reservation
+                # wait reason set by _start; no bogus "now" reservation where it was refused
+                admissible = [p for p in admissible if p not in refused]
+                if not admissible:
+                    continue
             if held is not None:
                 # its victims are still winding down: no new victims for the same need, and what
                 # they free stays held for it
@@ -1288,7 +1293,7 @@ class QueueingScheduler:
                     self._try_preempt_booked(job, pools, now, res, views)
                 continue
             at: float | None = None
-            refused = False
+            refused: list[str] = []  # pools where the counts said "fits now" and the pipeline said no
             for p in admissible:
                 if p in blocked_pools:
                     continue
@@ -1305,7 +1310,7 @@ class QueueingScheduler:
                         res.started.append(job.id)
                         at = now
                     else:
-                        refused = True  # the pipeline refused it (wait reason set by _start)
+                        refused.append(p)  # the pipeline refused it (wait reason set by _start)
                 elif not fit.own.fits(now + grace, fit.hold, n):
                     continue  # not even by preempting its class's later tiers
                 elif commit:
@@ -1322,8 +1327,12 @@ class QueueingScheduler:
                         key = (spec.tenant, p)
                         plan_usage[key] = plan_usage.get(key, Usage()).plus(self._need(job, p))
                     break
-            if at is not None or (refused and held is None):
+            if at is not None:
                 continue
+            if refused and held is None:
+                admissible = [p for p in admissible if p not in refused]
+                if not admissible:
+                    continue
             if held is not None:
                 job.wait = WaitReason.RESERVATION if view[held[0]].free_now >= n else WaitReason.CAPACITY
                 self._hold_tiered(job, held, views, plan_usage, blocked_pools, now, res, commit=commit)

@@ -20,7 +20,16 @@ from accel.scheduler import (
     TopologyLevel,
     make_scorer,
 )
-from accel.scheduler.queueing import JobSpec, JobState, Journal, JournalError, QueueingScheduler, WaitReason
+from accel.scheduler.queueing import (
+    BackfillMode,
+    JobSpec,
+    JobState,
+    Journal,
+    JournalError,
+    Policy,
+    QueueingScheduler,
+    WaitReason,
+)
 from accel.scheduler.queueing._placement import FewestFreeScorer, PlacementRefusal, RefusalKind
 from accel.scheduler.queueing._types import topology_from_dict
 
@@ -31,10 +40,11 @@ LINK = TopologyConstraint(TopologyLevel.LINK_DOMAIN, required=True)
 PREFER_LINK = TopologyConstraint(TopologyLevel.LINK_DOMAIN, required=False)
 
 
-def _host(name: str, n: int, *, cpu: int = 64_000, domains: int = 1, rack: str | None = None) -> HostSpec:
-    """``n`` A100s split evenly into ``domains`` link domains (slot order: domain 0 first)."""
+def _host(name: str, n: int, *, cpu: int = 64_000, domains: int = 1, rack: str | None = None,
+          model: str = "A100") -> HostSpec:
+    """``n`` devices split evenly into ``domains`` link domains (slot order: domain 0 first)."""
     per = n // domains
-    devs = tuple(DeviceSpec(id=f"{name}/{j}", vendor="nvidia", model="A100", memory_bytes=16 * GIB,
+    devs = tuple(DeviceSpec(id=f"{name}/{j}", vendor="nvidia", model=model, memory_bytes=16 * GIB,
                             link_domain=f"nvl{j // per}") for j in range(n))
     return HostSpec(name, cpu, 256 * GIB, devs, rack=rack)
 
@@ -156,6 +166,19 @@ def test_required_link_domain_waits_for_a_domain_then_starts() -> None:
     assert x.state == JobState.RUNNING
     assert sorted(_placed(eng, "x")[0][1]) == [4, 5, 6, 7]
     assert "x" not in eng.refusals
+
+
+def test_refused_in_one_pool_still_reserves_in_another() -> None:
+    hosts = [_host("a", 8, domains=2), _host("h", 8, domains=2, model="H100")]
+    eng = QueueingScheduler(ClusterState.from_specs(hosts), Policy(backfill=BackfillMode.CONSERVATIVE))
+    _hold(eng, "a0", "a", [0, 1])
+    _hold(eng, "a1", "a", [4, 5])
+    _hold(eng, "h0", "h", list(range(8)))
+    eng.submit(job("x", 4, topology=LINK), 1.0)
+    eng.cycle(1.0)
+    # A100: 4 free by count, split over two domains (refused); H100: held until h0 ends at 100 s
+    assert eng.refusals["x"].kind == RefusalKind.TOPOLOGY
+    assert eng.reservations["x"][:2] == ("H100", 100.0)
 
 
 def test_without_topology_a_split_set_is_used() -> None:
