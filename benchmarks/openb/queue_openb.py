@@ -48,6 +48,7 @@ from accel.scheduler import (
     load_openb_pods,
 )
 from accel.scheduler.queueing import JobSpec, QueueingScheduler
+from accel.scheduler.queueing._placement import RefusalKind
 
 SHARED = Path(os.environ.get("ACCEL_SHARED", Path(__file__).resolve().parents[3] / "shared"))
 OPENB = SHARED / "traces" / "openb"
@@ -108,7 +109,7 @@ def run(scorer: str, arrivals: list[tuple[float, JobSpec, float]], workload: lis
     heapq.heapify(events)
     started: dict[str, float] = {}
     ended: dict[str, float] = {}
-    refused: set[str] = set()
+    refused: dict[str, str] = {}  # pod -> kind of the first refusal
     area = area_h = 0.0  # allocation ratio x time, over the arrival window and over the horizon
     last = 0.0
     t_wall = time.perf_counter()
@@ -130,7 +131,8 @@ def run(scorer: str, arrivals: list[tuple[float, JobSpec, float]], workload: lis
         for jid in res.started:
             started[jid] = now
             heapq.heappush(events, (now + dur[jid], 0, jid))
-        refused.update(eng.refusals)  # counts said "fits now" in a pool, the pipeline said no
+        for jid, why in eng.refusals.items():  # counts said "fits now" in a pool, the pipeline said no
+            refused.setdefault(jid, why.kind.value)
     if last < window:
         area += state.allocation_ratio() * (window - last)
     area_h += state.allocation_ratio() * max(0.0, horizon - last)
@@ -143,6 +145,7 @@ def run(scorer: str, arrivals: list[tuple[float, JobSpec, float]], workload: lis
             "p99_wait_s": p99, "avg_jct_s": statistics.fmean(jcts) if jcts else math.nan,
             "mean_alloc_ratio": area / window if window else math.nan,
             "mean_alloc_ratio_horizon": area_h / horizon if horizon else math.nan, "placement_refused": len(refused),
+            **{f"refused_{k.value}": sum(1 for v in refused.values() if v == k.value) for k in RefusalKind},
             "wall_s": wall}
 
 
