@@ -1,8 +1,8 @@
 """The queueing engine: admission, ordering, preemption, backfill, placement, recovery.
 
 :class:`QueueingScheduler` sits on top of part 1 (a :class:`accel.scheduler.ClusterState` and a
-:class:`accel.scheduler.Scheduler` that picks device slots inside a host).  It decides *when*
-and *how many per host*; part 1 decides *which slots*.  All mutation goes through
+:class:`accel.scheduler.Scheduler`).  It decides *when* and in which pool; part 1's filter, score
+and reserve stages decide *where* (hosts and slots, see ``_placement``).  All mutation goes through
 :meth:`QueueingScheduler._emit`, which appends the event to the journal and applies it, and a
 rebuild (:meth:`QueueingScheduler.recover`) applies the same events again: live state and
 rebuilt state cannot drift apart.
@@ -10,7 +10,8 @@ rebuilt state cannot drift apart.
 Capacity model: each device model is a *pool*; backfill and estimates count whole free
 devices per pool (a fractional share takes a whole free device there, which is conservative).
 A job that is not ``same_host`` is split into per-host chunks, consolidated on as few hosts
-as possible and placed all-or-nothing.
+as possible and placed all-or-nothing.  When the counts say a job fits but the pipeline
+refuses it (topology, CPU, memory, filters), it waits with reason ``placement``.
 
 Attained-service tiers (``Policy.demote_after_device_s``): the queue is ordered by class, then
 tier, and :meth:`QueueingScheduler._walk_tiered` plans each job on the free-device view of its
@@ -168,6 +169,10 @@ class QueueingScheduler:
     """Priority classes, backfill with reservations, preemption, quotas, metering, journal.
 
     Time is always passed in (``now``, seconds); the engine never reads a clock.
+    ``scorer`` (a registered name or a :class:`accel.scheduler.Scorer`; default ``fewest-free``,
+    the engine's historical rule), ``workload`` (the target pod mix the FGD scorers need) and
+    ``filters`` (extra filter stages) configure where queued work goes; ``refusals`` holds, per
+    waiting job, why the pipeline last refused it.
     """
 
     def __init__(self, cluster: ClusterState, policy: Policy | None = None, *,
