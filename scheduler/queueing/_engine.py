@@ -23,6 +23,7 @@ its tier (:meth:`QueueingScheduler.next_wakeup`).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import math
 import statistics
@@ -146,7 +147,9 @@ class WaitEstimate:
     price_per_hour: float
 
     def describe(self) -> str:
-        if not math.isfinite(self.wait_s):
+        if self.reason == WaitReason.PLACEMENT:
+            when = "not now: enough devices are free but the placement pipeline refused it"
+        elif not math.isfinite(self.wait_s):
             when = "not with the current capacity"
         elif self.wait_s < 30:
             when = "now"
@@ -641,7 +644,7 @@ class QueueingScheduler:
                 del self._req_cache[key]
             # counts said it fits; the pipeline said no: a truthful reason, no "now" reservation
             job.wait = WaitReason.PLACEMENT
-            self.refusals[job.id] = chunks
+            self.refusals[job.id] = dataclasses.replace(chunks, pool=pool)
             return False
         self.refusals.pop(job.id, None)
         if job.attempts == 0:
@@ -1436,6 +1439,10 @@ class QueueingScheduler:
         if job.state not in (JobState.QUEUED, JobState.SUSPENDED):
             raise SchedulerStateError(f"job {job_id} is {job.state.value}, not queued")
         _, out = self._walk(t, CycleResult(), commit=False, target=job_id, depth=depth)
+        refused = self.refusals.get(job_id)
+        if refused is not None and refused.pool in out and out[refused.pool].reason == WaitReason.NONE:
+            # the counts say "now", but the last cycle's pipeline refused it there: say so
+            out[refused.pool] = dataclasses.replace(out[refused.pool], reason=WaitReason.PLACEMENT)
         return sorted(out.values(), key=lambda e: (e.start_at, e.price_per_hour))
 
     # -- reports -----------------------------------------------------------------------------------------

@@ -91,6 +91,7 @@ class PlacementRefusal:
 
     kind: RefusalKind
     detail: str
+    pool: str = ""  # the pool it was refused in (set by the engine)
 
 
 MakeRequest = Callable[[int, int, int], Request]

@@ -158,6 +158,9 @@ def test_required_link_domain_waits_for_a_domain_then_starts() -> None:
     assert "x" not in eng.reservations  # no bogus "now" reservation
     refusal = eng.refusals["x"]
     assert isinstance(refusal, PlacementRefusal) and refusal.kind == RefusalKind.TOPOLOGY
+    assert refusal.pool == "A100" and "topology" in refusal.detail
+    (est,) = eng.estimate("x", 1.0)  # not "now": the counts fit, the pipeline does not
+    assert est.reason == WaitReason.PLACEMENT and "refused" in est.describe()
     # a later job that fits still starts in the same cycle
     eng.submit(job("y", 1), 2.0)
     assert "y" in eng.cycle(2.0).started
