@@ -14,6 +14,11 @@ a tier, suspend/resume preemption, conservative backfill) and ``default-guard`` 
 the starvation guard: a waiting job is promoted after ``--promote-ratio`` x its last run and/or
 ``--promote-after`` seconds of waiting).
 
+``--scorer`` picks where queued jobs go (the engine's placement pipeline; default ``fewest-free``,
+the engine's historical rule: fewest free devices that fit, gangs biggest free first); the
+fragmentation-aware scorers (``fgd``, ``fgd-plus``, ...) get the VC's own job sizes as their target
+workload.
+
 Outputs (``--out``, default ``benchmarks/philly/results``): ``summary.csv`` (combined VCs),
 ``per_vc.csv``, ``jobs_<estimator>_<policy>.csv`` (per job), ``jct.png`` and ``estimate_error.png``.
 
@@ -34,7 +39,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from accel.scheduler import InvalidRequestError
+from accel.scheduler import InvalidRequestError, Request, available_scorers
 from accel.scheduler.queueing import (
     BackfillMode,
     HistoryEstimator,
@@ -115,6 +120,7 @@ POLICIES["default-guard"] = replace(tiered_policy(), promote_after_wait_ratio=PR
 HISTORY: dict[str, Any] = {"statistic": "mean", "window": 64}
 KM = "km-mean"
 QUICK = {"vcs": ["2869ce", "e13805", "6c71a0"], "jobs": 150}
+DEFAULT_SCORER = "fewest-free"  # QueueingScheduler's default: the engine's historical placement rule
 FULL_JOBS = 2000
 
 
@@ -133,6 +139,7 @@ class Task:
     eval_from: int = 0
     promote: tuple[float | None, float | None] = (PROMOTE_RATIO, PROMOTE_AFTER_S)
     estimate_depth: int | None = None
+    scorer: str = DEFAULT_SCORER
 
 
 def run_one(task: Task) -> tuple[Task, list[JobOutcome], dict[str, float], float]:
@@ -145,7 +152,10 @@ def run_one(task: Task) -> tuple[Task, list[JobOutcome], dict[str, float], float
             policy = replace(policy, promote_after_wait_ratio=task.promote[0], promote_after_wait_s=task.promote[1])
     else:
         policy = POLICIES[task.policy]
-    eng = QueueingScheduler(uniform_cluster(max(1, task.devices // 8), 8), policy, durations=model)
+    # the target workload of the fragmentation-aware scorers: the VC's job sizes (per 8-GPU host)
+    workload = [Request(f"w{i}", devices=min(j.devices, 8)) for i, j in enumerate(jobs)]
+    eng = QueueingScheduler(uniform_cluster(max(1, task.devices // 8), 8), policy, durations=model,
+                            scorer=task.scorer, workload=workload)
     if model is not None and KM in (model.statistic, model.plan_statistic):
         model.attach_engine(eng)  # running jobs' elapsed times as censored observations
     sim = Simulator(eng, jobs, HistoryEstimator(model) if model is not None else None,
@@ -153,6 +163,14 @@ def run_one(task: Task) -> tuple[Task, list[JobOutcome], dict[str, float], float
     t0 = time.perf_counter()
     res = sim.run()
     wall = time.perf_counter() - t0
+    # placement locality (what the scorer changes here: starts are decided on free-device counts,
+    # and a job not on one host is split over hosts): placements of jobs that fit on one 8-GPU
+    # host, and how many of them were split over several hosts
+    small = split = 0
+    for ev in eng.journal.events():
+        if ev.kind in ("placed", "resumed") and sum(len(c[1]) for c in ev.data["chunks"]) <= 8:
+            small += 1
+            split += len(ev.data["chunks"]) > 1
     if task.eval_from:
         # score only the jobs after the first eval_from: the replay before them warms the cluster
         # and the history exactly as a live system would be warm
@@ -160,7 +178,8 @@ def run_one(task: Task) -> tuple[Task, list[JobOutcome], dict[str, float], float
         res = SimResult([o for o in res.outcomes if o.id in scored], res.capacity_devices, res.makespan_s,
                         res.busy_device_s, res.cycles)
     return task, res.outcomes, {**res.metrics(), "capacity": float(res.capacity_devices),
-                                "busy_device_s": res.busy_device_s, "makespan_s": res.makespan_s}, wall
+                                "busy_device_s": res.busy_device_s, "makespan_s": res.makespan_s,
+                                "small_placements": float(small), "split_placements": float(split)}, wall
 
 
 def summarize(outcomes: list[JobOutcome], busy: float, cap_time: float) -> dict[str, float]:
@@ -230,7 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--estimate-depth", type=_non_negative(int), default=None,
                     help="plan this many jobs ahead exactly for the start estimate at submission, the rest as "
                          "fluid work (default: the policy's plan_depth, 64; 0 = every job ahead exactly)")
+    ap.add_argument("--scorer", default=DEFAULT_SCORER,
+                    help=f"where queued jobs go (default {DEFAULT_SCORER}, the engine's historical rule)")
     args = ap.parse_args(argv)
+    if args.scorer not in available_scorers():
+        ap.error(f"--scorer {args.scorer!r}: known scorers are {', '.join(available_scorers())}")
     estimate_depth = None if args.estimate_depth is None else (args.estimate_depth or sys.maxsize)
     tiers: tuple[float, ...] = args.tiers
     if "default-guard" in args.policies.split(",") and args.promote_ratio is None and args.promote_after is None:
@@ -253,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     if KM in (args.history_statistic, args.history_plan_statistic):
         hist += (("km_tail", args.history_km_tail), ("km_tail_quantile", args.history_km_tail_quantile))
     tasks = [Task(vc, pol, est, args.devices_per_vc, limit, str(traces), hist, tiers, args.preempt_overhead,
-                  args.skip_jobs, args.eval_from, (args.promote_ratio, args.promote_after), estimate_depth)
+                  args.skip_jobs, args.eval_from, (args.promote_ratio, args.promote_after), estimate_depth,
+                  args.scorer)
              for est in args.estimators.split(",") for pol in args.policies.split(",") for vc in vcs]
     # biggest VCs first so the pool stays busy to the end
     sizes = {vc: len(load_philly(traces / f"trace_{vc}.csv", limit=limit, skip=args.skip_jobs + args.eval_from))
@@ -278,20 +302,24 @@ def main(argv: list[str] | None = None) -> int:
 
     per_vc_rows = []
     combined: dict[tuple[str, str], tuple[list[JobOutcome], float, float, float]] = {}
+    splits: dict[tuple[str, str], tuple[float, float]] = {}
     for task, outs, m, wall in results:
-        per_vc_rows.append({"estimator": task.estimator, "policy": task.policy, "vc": task.vc,
+        per_vc_rows.append({"estimator": task.estimator, "policy": task.policy, "scorer": task.scorer, "vc": task.vc,
                             "devices": task.devices, **{k: round(v, 6) for k, v in m.items()},
                             "wall_s": round(wall, 2)})
         key = (task.estimator, task.policy)
         o, busy, capt, w = combined.get(key, ([], 0.0, 0.0, 0.0))
         combined[key] = (o + outs, busy + m["busy_device_s"], capt + m["capacity"] * m["makespan_s"], w + wall)
+        sm, sp = splits.get(key, (0.0, 0.0))
+        splits[key] = (sm + m["small_placements"], sp + m["split_placements"])
     per_vc_rows.sort(key=lambda r: (r["estimator"], r["policy"], r["vc"]))
     _write(out / "per_vc.csv", per_vc_rows)
     summary = []
     for (est, pol), (outs, busy, capt, wall) in sorted(combined.items()):
         s = summarize(outs, busy, capt)
-        summary.append({"estimator": est, "policy": pol, "devices_per_vc": args.devices_per_vc,
+        summary.append({"estimator": est, "policy": pol, "scorer": args.scorer, "devices_per_vc": args.devices_per_vc,
                         "jobs_per_vc": limit or "all", "vcs": len(vcs), **{k: round(v, 6) for k, v in s.items()},
+                        "split_share": round(splits[(est, pol)][1] / max(1.0, splits[(est, pol)][0]), 6),
                         "wall_s": round(wall, 1)})
         _write(out / f"jobs_{est}_{pol}.csv", [
             {"id": o.id, "vc": o.tenant, "devices": o.devices, "duration_s": o.duration_s, "submit_s": o.submit_s,
@@ -322,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
               f"p99 JCT {float(row['p99_jct_s']) / 3600:9.1f} h  avg wait {float(row['avg_wait_s']) / 3600:8.1f} h  "
               f"queued p50/p99/max {float(row['p50_queued_s']) / 3600:.2f}/{float(row['p99_queued_s']) / 3600:.1f}/"
               f"{float(row['max_queued_s']) / 3600:.1f} h  "
-              f"util {float(row['utilisation']):.3f}  x{row['jct_gain_vs_fifo']} vs FIFO  "
+              f"util {float(row['utilisation']):.3f}  split {float(row['split_share']):.3f}  "
+              f"x{row['jct_gain_vs_fifo']} vs FIFO  "
               f"est err median {float(row['est_median_rel_err']):.3f} (n={row['waited_1min']})")
     if not args.no_plot:
         _plot(summary, out)

@@ -1,8 +1,8 @@
 """The queueing engine's façade: admission, ordering, preemption, backfill, placement, recovery.
 
 :class:`QueueingScheduler` sits on top of part 1 (a :class:`accel.scheduler.ClusterState` and a
-:class:`accel.scheduler.Scheduler` that picks device slots inside a host).  It decides *when*
-and *how many per host*; part 1 decides *which slots*.  All mutation goes through
+:class:`accel.scheduler.Scheduler`).  It decides *when* and in which pool; part 1's filter, score
+and reserve stages decide *where* (hosts and slots, see :mod:`._placement`).  All mutation goes through
 :meth:`QueueingScheduler._emit`, which appends the event to the journal and applies it, and a
 rebuild (:meth:`QueueingScheduler.recover`) applies the same events again: live state and
 rebuilt state cannot drift apart.
@@ -10,10 +10,12 @@ rebuilt state cannot drift apart.
 Capacity model: each device model is a *pool*; backfill and estimates count whole free
 devices per pool (a fractional share takes a whole free device there, which is conservative).
 A job that is not ``same_host`` is split into per-host chunks, consolidated on as few hosts
-as possible and placed all-or-nothing.
+as possible and placed all-or-nothing.  When the counts say a job fits but the pipeline
+refuses it (topology, CPU, memory, filters), it waits with reason ``placement``.
 
 The engine works in stages, one module each; this one keeps the state, the public calls, the
-queue order and placement:
+queue order and placement (:mod:`._placement` turns a queued job into per-host requests and
+slots through the filter, score and reserve stages):
 
 - :mod:`._events`: applying events (live and on replay) and recovery's checks;
 - :mod:`._walk`: the planning walk, one pass over the queue driven by a view (plain, or one
@@ -28,10 +30,11 @@ queue order and placement:
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 import statistics
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -43,10 +46,12 @@ from accel.scheduler import (
     Allocation,
     ClusterState,
     DeviceSelector,
+    Filter,
     InvalidRequestError,
     Request,
     Scheduler,
     SchedulerStateError,
+    Scorer,
 )
 
 from ._estimate import WaitEstimate
@@ -58,6 +63,7 @@ from ._invariants import check_invariants as check_all
 from ._invariants import verify_reservations as verify_all
 from ._journal import Event, Journal
 from ._meter import Bill, Meter, PriceTable, Segment
+from ._placement import PlacementRefusal, QueuePlacer
 from ._preempt import finish_preemption
 from ._profile import Profile
 from ._records import CycleResult, Job, PreemptCheck, Reservation
@@ -75,16 +81,24 @@ class QueueingScheduler:
     """Priority classes, backfill with reservations, preemption, quotas, metering, journal.
 
     Time is always passed in (``now``, seconds); the engine never reads a clock.
+    ``scorer`` (a registered name or a :class:`accel.scheduler.Scorer`; default ``fewest-free``,
+    the engine's historical rule), ``workload`` (the target pod mix the FGD scorers need) and
+    ``filters`` (extra filter stages) configure where queued work goes; ``refusals`` holds, per
+    waiting job, why the pipeline last refused it.
     """
 
     def __init__(self, cluster: ClusterState, policy: Policy | None = None, *,
                  tenants: Iterable[Tenant] = (), prices: PriceTable | None = None,
-                 journal: Journal | str | Path | None = None, scorer: str = "best-fit",
-                 durations: DurationModel | None = None) -> None:
+                 journal: Journal | str | Path | None = None, scorer: str | Scorer = "fewest-free",
+                 durations: DurationModel | None = None, workload: Sequence[Request] | None = None,
+                 filters: Sequence[Filter] = ()) -> None:
         self.state = cluster
         self.durations: DurationModel = durations or DeclaredModel()
         self.policy = policy or Policy()
-        self.placer = Scheduler(cluster, scorer)
+        # queued work goes through the same filter -> score -> reserve stages as a direct request
+        self.placer = Scheduler(cluster, scorer, workload=workload, filters=filters)
+        self._queue_placer = QueuePlacer(self.placer)
+        self.refusals: dict[str, PlacementRefusal] = {}  # job -> why the pipeline refused it last
         self.book = TenantBook(tenants, half_life_s=self.policy.fair_half_life_s)
         self.meter = Meter(prices)
         self.journal = journal if isinstance(journal, Journal) else Journal(journal or ":memory:")
@@ -224,7 +238,8 @@ class QueueingScheduler:
     def _chunk_request(self, spec: JobSpec, pool: str, i: int, k: int, n_chunks: int) -> Request:
         sel = self._selectors.get(pool)
         if sel is None:
-            sel = self._selectors[pool] = DeviceSelector(models=(pool,)) if pool != "unknown" else DeviceSelector()
+            # pool "unknown" holds the devices without a model name (see _init_pools)
+            sel = self._selectors[pool] = DeviceSelector(models=(pool,) if pool != "unknown" else ("", "unknown"))
         name = spec.id if n_chunks == 1 else f"{spec.id}#{i}"
         gang = spec.id if n_chunks > 1 else None
         cpu = spec.cpu_milli * k // max(spec.devices, 1)
@@ -233,7 +248,7 @@ class QueueingScheduler:
             return Request(name, cpu_milli=cpu, memory_bytes=mem, share=spec.share, selector=sel,
                            priority=self._level(spec), tenant=spec.tenant)
         return Request(name, cpu_milli=cpu, memory_bytes=mem, devices=k, selector=sel, gang=gang,
-                       priority=self._level(spec), tenant=spec.tenant)
+                       topology=spec.topology, priority=self._level(spec), tenant=spec.tenant)
 
     def _level(self, spec: JobSpec) -> int:
         job = self.jobs.get(spec.id)
@@ -358,62 +373,35 @@ class QueueingScheduler:
         return health_events(self, now, snapshot)
 
     # -- placement --------------------------------------------------------------------------------------
-    def _plan_chunks(self, spec: JobSpec, pool: str) -> list[tuple[int, int]] | None:
-        """Hosts and device counts for a job: one host if possible (best fit), else fewest hosts."""
-        col = self.host_free[:, self._pool_index[pool]]
-        n = spec.devices
-        ok = np.nonzero(col >= n)[0]
-        if len(ok):
-            h = int(ok[np.argmin(col[ok])])
-            return [(h, n)]
-        if spec.same_host or spec.share is not None or int(col.sum()) < n:
-            return None
-        order = np.argsort(-col, kind="stable")
-        chunks: list[tuple[int, int]] = []
-        left = n
-        for h in order.tolist():
-            if left == 0 or col[h] == 0:
-                break
-            k = min(int(col[h]), left)
-            chunks.append((int(h), k))
-            left -= k
-        return chunks if left == 0 else None
+    def _place(self, job: Job, pool: str) -> list[tuple[str, list[int]]] | PlacementRefusal:
+        """Hosts and slots through the placement pipeline (nothing bound; see ``_placement``).
 
-    def _place(self, job: Job, pool: str) -> list[tuple[str, list[int]]] | None:
-        """Choose hosts and slots (part 1 picks the slots) without changing the state."""
-        plan = self._plan_chunks(job.spec, pool)
-        if plan is None:
-            return None
-        out: list[tuple[str, list[int]]] = []
-        st = self.state
-        pidx = self._pool_index[pool]
+        The chunk requests are kept in ``_req_cache`` for ``_on_placed`` to bind."""
         spec = job.spec
-        for i, (h, k) in enumerate(plan):
-            # the fully free usable slots of this pool on the host (what ``host_free`` counts)
-            free = np.nonzero(st.dev_usable[h] & (st.dev_left[h] == st.dev_cap[h]) & (self._slot_pool[h] == pidx))[0]
-            needs_host = spec.share is not None or spec.cpu_milli or spec.memory_bytes
-            req = self._chunk_request(spec, pool, i, k, len(plan)) if needs_host or 1 < k < len(free) else None
-            if req is not None and needs_host and not st.feasible(req, np.array([h]))[0]:
-                return None
-            if req is not None:
-                self._req_cache[(job.id, i)] = req
-            if k == len(free) or k == 1 or spec.share is not None:
-                # whole free set, or one device: no topology choice to make
-                slots = [int(x) for x in free[:k]]
-            else:
-                assert req is not None
-                slots = list(self.placer.reserve_devices(req, h))  # part 1: tightest link domain
-            if len(slots) != k:
-                return None
-            out.append((self.state.host_names[h], slots))
+
+        def make(i: int, k: int, n_chunks: int) -> Request:
+            return self._chunk_request(spec, pool, i, k, n_chunks)
+
+        got = self._queue_placer.plan(make, spec.devices, split=not spec.same_host and spec.share is None,
+                                      topology=spec.topology, pool_free=self.host_free[:, self._pool_index[pool]])
+        if isinstance(got, PlacementRefusal):
+            return got
+        out: list[tuple[str, list[int]]] = []
+        for i, chunk in enumerate(got.chunks):
+            self._req_cache[(job.id, i)] = chunk.request
+            out.append((self.state.host_names[chunk.host], [int(x) for x in chunk.slots]))
         return out
 
     def _start(self, job: Job, pool: str, now: float, adm: Admission, reason: str) -> bool:
         chunks = self._place(job, pool)
-        if chunks is None:
+        if isinstance(chunks, PlacementRefusal):
             for key in [k for k in self._req_cache if k[0] == job.id]:
                 del self._req_cache[key]
+            # counts said it fits; the pipeline said no: a truthful reason, no "now" reservation
+            job.wait = WaitReason.PLACEMENT
+            self.refusals[job.id] = dataclasses.replace(chunks, pool=pool)
             return False
+        self.refusals.pop(job.id, None)
         if job.attempts == 0:
             self._emit(now, job.id, "admitted", "quota ok" + (" (borrowing)" if adm.borrowing else ""),
                        {"pool": pool, "borrowing": adm.borrowing})
@@ -493,6 +481,10 @@ class QueueingScheduler:
         if job.state not in (JobState.QUEUED, JobState.SUSPENDED):
             raise SchedulerStateError(f"job {job_id} is {job.state.value}, not queued")
         out = walk(self, t, Plan(self, t, job_id, depth))
+        refused = self.refusals.get(job_id)
+        if refused is not None and refused.pool in out and out[refused.pool].reason == WaitReason.NONE:
+            # the counts say "now", but the last cycle's pipeline refused it there: say so
+            out[refused.pool] = dataclasses.replace(out[refused.pool], reason=WaitReason.PLACEMENT)
         return sorted(out.values(), key=lambda e: (e.start_at, e.price_per_hour))
 
     # -- reports -----------------------------------------------------------------------------------------
@@ -528,8 +520,12 @@ class QueueingScheduler:
     @classmethod
     def recover(cls, cluster: ClusterState, journal: Journal | str | Path, policy: Policy | None = None, *,
                 tenants: Iterable[Tenant] = (), prices: PriceTable | None = None,
-                durations: DurationModel | None = None) -> QueueingScheduler:
+                durations: DurationModel | None = None, scorer: str | Scorer = "fewest-free",
+                workload: Sequence[Request] | None = None, filters: Sequence[Filter] = ()) -> QueueingScheduler:
         """Rebuild the state after a crash by replaying the journal onto a fresh cluster view.
+
+        The replay binds the slots the journal names; ``scorer``, ``workload`` and ``filters``
+        (as the crashed engine had them) place the work that comes after.
 
         Every event is checked first (:meth:`Journal.events`: format, payload, each job's life;
         here: pools, hosts, slots and devices of this cluster); the first one that is wrong, or
@@ -537,7 +533,8 @@ class QueueingScheduler:
         """
         opened = not isinstance(journal, Journal)
         jr = journal if isinstance(journal, Journal) else Journal(journal, create=False)
-        eng = cls(cluster, policy, tenants=tenants, prices=prices, journal=jr, durations=durations)
+        eng = cls(cluster, policy, tenants=tenants, prices=prices, journal=jr, durations=durations,
+                  scorer=scorer, workload=workload, filters=filters)
         try:
             replay(eng, jr)
         except BaseException:

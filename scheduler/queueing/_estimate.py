@@ -36,7 +36,9 @@ class WaitEstimate:
     price_per_hour: float
 
     def describe(self) -> str:
-        if not math.isfinite(self.wait_s):
+        if self.reason == WaitReason.PLACEMENT:
+            when = "not now: enough devices are free but the placement pipeline refused it"
+        elif not math.isfinite(self.wait_s):
             when = "not with the current capacity"
         elif self.wait_s < 30:
             when = "now"

@@ -18,7 +18,7 @@ from accel.scheduler import SchedulerStateError, Share, host_spec_from_inventory
 
 from ._journal import Event, Journal, JournalError
 from ._records import Job
-from ._types import JobSpec, JobState, PreemptMode
+from ._types import JobSpec, JobState, PreemptMode, topology_from_dict, topology_to_dict
 
 if TYPE_CHECKING:
     from ._engine import QueueingScheduler
@@ -39,7 +39,7 @@ def on_submitted(eng: QueueingScheduler, ev: Event) -> None:
     d = ev.data["spec"]
     share = Share(**d["share"]) if d.get("share") else None
     labels = tuple(tuple(x) for x in d.get("labels", ()))
-    spec = JobSpec(**{**d, "share": share, "labels": labels})
+    spec = JobSpec(**{**d, "share": share, "labels": labels, "topology": topology_from_dict(d.get("topology"))})
     eng._seq += 1
     job = Job(spec, eng.policy.klass(spec.priority_class), eng._seq, ev.t)
     job.estimate_at_submit = ev.data.get("estimate")
@@ -279,4 +279,6 @@ def spec_dict(spec: JobSpec) -> dict[str, Any]:
             "estimate_s": spec.estimate_s, "priority_class": spec.priority_class, "same_host": spec.same_host,
             "checkpoint_interval_s": spec.checkpoint_interval_s, "cpu_milli": spec.cpu_milli,
             "memory_bytes": spec.memory_bytes, "preemptible": spec.preemptible,
-            "labels": [list(x) for x in spec.labels]}
+            "labels": [list(x) for x in spec.labels],
+            # optional fields only when set: a journal without them reads as before
+            **({"topology": topology_to_dict(spec.topology)} if spec.topology is not None else {})}

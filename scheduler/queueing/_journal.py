@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from accel.errors import ConfigError, SchedulerError
+from accel.scheduler import TopologyLevel
 
 from ._types import PreemptMode
 
@@ -189,6 +190,15 @@ _SPEC: dict[str, _Check] = {
     "priority_class": _str, "same_host": _bool, "checkpoint_interval_s": _opt_num, "cpu_milli": _nat,
     "memory_bytes": _nat, "preemptible": _bool, "labels": _labels,
 }
+
+
+def _topology(v: Any) -> bool:
+    return (isinstance(v, dict) and set(v) == {"level", "required"} and _str(v["level"])
+            and v["level"] in {lvl.value for lvl in TopologyLevel} and _bool(v["required"]))
+
+
+# optional spec fields: absent in journals written before them (and when unset)
+_SPEC_OPTIONAL: dict[str, _Check] = {"topology": _topology}
 _PLACED: tuple[dict[str, _Check], dict[str, _Check]] = (
     {"pool": _str, "chunks": _chunks, "borrowing": _bool, "resume_from": _num, "tenant": _str,
      "mem_per_device": _nat, "share": _num}, {})
@@ -563,7 +573,7 @@ class Journal:
         required, optional = _PAYLOADS[kind]
         problem = _fields(payload, required, optional, "payload")
         if problem is None and kind == "submitted":
-            problem = _fields(payload["spec"], _SPEC, {}, "spec")
+            problem = _fields(payload["spec"], _SPEC, _SPEC_OPTIONAL, "spec")
             if problem is None and payload["spec"]["id"] != job:
                 problem = f"spec id {payload['spec']['id']!r} is not the event's job {job!r}"
         if problem is not None:

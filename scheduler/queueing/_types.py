@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
-from accel.scheduler import InvalidRequestError, Share
+from accel.scheduler import InvalidRequestError, Share, TopologyConstraint, TopologyLevel
 
 __all__ = [
     "DEFAULT_CLASS",
@@ -75,6 +76,9 @@ class WaitReason(StrEnum):
     CAPACITY = "capacity"  # not enough free devices; nothing ahead of it
     RESERVATION = "reservation"  # devices are free but held for an earlier job's reservation
     PRIORITY = "priority"  # jobs ahead of it (higher class or earlier in order) go first
+    # enough free devices by count, but the placement pipeline refused it (required topology,
+    # CPU/memory/pod slots, extra filters, fragmentation): it is tried again every cycle
+    PLACEMENT = "placement"
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +202,10 @@ class JobSpec:
     otherwise the job is a gang split into per-host chunks, placed all-or-nothing.
     ``checkpoint_interval_s``: the job checkpoints every so many seconds of run time (``None`` =
     never; a failure or requeue then loses all its work).
+    ``topology``: keep the job's devices within a level (:class:`accel.scheduler.TopologyConstraint`):
+    ``link_domain``/``pcie_switch``/``numa``/``host`` inside one host, ``rack``/``switch_group``
+    for the hosts of a split job; ``required`` refuses a looser placement (the job waits with
+    reason ``placement``), otherwise the tighter placement is preferred.
     """
 
     id: str
@@ -213,6 +221,7 @@ class JobSpec:
     memory_bytes: int = 0
     preemptible: bool = True
     labels: tuple[tuple[str, str], ...] = field(default=())
+    topology: TopologyConstraint | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -225,8 +234,36 @@ class JobSpec:
             raise InvalidRequestError(f"job {self.id}: estimate_s must be a positive number", field="estimate_s")
         if self.checkpoint_interval_s is not None and not self.checkpoint_interval_s > 0:
             raise InvalidRequestError("checkpoint_interval_s must be > 0", field="checkpoint_interval_s")
+        if self.topology is not None and not isinstance(self.topology, TopologyConstraint):
+            raise InvalidRequestError(f"job {self.id}: topology must be a TopologyConstraint, "
+                                      f"not {type(self.topology).__name__}", field="topology")
 
     @property
     def compute_milli(self) -> int:
         """Compute held, in milli-devices (1000 per whole device)."""
         return self.share.compute_milli if self.share is not None else 1000 * self.devices
+
+
+def topology_to_dict(topology: TopologyConstraint | None) -> dict[str, Any] | None:
+    """The journal form of a job's topology constraint (``None`` stays ``None``)."""
+    if topology is None:
+        return None
+    return {"level": topology.level.value, "required": topology.required}
+
+
+def topology_from_dict(data: Any) -> TopologyConstraint | None:
+    """Read :func:`topology_to_dict`'s form back; a journal written before it has none."""
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) - {"level", "required"} or "level" not in data:
+        raise InvalidRequestError(f"topology must be {{'level': ..., 'required': bool}}, got {data!r}",
+                                  field="topology")
+    try:
+        level = TopologyLevel(data["level"])
+    except ValueError:
+        raise InvalidRequestError(f"unknown topology level {data['level']!r}; known: "
+                                  f"{[lvl.value for lvl in TopologyLevel]}", field="topology.level") from None
+    required = data.get("required", False)
+    if not isinstance(required, bool):
+        raise InvalidRequestError(f"topology.required must be a bool, got {required!r}", field="topology.required")
+    return TopologyConstraint(level, required)

@@ -51,10 +51,12 @@ class Commit:
     """A scheduling cycle: decisions are journaled and recorded in ``res``."""
 
     planning = False
-    __slots__ = ("eng", "now", "res")
+    __slots__ = ("eng", "now", "refused", "res")
 
     def __init__(self, eng: QueueingScheduler, now: float, res: CycleResult) -> None:
         self.eng, self.now, self.res = eng, now, res
+        # (job, pool) where the counts said "fits now" and the placement pipeline said no
+        self.refused: set[tuple[str, str]] = set()
 
     def begin(self) -> None:
         self.eng.reservations.clear()  # this cycle makes them again
@@ -63,7 +65,12 @@ class Commit:
         if self.eng._start(job, pool, self.now, adm, "fits now"):
             self.res.started.append(job.id)
             return True
+        self.refused.add((job.id, pool))  # _start set the wait reason (placement)
         return False
+
+    def was_refused(self, job: Job, pool: str) -> bool:
+        """Did the pipeline refuse ``job`` in ``pool`` during this walk?"""
+        return (job.id, pool) in self.refused
 
     def planned(self, job: Job, pool: str, w: WalkState) -> None:
         pass  # a real start: the tenant book already counts it
@@ -90,6 +97,9 @@ class Plan:
 
     def start(self, job: Job, pool: str, adm: Admission) -> bool:
         return True
+
+    def was_refused(self, job: Job, pool: str) -> bool:
+        return False  # planning assumes a job that fits by counts is placed
 
     def planned(self, job: Job, pool: str, w: WalkState) -> None:
         key = (job.spec.tenant, pool)
@@ -287,6 +297,7 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
                 view.preempt(job, pools, mode.res)
             continue
         at: float | None = None
+        refused: list[str] = []  # pools where the counts said "fits now" and the pipeline said no
         for p in admissible:
             if p in w.blocked:
                 continue
@@ -295,8 +306,15 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
                 book(job, p, at, hold)
                 mode.planned(job, p, w)
                 break
+            if mode.was_refused(job, p):
+                refused.append(p)
         if at is not None:
             continue
+        if refused and held is None:
+            # the wait reason is set (placement); no bogus "now" reservation where it was refused
+            admissible = [p for p in admissible if p not in refused]
+            if not admissible:
+                continue
         if held is not None:
             # its victims are still winding down: no new victims for the same need, and what
             # they free stays held for it
