@@ -8,8 +8,7 @@ a model or device the cost data does not know raises :class:`UnknownModelError`.
 from __future__ import annotations
 
 from accel.errors import SchedulerError
-
-from .._errors import InvalidRequestError
+from accel.scheduler import InvalidRequestError
 
 __all__ = ["InvalidRequestError", "UnknownModelError"]
 
