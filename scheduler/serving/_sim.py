@@ -35,12 +35,14 @@ Same inputs, same outputs: no randomness, ties broken by replica id.
 
 from __future__ import annotations
 
+import csv
 import heapq
 import json
 import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -59,6 +61,7 @@ __all__ = [
     "ServingResult",
     "ServingSim",
     "ServingSnapshot",
+    "load_azure",
     "load_mooncake",
     "percentile",
     "replay_hits",
@@ -362,10 +365,13 @@ class ServingSnapshot:
     """What an operator could observe of a :class:`ServingSim` at :attr:`now` (never the future)."""
 
     now: float
-    #: Requests that have arrived so far, and their prompt and output tokens (cumulative).
+    #: Requests that have arrived so far and their prompt tokens (cumulative).  Output lengths
+    #: are not known on arrival, only once generated: see ``finished_*``.
     arrived: int
     arrived_prompt_tokens: int
-    arrived_output_tokens: int
+    #: Requests finished so far and the output tokens they generated (cumulative).
+    finished: int
+    finished_output_tokens: int
     #: Requests arrived and not finished (at the router, queued at a replica, or running).
     outstanding: int
     #: Requests not yet admitted to a batch (at the router or queued at a replica).
@@ -416,7 +422,8 @@ class ServingSim:
         heapq.heapify(self._events)
         self._done: list[RequestOutcome] = []
         self._held: deque[_Req] = deque()  # at the router: no replica was ready
-        self._arrived = self._arrived_prompt = self._arrived_output = 0
+        self._arrived = self._arrived_prompt = 0
+        self._finished_output = self._counted = 0
 
     # -- the replica set ---------------------------------------------------------------------------
     def replica_ids(self) -> list[int]:
@@ -435,6 +442,11 @@ class ServingSim:
         """A removed replica that has finished every request it had (its devices can go)."""
         rep = self._state.get(replica_id)
         return rep is not None and rep.draining and rep.outstanding == 0 and not rep.running
+
+    def outstanding_of(self, replica_id: int) -> int:
+        """Requests routed to a replica and not finished (0 for an unknown one)."""
+        rep = self._state.get(replica_id)
+        return 0 if rep is None else rep.outstanding
 
     def add_replica(self, replica_id: int, spec: ReplicaSpec, *, ready_at: float | None = None) -> None:
         """Add a replica now; it takes requests at ``ready_at`` (default now + ``spec.startup_s``)."""
@@ -495,7 +507,6 @@ class ServingSim:
                 r = self._reqs[idx]
                 self._arrived += 1
                 self._arrived_prompt += r.req.prompt_tokens
-                self._arrived_output += r.req.output_tokens
                 self._dispatch(r)
             else:
                 while self._held and self._live():
@@ -507,6 +518,9 @@ class ServingSim:
 
     def observe(self) -> ServingSnapshot:
         """Counts an operator could read now (see :class:`ServingSnapshot`)."""
+        for o in self._done[self._counted:]:
+            self._finished_output += o.output_tokens
+        self._counted = len(self._done)
         live = self._live()
         waiting = [r for rep in self._state.values() for r in rep.waiting] + list(self._held)
         held_kv = sum(rep.kv_tokens for rep in live)
@@ -515,7 +529,8 @@ class ServingSim:
             now=self.now,
             arrived=self._arrived,
             arrived_prompt_tokens=self._arrived_prompt,
-            arrived_output_tokens=self._arrived_output,
+            finished=len(self._done),
+            finished_output_tokens=self._finished_output,
             outstanding=sum(rep.outstanding for rep in self._state.values()) + len(self._held),
             queued=len(waiting),
             queued_prompt_tokens=sum(r.req.prompt_tokens for r in waiting),
@@ -644,4 +659,37 @@ def load_mooncake(path: str | Path, *, time_scale: float = 1.0) -> list[ServingR
                 raise InvalidRequestError(f"{path}:{n}: {exc}", field=exc.field) from exc
             except (ValueError, KeyError, TypeError) as exc:
                 raise InvalidRequestError(f"{path}:{n}: malformed request line ({exc!r})", field="line") from exc
+    return out
+
+
+def load_azure(path: str | Path, *, time_scale: float = 1.0) -> list[ServingRequest]:
+    """Read an Azure LLM inference trace (CSV: ``TIMESTAMP``, ``ContextTokens``, ``GeneratedTokens``).
+
+    Arrival = seconds since the first timestamp, times ``time_scale``.  The file carries no
+    prefix hashes, so ``hash_ids`` is empty (no prefix hits).  A malformed row raises
+    :class:`InvalidRequestError` naming the line.
+    """
+    if time_scale <= 0 or not math.isfinite(time_scale):
+        raise InvalidRequestError(f"time_scale must be > 0, got {time_scale}", field="time_scale")
+    rows: list[tuple[datetime, int, int, int]] = []
+    with open(path, encoding="utf-8", newline="") as f:
+        for n, row in enumerate(csv.DictReader(f), 2):
+            try:
+                stamp = row["TIMESTAMP"].strip()
+                # the file has 7 fractional digits; datetime takes at most 6
+                if "." in stamp:
+                    head, frac = stamp.split(".", 1)
+                    stamp = f"{head}.{frac[:6]}"
+                rows.append((datetime.fromisoformat(stamp), int(row["ContextTokens"]), int(row["GeneratedTokens"]), n))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise InvalidRequestError(f"{path}:{n}: malformed row ({exc!r})", field="line") from exc
+    if not rows:
+        return []
+    t0 = min(r[0] for r in rows)
+    out: list[ServingRequest] = []
+    for stamp, prompt, output, n in rows:
+        try:
+            out.append(ServingRequest(len(out), (stamp - t0).total_seconds() * time_scale, prompt, output))
+        except InvalidRequestError as exc:
+            raise InvalidRequestError(f"{path}:{n}: {exc}", field=exc.field) from exc
     return out

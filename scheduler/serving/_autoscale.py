@@ -1,0 +1,362 @@
+"""Autoscaling: one protocol, a reactive (HPA-like) and a predictive policy, capacity and the oracle.
+
+An :class:`Autoscaler` is asked every ``sync_s`` seconds how many replicas the service should
+have, from a :class:`ServingSnapshot` (what an operator could observe: arrivals and their
+prompt tokens so far, finished requests and their output tokens, the queue, outstanding
+requests, ready and starting replicas, KV use) and the current replica count (ready + starting
++ replica jobs waiting for placement).  It never sees the future: output lengths are known only
+once generated.
+
+**Work tokens.**  Prefill and decode cost very different times per token, so load is counted
+in *work tokens*: prompt tokens plus ``decode_weight`` x output tokens, where
+:func:`decode_weight` is the cost profile's own ratio of a decode token's time (a step at batch
+64 over 64) to a prefill token's (8192 tokens' prefill over 8192): 7.6 for Llama-2-70B on H100.
+
+- :class:`ReactiveHPA`: Kubernetes' HPA rule (serving.md K1): ``desired = ceil(current x metric
+  / target)`` on the average over the current replicas (starting ones count as 0, as HPA
+  counts not-ready pods on scale-up), no change within a tolerance of 0.1, scale-up at once,
+  scale-down to the highest recommendation of the last 300 s (stabilisation window), sync 15 s.
+  Neither policy scales down before it has observed for its window: the replicas it starts
+  with were set by the same controller before the observed period began.
+- :class:`Predictive`: forecasts the work-token arrival rate at ``now + lead_s`` (lead = model
+  start-up + sync period + any preemption grace: when a replica asked for now would serve) from a
+  least-squares line over the last ``trend_s`` of arrivals, never below the last ``short_s``
+  rate, provisions ``(1 + headroom) x forecast / capacity`` replicas plus enough to clear the
+  queued prefill work within ``drain_s``; scales up at once, and down only to the highest need of
+  the last ``down_window_s`` (a replica given up costs a full start-up to get back).
+- :func:`measure_capacity`: a replica's capacity in work tokens per second *at the objective*,
+  measured from the simulator: the highest rate at which ``replicas`` warm replicas still meet
+  the objective for ``target`` of requests on a sample of the trace, the sample's arrival times
+  compressed or stretched (bisection on the time scale), divided by ``replicas``.
+- :func:`oracle_plan`: see its docstring.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from ._costmodel import CostProfile
+from ._errors import InvalidRequestError
+from ._routers import Router
+from ._sim import Objective, ReplicaChange, ReplicaSpec, ServingRequest, ServingSnapshot, simulate
+
+__all__ = [
+    "Autoscaler",
+    "OraclePlan",
+    "Predictive",
+    "ReactiveHPA",
+    "decode_weight",
+    "measure_capacity",
+    "oracle_plan",
+    "work_tokens",
+]
+
+
+def decode_weight(profile: CostProfile) -> float:
+    """Time of one decode token (a batch-64 step / 64) over one prefill token (8192 tokens / 8192)."""
+    return (profile.decode_step_seconds(64) / 64.0) / (profile.prefill_seconds(8192) / 8192.0)
+
+
+def work_tokens(prompt_tokens: int, output_tokens: float, weight: float) -> float:
+    """Prompt tokens plus ``weight`` x output tokens (see the module doc)."""
+    return prompt_tokens + weight * output_tokens
+
+
+@runtime_checkable
+class Autoscaler(Protocol):
+    """Decides a service's replica count every ``sync_s`` seconds from what can be observed."""
+
+    name: str
+    sync_s: float
+
+    def decide(self, obs: ServingSnapshot, current: int) -> int:
+        """The desired replica count (the caller clamps it to the service's bounds)."""
+        ...
+
+
+def _positive(value: float, name: str) -> None:
+    if not (value > 0 and math.isfinite(value)):
+        raise InvalidRequestError(f"{name} must be a positive number, got {value!r}", field=name)
+
+
+class ReactiveHPA:
+    """Kubernetes' Horizontal Pod Autoscaler rule on one serving metric (see the module doc).
+
+    ``metric="outstanding"``: outstanding requests per replica, ``target`` requests;
+    ``metric="kv"``: KV-cache utilisation of the ready replicas (held / capacity), ``target`` in
+    (0, 1].  Defaults are HPA's: tolerance 0.1, scale-down stabilisation 300 s, sync 15 s.
+    """
+
+    def __init__(self, target: float, *, metric: Literal["outstanding", "kv"] = "outstanding",
+                 tolerance: float = 0.1, stabilization_s: float = 300.0, sync_s: float = 15.0) -> None:
+        _positive(target, "target")
+        _positive(sync_s, "sync_s")
+        if metric not in ("outstanding", "kv"):
+            raise InvalidRequestError(f"unknown HPA metric {metric!r}", field="metric")
+        if metric == "kv" and target > 1:
+            raise InvalidRequestError(f"a KV utilisation target is in (0, 1], got {target}", field="target")
+        if not 0 <= tolerance < 1 or stabilization_s < 0:
+            raise InvalidRequestError("tolerance must be in [0, 1) and stabilization_s >= 0", field="tolerance")
+        self.target = target
+        self.metric = metric
+        self.tolerance = tolerance
+        self.stabilization_s = stabilization_s
+        self.sync_s = sync_s
+        self.name = f"hpa-{metric}"
+        self._recs: deque[tuple[float, int]] = deque()
+        self._first: float | None = None
+
+    def recommend(self, obs: ServingSnapshot, current: int) -> int:
+        """HPA's raw recommendation, before stabilisation."""
+        total = float(obs.outstanding) if self.metric == "outstanding" else obs.kv_utilization * obs.ready
+        if current <= 0:
+            return math.ceil(total / self.target) if total > 0 else 0
+        ratio = total / current / self.target
+        if abs(ratio - 1.0) <= self.tolerance:
+            return current
+        return math.ceil(current * ratio - 1e-9)
+
+    def decide(self, obs: ServingSnapshot, current: int) -> int:
+        rec = self.recommend(obs, current)
+        self._recs.append((obs.now, rec))
+        while self._recs and self._recs[0][0] < obs.now - self.stabilization_s:
+            self._recs.popleft()
+        if self._first is None:
+            self._first = obs.now
+        if rec > current:
+            return rec  # scale-up: no stabilisation window
+        if obs.now - self._first < self.stabilization_s:
+            return current  # the window's history predates this controller: it chose ``current``
+        return min(current, max(r for _, r in self._recs))
+
+
+class Predictive:
+    """Scales on the forecast work-token rate at the time a new replica would serve (module doc).
+
+    ``capacity``: work tokens per second one replica carries at the objective
+    (:func:`measure_capacity`); ``weight``: :func:`decode_weight`; ``lead_s``: start-up + sync
+    (+ grace); the output tokens of requests not yet finished are estimated by the mean output
+    of those finished so far (``prior_output`` until any has).
+    """
+
+    def __init__(self, capacity: float, weight: float, lead_s: float, *, headroom: float = 0.1,
+                 short_s: float = 60.0, trend_s: float = 300.0, drain_s: float = 60.0,
+                 down_window_s: float = 120.0, prior_output: float = 256.0, sync_s: float = 15.0) -> None:
+        for value, name in ((capacity, "capacity"), (weight, "weight"), (short_s, "short_s"),
+                            (trend_s, "trend_s"), (drain_s, "drain_s"), (sync_s, "sync_s")):
+            _positive(value, name)
+        if lead_s < 0 or headroom < 0 or down_window_s < 0 or prior_output < 0:
+            raise InvalidRequestError("lead_s, headroom, down_window_s and prior_output must be >= 0",
+                                      field="lead_s")
+        self.capacity = capacity
+        self.weight = weight
+        self.lead_s = lead_s
+        self.headroom = headroom
+        self.short_s = short_s
+        self.trend_s = trend_s
+        self.drain_s = drain_s
+        self.down_window_s = down_window_s
+        self.prior_output = prior_output
+        self.sync_s = sync_s
+        self.name = "predictive"
+        self._hist: deque[tuple[float, float]] = deque()  # (time, cumulative arrived work tokens)
+        self._needs: deque[tuple[float, int]] = deque()
+        self._first: float | None = None
+
+    def _rate_since(self, now: float, work: float, span: float) -> float:
+        """Work-token arrival rate over the last ``span`` seconds of history."""
+        t0, w0 = self._hist[0]
+        for t, w in self._hist:
+            if t >= now - span:
+                break
+            t0, w0 = t, w
+        return (work - w0) / (now - t0) if now > t0 else 0.0
+
+    def forecast(self, obs: ServingSnapshot) -> float:
+        """Forecast work-token rate at ``now + lead_s`` (also records the observation)."""
+        mean_out = obs.finished_output_tokens / obs.finished if obs.finished else self.prior_output
+        work = obs.arrived_prompt_tokens + self.weight * mean_out * obs.arrived
+        now = obs.now
+        self._hist.append((now, work))
+        while len(self._hist) > 2 and self._hist[1][0] <= now - self.trend_s:
+            self._hist.popleft()
+        if len(self._hist) < 2:
+            return 0.0
+        # rates over consecutive sync intervals, fitted by least squares against their midpoints
+        pts = [((a[0] + b[0]) / 2, (b[1] - a[1]) / (b[0] - a[0]))
+               for a, b in zip(self._hist, list(self._hist)[1:], strict=False) if b[0] > a[0]]
+        short = self._rate_since(now, work, self.short_s)
+        if len(pts) < 3:
+            return short
+        n = len(pts)
+        mx = sum(p[0] for p in pts) / n
+        my = sum(p[1] for p in pts) / n
+        sxx = sum((p[0] - mx) ** 2 for p in pts)
+        slope = sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx if sxx > 0 else 0.0
+        ahead = my + slope * (now + self.lead_s - mx)
+        return max(short, ahead)
+
+    def need(self, obs: ServingSnapshot) -> int:
+        """Replicas for the forecast load with headroom, plus those that clear the queue in ``drain_s``."""
+        rate = self.forecast(obs)
+        backlog = obs.queued_prompt_tokens / (self.capacity * self.drain_s)
+        return math.ceil(rate * (1.0 + self.headroom) / self.capacity + backlog - 1e-9)
+
+    def decide(self, obs: ServingSnapshot, current: int) -> int:
+        need = self.need(obs)
+        self._needs.append((obs.now, need))
+        while self._needs and self._needs[0][0] < obs.now - self.down_window_s:
+            self._needs.popleft()
+        if self._first is None:
+            self._first = obs.now
+        if need >= current:
+            return need
+        if obs.now - self._first < max(self.down_window_s, self.short_s):
+            return current  # too little history to give replicas up
+        return min(current, max(n for _, n in self._needs))
+
+
+def measure_capacity(requests: Sequence[ServingRequest], spec: ReplicaSpec, router: Callable[[], Router],
+                     objective: Objective, weight: float, *, replicas: int = 4, target: float | None = None,
+                     iterations: int = 10) -> float:
+    """Work tokens per second one replica carries while ``target`` of requests meet ``objective``.
+
+    ``replicas`` warm replicas serve ``requests`` with arrival times scaled by a factor found by
+    bisection (geometric, ``iterations`` steps): the largest load whose attainment is still at
+    least ``target`` (default: the objective's percentile).  Returns that load's mean work-token
+    rate over the sample's span, divided by ``replicas``.
+    """
+    if not requests:
+        raise InvalidRequestError("capacity needs a non-empty request sample", field="requests")
+    if replicas < 1 or iterations < 1:
+        raise InvalidRequestError("replicas and iterations must be >= 1", field="replicas")
+    goal = objective.percentile if target is None else target
+    t0 = min(r.arrival_s for r in requests)
+    span = max(r.arrival_s for r in requests) - t0
+    if span <= 0:
+        raise InvalidRequestError("the sample's arrivals must span some time", field="requests")
+    work = sum(work_tokens(r.prompt_tokens, r.output_tokens, weight) for r in requests)
+
+    def ok(scale: float) -> bool:
+        reqs = [ServingRequest(r.request_id, (r.arrival_s - t0) * scale, r.prompt_tokens, r.output_tokens, r.hash_ids)
+                for r in requests]
+        return simulate(reqs, router(), [spec] * replicas).attainment(objective) >= goal
+
+    lo, hi = 1.0, 1.0  # lo: a scale that meets the goal (slower arrivals), hi: one that does not
+    while not ok(lo):
+        lo *= 2.0
+        if lo > 1e6:
+            raise InvalidRequestError("the objective is not met even at a trickle of load", field="objective")
+    hi = lo
+    while ok(hi):
+        hi /= 2.0
+        if hi < 1e-6:
+            break
+    for _ in range(iterations):
+        mid = math.sqrt(lo * hi)
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return work / (span * lo) / replicas
+
+
+@dataclass(frozen=True)
+class OraclePlan:
+    """The oracle's replica schedule (:func:`oracle_plan`)."""
+
+    bin_s: float
+    #: Replicas the load of each bin needs (clamped to the bounds).
+    need: tuple[int, ...]
+    #: Replicas warm at time 0, and adds/removes (adds ``startup_s`` before the bin needing them).
+    initial: int
+    changes: tuple[ReplicaChange, ...]
+    #: Replica-seconds from placement (start-ups paid) to removal, up to the end of the last bin.
+    replica_seconds: float
+
+
+def oracle_plan(requests: Sequence[ServingRequest], capacity: float, weight: float, spec: ReplicaSpec, *,
+                bin_s: float = 60.0, min_replicas: int = 1, max_replicas: int | None = None,
+                end_s: float | None = None) -> OraclePlan:
+    """The fewest replica-seconds that give every bin replicas whose capacity carries its load.
+
+    With the load known in advance: bin ``b`` needs ``n_b = ceil(work_b / (bin_s x capacity))``
+    replicas (work tokens of the requests arriving in it, true output lengths; clamped to
+    ``[min_replicas, max_replicas]``).  A schedule is *feasible* when at least ``n_b`` replicas
+    are ready throughout every bin; a replica serves ``spec.startup_s`` after it is placed and
+    holds its devices from placement.  Replicas are interchangeable, so any feasible schedule
+    splits into levels (level ``k`` = the ``k``-th replica, needed in the bins where
+    ``n_b >= k``) and its cost is at least the sum over levels of each level's cheapest cover: a
+    level's bins as intervals, where a gap of ``g`` seconds between two of them costs
+    ``min(g, startup)`` (keep the replica, or stop it and place a new one ``startup`` early) and
+    an interval starting after time 0 costs a start-up.  This plan is that sum, so it is the
+    minimum over feasible schedules.  A level needed within the first ``startup`` seconds is warm
+    at time 0 (every policy in a comparison starts with those replicas warm).
+
+    It is a bound *relative to the capacity model*: whether the plan meets the objective is a
+    separate question, answered by simulating :attr:`OraclePlan.changes`.
+    """
+    _positive(capacity, "capacity")
+    _positive(bin_s, "bin_s")
+    if min_replicas < 0 or (max_replicas is not None and max_replicas < max(1, min_replicas)):
+        raise InvalidRequestError("bounds need 0 <= min_replicas <= max_replicas, max >= 1", field="max_replicas")
+    last = max((r.arrival_s for r in requests), default=0.0)
+    end = last if end_s is None else end_s
+    bins = max(1, math.ceil(end / bin_s + 1e-9))
+    work = [0.0] * bins
+    for r in requests:
+        b = min(int(r.arrival_s // bin_s), bins - 1)
+        work[b] += work_tokens(r.prompt_tokens, r.output_tokens, weight)
+    top = max_replicas if max_replicas is not None else 10**9
+    need = tuple(min(top, max(min_replicas, math.ceil(w / (bin_s * capacity) - 1e-9))) for w in work)
+    startup = spec.startup_s
+    changes: list[ReplicaChange] = []
+    initial = 0
+    cost = 0.0
+    next_id = 0
+    events: list[tuple[float, int, int, str]] = []  # (time, order, level, action)
+    for level in range(1, max(need, default=0) + 1):
+        spans: list[list[float]] = []
+        for b, n in enumerate(need):
+            if n < level:
+                continue
+            s, e = b * bin_s, (b + 1) * bin_s
+            if spans and s - spans[-1][1] <= startup:
+                spans[-1][1] = e  # keep the replica over a gap no longer than a start-up
+            else:
+                spans.append([s, e])
+        for s, e in spans:
+            if s - startup <= 0:
+                initial += 1
+                cost += e
+                events.append((e, 0, level, "remove"))
+            else:
+                cost += e - s + startup
+                events.append((s - startup, 1, level, "add"))
+                events.append((e, 0, level, "remove"))
+    # warm replicas get ids 0..initial-1, added ones ids from ``initial`` on, in time order
+    warm_ids = list(range(initial))
+    live: dict[int, list[int]] = {}
+    wi = 0
+    next_id = initial
+    for level in range(1, max(need, default=0) + 1):
+        live[level] = []
+    for t, _order, level, action in sorted(events, key=lambda e: (e[0], e[1], e[2])):
+        if action == "add":
+            changes.append(ReplicaChange(t, "add", next_id, spec))
+            live[level].append(next_id)
+            next_id += 1
+        else:
+            if live[level]:
+                rid = live[level].pop()
+            else:
+                rid = warm_ids[wi]
+                wi += 1
+            if t < bins * bin_s:
+                changes.append(ReplicaChange(t, "remove", rid))
+    return OraclePlan(bin_s, need, initial, tuple(sorted(changes, key=lambda c: (c.time_s, c.action != "remove"))),
+                      cost)
