@@ -25,15 +25,18 @@ in *work tokens*: prompt tokens plus ``decode_weight`` x output tokens, where
   queued prefill work within ``drain_s``; scales up at once, and down only to the highest need of
   the last ``down_window_s`` (a replica given up costs a full start-up to get back).
 - :func:`measure_capacity`: a replica's capacity in work tokens per second *at the objective*,
-  measured from the simulator: the highest rate at which ``replicas`` warm replicas still meet
-  the objective for ``target`` of requests on a sample of the trace, the sample's arrival times
-  compressed or stretched (bisection on the time scale), divided by ``replicas``.
+  measured from the simulator: the highest steady rate at which ``replicas`` warm replicas still
+  meet the objective for ``target`` of requests on a sample of the trace (its requests given
+  seeded Poisson arrivals, the rate found by bisection), divided by ``replicas``;
+  :func:`measure_capacities` does it at several replica counts (:class:`Capacity`).
 - :func:`oracle_plan`: see its docstring.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,10 +49,13 @@ from ._sim import Objective, ReplicaChange, ReplicaSpec, ServingRequest, Serving
 
 __all__ = [
     "Autoscaler",
+    "Capacity",
     "OraclePlan",
     "Predictive",
     "ReactiveHPA",
     "decode_weight",
+    "fit_oracle",
+    "measure_capacities",
     "measure_capacity",
     "oracle_plan",
     "work_tokens",
@@ -64,6 +70,49 @@ def decode_weight(profile: CostProfile) -> float:
 def work_tokens(prompt_tokens: int, output_tokens: float, weight: float) -> float:
     """Prompt tokens plus ``weight`` x output tokens (see the module doc)."""
     return prompt_tokens + weight * output_tokens
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Work tokens per second one replica carries at the objective, measured at replica counts.
+
+    Per-replica capacity grows with the replica count (more replicas pool the bursts), so it is
+    measured at several counts (:func:`measure_capacities`) and read piecewise-linearly between
+    them, flat outside.  :meth:`replicas_for` is the fewest replicas whose total carries a rate.
+    """
+
+    points: tuple[tuple[int, float], ...]
+
+    def __post_init__(self) -> None:
+        if not self.points:
+            raise InvalidRequestError("capacity needs at least one (replicas, tokens/s) point", field="points")
+        ns = [n for n, _ in self.points]
+        if any(n < 1 for n in ns) or ns != sorted(set(ns)):
+            raise InvalidRequestError("capacity points need ascending, distinct replica counts >= 1", field="points")
+        for _, c in self.points:
+            _positive(c, "capacity")
+
+    @classmethod
+    def of(cls, capacity: float | Capacity) -> Capacity:
+        return capacity if isinstance(capacity, Capacity) else cls(((1, float(capacity)),))
+
+    def per_replica(self, n: int) -> float:
+        pts = self.points
+        if n <= pts[0][0]:
+            return pts[0][1]
+        for (n0, c0), (n1, c1) in itertools.pairwise(pts):
+            if n <= n1:
+                return c0 + (c1 - c0) * (n - n0) / (n1 - n0)
+        return pts[-1][1]
+
+    def replicas_for(self, rate: float, *, limit: int = 100_000) -> int:
+        """The fewest replicas ``n`` with ``n x per_replica(n) >= rate`` (0 for no load)."""
+        n = 0
+        while n * self.per_replica(max(n, 1)) < rate - 1e-9:
+            n += 1
+            if n >= limit:
+                return limit
+        return n
 
 
 @runtime_checkable
@@ -143,16 +192,16 @@ class Predictive:
     of those finished so far (``prior_output`` until any has).
     """
 
-    def __init__(self, capacity: float, weight: float, lead_s: float, *, headroom: float = 0.1,
+    def __init__(self, capacity: float | Capacity, weight: float, lead_s: float, *, headroom: float = 0.1,
                  short_s: float = 60.0, trend_s: float = 300.0, drain_s: float = 60.0,
                  down_window_s: float = 120.0, prior_output: float = 256.0, sync_s: float = 15.0) -> None:
-        for value, name in ((capacity, "capacity"), (weight, "weight"), (short_s, "short_s"),
+        self.capacity = Capacity.of(capacity)
+        for value, name in ((weight, "weight"), (short_s, "short_s"),
                             (trend_s, "trend_s"), (drain_s, "drain_s"), (sync_s, "sync_s")):
             _positive(value, name)
         if lead_s < 0 or headroom < 0 or down_window_s < 0 or prior_output < 0:
             raise InvalidRequestError("lead_s, headroom, down_window_s and prior_output must be >= 0",
                                       field="lead_s")
-        self.capacity = capacity
         self.weight = weight
         self.lead_s = lead_s
         self.headroom = headroom
@@ -190,8 +239,9 @@ class Predictive:
         pts = [((a[0] + b[0]) / 2, (b[1] - a[1]) / (b[0] - a[0]))
                for a, b in zip(self._hist, list(self._hist)[1:], strict=False) if b[0] > a[0]]
         short = self._rate_since(now, work, self.short_s)
-        if len(pts) < 3:
-            return short
+        if now - self._hist[0][0] < self.trend_s - self.sync_s:
+            return short  # a trend over less than its window is mostly noise, extrapolated far
+
         n = len(pts)
         mx = sum(p[0] for p in pts) / n
         my = sum(p[1] for p in pts) / n
@@ -203,8 +253,7 @@ class Predictive:
     def need(self, obs: ServingSnapshot) -> int:
         """Replicas for the forecast load with headroom, plus those that clear the queue in ``drain_s``."""
         rate = self.forecast(obs)
-        backlog = obs.queued_prompt_tokens / (self.capacity * self.drain_s)
-        return math.ceil(rate * (1.0 + self.headroom) / self.capacity + backlog - 1e-9)
+        return self.capacity.replicas_for(rate * (1.0 + self.headroom) + obs.queued_prompt_tokens / self.drain_s)
 
     def decide(self, obs: ServingSnapshot, current: int) -> int:
         need = self.need(obs)
@@ -222,13 +271,20 @@ class Predictive:
 
 def measure_capacity(requests: Sequence[ServingRequest], spec: ReplicaSpec, router: Callable[[], Router],
                      objective: Objective, weight: float, *, replicas: int = 4, target: float | None = None,
-                     iterations: int = 10) -> float:
+                     iterations: int = 10, arrivals: Literal["trace", "poisson"] = "poisson",
+                     seed: int = 0) -> float:
     """Work tokens per second one replica carries while ``target`` of requests meet ``objective``.
 
     ``replicas`` warm replicas serve ``requests`` with arrival times scaled by a factor found by
     bisection (geometric, ``iterations`` steps): the largest load whose attainment is still at
     least ``target`` (default: the objective's percentile).  Returns that load's mean work-token
     rate over the sample's span, divided by ``replicas``.
+
+    ``arrivals="poisson"`` (default) keeps the sample's requests (sizes, prefixes, order) but
+    gives them Poisson arrivals at the sample's mean rate (seeded, so deterministic): a
+    *stationary* load, so the result is what a replica carries at a steady rate.  With
+    ``"trace"`` the sample's own burstiness is kept, which folds its peak-to-mean ratio into
+    the capacity (a per-bin plan built on it would count bursts twice).
     """
     if not requests:
         raise InvalidRequestError("capacity needs a non-empty request sample", field="requests")
@@ -241,9 +297,23 @@ def measure_capacity(requests: Sequence[ServingRequest], spec: ReplicaSpec, rout
         raise InvalidRequestError("the sample's arrivals must span some time", field="requests")
     work = sum(work_tokens(r.prompt_tokens, r.output_tokens, weight) for r in requests)
 
+    ordered = sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
+    if arrivals == "poisson":
+        rng = random.Random(seed)
+        mean_gap = span / max(1, len(ordered) - 1)
+        times, t = [], 0.0
+        for _ in ordered:
+            times.append(t)
+            t += rng.expovariate(1.0 / mean_gap)
+        span = times[-1] if times[-1] > 0 else span
+    elif arrivals == "trace":
+        times = [r.arrival_s - t0 for r in ordered]
+    else:
+        raise InvalidRequestError(f"arrivals must be 'trace' or 'poisson', not {arrivals!r}", field="arrivals")
+
     def ok(scale: float) -> bool:
-        reqs = [ServingRequest(r.request_id, (r.arrival_s - t0) * scale, r.prompt_tokens, r.output_tokens, r.hash_ids)
-                for r in requests]
+        reqs = [ServingRequest(r.request_id, at * scale, r.prompt_tokens, r.output_tokens, r.hash_ids)
+                for r, at in zip(ordered, times, strict=True)]
         return simulate(reqs, router(), [spec] * replicas).attainment(objective) >= goal
 
     lo, hi = 1.0, 1.0  # lo: a scale that meets the goal (slower arrivals), hi: one that does not
@@ -265,6 +335,16 @@ def measure_capacity(requests: Sequence[ServingRequest], spec: ReplicaSpec, rout
     return work / (span * lo) / replicas
 
 
+def measure_capacities(requests: Sequence[ServingRequest], spec: ReplicaSpec, router: Callable[[], Router],
+                       objective: Objective, weight: float, *, replicas: Sequence[int] = (2, 4, 8, 16),
+                       target: float | None = None, iterations: int = 7,
+                       arrivals: Literal["trace", "poisson"] = "poisson") -> Capacity:
+    """:func:`measure_capacity` at each replica count: a :class:`Capacity` table."""
+    return Capacity(tuple((n, measure_capacity(requests, spec, router, objective, weight, replicas=n,
+                                               target=target, iterations=iterations, arrivals=arrivals))
+                          for n in sorted(set(replicas))))
+
+
 @dataclass(frozen=True)
 class OraclePlan:
     """The oracle's replica schedule (:func:`oracle_plan`)."""
@@ -279,13 +359,14 @@ class OraclePlan:
     replica_seconds: float
 
 
-def oracle_plan(requests: Sequence[ServingRequest], capacity: float, weight: float, spec: ReplicaSpec, *,
+def oracle_plan(requests: Sequence[ServingRequest], capacity: float | Capacity, weight: float, spec: ReplicaSpec, *,
                 bin_s: float = 60.0, min_replicas: int = 1, max_replicas: int | None = None,
                 end_s: float | None = None) -> OraclePlan:
     """The fewest replica-seconds that give every bin replicas whose capacity carries its load.
 
     With the load known in advance: bin ``b`` needs ``n_b = ceil(work_b / (bin_s x capacity))``
-    replicas (work tokens of the requests arriving in it, true output lengths; clamped to
+    replicas (work tokens of the requests arriving in it, true output lengths; with a
+    :class:`Capacity` table, the fewest ``n`` whose ``n x per_replica(n)`` carries it; clamped to
     ``[min_replicas, max_replicas]``).  A schedule is *feasible* when at least ``n_b`` replicas
     are ready throughout every bin; a replica serves ``spec.startup_s`` after it is placed and
     holds its devices from placement.  Replicas are interchangeable, so any feasible schedule
@@ -300,19 +381,19 @@ def oracle_plan(requests: Sequence[ServingRequest], capacity: float, weight: flo
     It is a bound *relative to the capacity model*: whether the plan meets the objective is a
     separate question, answered by simulating :attr:`OraclePlan.changes`.
     """
-    _positive(capacity, "capacity")
+    cap = Capacity.of(capacity)
     _positive(bin_s, "bin_s")
     if min_replicas < 0 or (max_replicas is not None and max_replicas < max(1, min_replicas)):
         raise InvalidRequestError("bounds need 0 <= min_replicas <= max_replicas, max >= 1", field="max_replicas")
     last = max((r.arrival_s for r in requests), default=0.0)
     end = last if end_s is None else end_s
-    bins = max(1, math.ceil(end / bin_s + 1e-9))
+    bins = max(1, math.ceil(end / bin_s - 1e-9))
     work = [0.0] * bins
     for r in requests:
         b = min(int(r.arrival_s // bin_s), bins - 1)
         work[b] += work_tokens(r.prompt_tokens, r.output_tokens, weight)
     top = max_replicas if max_replicas is not None else 10**9
-    need = tuple(min(top, max(min_replicas, math.ceil(w / (bin_s * capacity) - 1e-9))) for w in work)
+    need = tuple(min(top, max(min_replicas, cap.replicas_for(w / bin_s))) for w in work)
     startup = spec.startup_s
     changes: list[ReplicaChange] = []
     initial = 0
@@ -360,3 +441,56 @@ def oracle_plan(requests: Sequence[ServingRequest], capacity: float, weight: flo
                 changes.append(ReplicaChange(t, "remove", rid))
     return OraclePlan(bin_s, need, initial, tuple(sorted(changes, key=lambda c: (c.time_s, c.action != "remove"))),
                       cost)
+
+
+def fit_oracle(requests: Sequence[ServingRequest], capacity: float | Capacity, weight: float, spec: ReplicaSpec,
+               router: Callable[[], Router], objective: Objective, *, target: float | None = None,
+               window: tuple[float, float] | None = None, bin_s: float = 60.0, min_replicas: int = 1,
+               max_replicas: int | None = None, end_s: float | None = None,
+               iterations: int = 6) -> tuple[OraclePlan, float]:
+    """The cheapest :func:`oracle_plan` whose simulation meets the objective, and its derating.
+
+    Plans are built on ``f x capacity`` for a derating ``f`` in (0, 1]; each is simulated
+    (``router()``, the plan's changes) and its attainment over the requests arriving in
+    ``window`` (default: all) compared with ``target`` (default: the objective's percentile).
+    Returns the plan at the largest ``f`` found by bisection that meets it (``f = 1`` if the
+    measured capacity already does).  Raises :class:`InvalidRequestError` when even
+    ``max_replicas`` everywhere does not meet it.
+    """
+    goal = objective.percentile if target is None else target
+    cap = Capacity.of(capacity)
+    lo_t, hi_t = window if window is not None else (-math.inf, math.inf)
+
+    def attempt(f: float) -> tuple[OraclePlan, bool]:
+        scaled = Capacity(tuple((n, c * f) for n, c in cap.points))
+        plan = oracle_plan(requests, scaled, weight, spec, bin_s=bin_s, min_replicas=min_replicas,
+                           max_replicas=max_replicas, end_s=end_s)
+        res = simulate(requests, router(), [spec] * plan.initial, changes=list(plan.changes))
+        outs = [o for o in res.outcomes if lo_t <= o.arrival_s < hi_t]
+        total = len(outs) + len(res.unserved)  # an unserved request counts as missed
+        att = sum(objective.attained(o) for o in outs) / total if total else 1.0
+        return plan, att >= goal
+
+    plan, ok = attempt(1.0)
+    if ok:
+        return plan, 1.0
+    good: tuple[OraclePlan, float] | None = None
+    lo, hi = 0.0, 1.0  # hi fails; find a passing lo
+    f = 0.5
+    while good is None:
+        plan, ok = attempt(f)
+        if ok:
+            good, lo = (plan, f), f
+        else:
+            hi = f
+            f /= 2.0
+            if f < 1e-3:
+                raise InvalidRequestError("no derated oracle plan meets the objective", field="objective")
+    for _ in range(iterations):
+        mid = (lo + hi) / 2.0
+        plan, ok = attempt(mid)
+        if ok:
+            good, lo = (plan, mid), mid
+        else:
+            hi = mid
+    return good
