@@ -187,21 +187,26 @@ class Predictive:
     """Scales on the forecast work-token rate at the time a new replica would serve (module doc).
 
     ``capacity``: work tokens per second one replica carries at the objective
-    (:func:`measure_capacity`); ``weight``: :func:`decode_weight`; ``lead_s``: start-up + sync
+    (:func:`measure_capacities`); ``weight``: :func:`decode_weight`; ``lead_s``: start-up + sync
     (+ grace); the output tokens of requests not yet finished are estimated by the mean output
-    of those finished so far (``prior_output`` until any has).
+    of those finished so far (``prior_output`` until any has).  The forecast is the fitted rate
+    now plus ``trend_weight`` x slope x ``lead_s`` (1: follow the trend the whole lead; lower
+    damps an extrapolation that reaches further ahead than the fit looked back), and never
+    below the last ``short_s`` rate.
     """
 
     def __init__(self, capacity: float | Capacity, weight: float, lead_s: float, *, headroom: float = 0.1,
                  short_s: float = 60.0, trend_s: float = 300.0, drain_s: float = 60.0,
-                 down_window_s: float = 120.0, prior_output: float = 256.0, sync_s: float = 15.0) -> None:
+                 down_window_s: float = 120.0, prior_output: float = 256.0, trend_weight: float = 1.0,
+                 sync_s: float = 15.0) -> None:
         self.capacity = Capacity.of(capacity)
         for value, name in ((weight, "weight"), (short_s, "short_s"),
                             (trend_s, "trend_s"), (drain_s, "drain_s"), (sync_s, "sync_s")):
             _positive(value, name)
-        if lead_s < 0 or headroom < 0 or down_window_s < 0 or prior_output < 0:
-            raise InvalidRequestError("lead_s, headroom, down_window_s and prior_output must be >= 0",
-                                      field="lead_s")
+        if lead_s < 0 or headroom < 0 or down_window_s < 0 or prior_output < 0 or not 0 <= trend_weight <= 1:
+            raise InvalidRequestError("lead_s, headroom, down_window_s and prior_output must be >= 0 and "
+                                      "trend_weight in [0, 1]", field="lead_s")
+        self.trend_weight = trend_weight
         self.weight = weight
         self.lead_s = lead_s
         self.headroom = headroom
@@ -247,7 +252,8 @@ class Predictive:
         my = sum(p[1] for p in pts) / n
         sxx = sum((p[0] - mx) ** 2 for p in pts)
         slope = sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx if sxx > 0 else 0.0
-        ahead = my + slope * (now + self.lead_s - mx)
+        level = my + slope * (now - mx)  # the fitted rate now
+        ahead = level + self.trend_weight * slope * self.lead_s
         return max(short, ahead)
 
     def need(self, obs: ServingSnapshot) -> int:
@@ -482,10 +488,11 @@ def fit_oracle(requests: Sequence[ServingRequest], capacity: float | Capacity, w
         if ok:
             good, lo = (plan, f), f
         else:
+            if (max_replicas is not None and min(plan.need) >= max_replicas) or f < 1e-12:
+                raise InvalidRequestError("no oracle plan meets the objective, not even the largest",
+                                          field="objective")
             hi = f
             f /= 2.0
-            if f < 1e-3:
-                raise InvalidRequestError("no derated oracle plan meets the objective", field="objective")
     for _ in range(iterations):
         mid = (lo + hi) / 2.0
         plan, ok = attempt(mid)
