@@ -82,7 +82,7 @@ HOSTS = 24
 HPA_GRID = (4.0, 8.0, 16.0, 24.0, 32.0, 48.0, 64.0)
 HEADROOM_GRID = (0.0, 0.05, 0.1)
 DOWN_GRID = (120.0, 180.0, 300.0)
-TREND_GRID = (0.0, 0.5, 1.0)
+TREND_GRID = (1.0,)  # not tuned: the policy follows its fitted trend over the whole lead
 WARMUP_S = 300.0  # tuning metrics skip the first 5 minutes (the policies' histories fill up)
 
 
@@ -112,14 +112,18 @@ class Case:
     tune_goal: float = 0.995
 
 
-# Chosen by ``--tune`` on minutes 0-20 (0-10 for quick): the cheapest setting with >= 99.5%
-# attainment over the tuning minutes (HPA targets 2-16 outstanding requests per replica;
-# predictive headroom 0-0.2 x scale-down window 60-300 s).
+# Chosen by ``--tune`` on minutes 5-20 of each trace (the first 5 minutes fill the policies'
+# histories): the cheapest setting whose attainment there is >= 99.5% (Azure) or >= 99%
+# (Mooncake, whose attainment floor is lower, see the module doc).  HPA targets 4-64
+# outstanding requests per replica; predictive headroom 0-0.1 x scale-down window 120-300 s.
+# Azure: HPA 48 (99.89%, 1.14 x oracle), predictive headroom 0, window 180 s (99.77%, 1.10).
+# Mooncake: HPA 8 (99.43%, 1.71), predictive headroom 0, window 300 s (99.05%, 1.07).
+# The quick profile (CI) reuses Azure's choice.
 CASES = {
-    "azure": Case("azure", Objective(2.0, 0.1, 0.99), 4, 3600.0, 1200.0, 6.0, 0.05, 120.0),
-    "mooncake": Case("mooncake", Objective(30.0, 1.0, 0.99), 1, 3600.0, 1200.0, 6.0, 0.05, 120.0,
+    "azure": Case("azure", Objective(2.0, 0.1, 0.99), 4, 3600.0, 1200.0, 48.0, 0.0, 180.0),
+    "mooncake": Case("mooncake", Objective(30.0, 1.0, 0.99), 1, 3600.0, 1200.0, 8.0, 0.0, 300.0,
                      cap_target=0.99, tune_goal=0.99),
-    "azure-quick": Case("azure-quick", Objective(2.0, 0.1, 0.99), 1, 1800.0, 600.0, 4.0, 0.05, 120.0,
+    "azure-quick": Case("azure-quick", Objective(2.0, 0.1, 0.99), 1, 1800.0, 600.0, 48.0, 0.0, 180.0,
                         cap_replicas=(2, 4)),
 }
 

@@ -20,8 +20,8 @@ in *work tokens*: prompt tokens plus ``decode_weight`` x output tokens, where
   with were set by the same controller before the observed period began.
 - :class:`Predictive`: forecasts the work-token arrival rate at ``now + lead_s`` (lead = model
   start-up + sync period + any preemption grace: when a replica asked for now would serve) from a
-  least-squares line over the last ``trend_s`` of arrivals, never below the last ``short_s``
-  rate, provisions ``(1 + headroom) x forecast / capacity`` replicas plus enough to clear the
+  least-squares line over the last ``trend_s`` (600 s) of arrivals, never below the last
+  ``short_s`` (60 s) rate, provisions ``(1 + headroom) x forecast / capacity`` replicas plus enough to clear the
   queued prefill work within ``drain_s``; scales up at once, and down only to the highest need of
   the last ``down_window_s`` (a replica given up costs a full start-up to get back).
 - :func:`measure_capacity`: a replica's capacity in work tokens per second *at the objective*,
@@ -196,7 +196,7 @@ class Predictive:
     """
 
     def __init__(self, capacity: float | Capacity, weight: float, lead_s: float, *, headroom: float = 0.1,
-                 short_s: float = 60.0, trend_s: float = 300.0, drain_s: float = 60.0,
+                 short_s: float = 60.0, trend_s: float = 600.0, drain_s: float = 60.0,
                  down_window_s: float = 120.0, prior_output: float = 256.0, trend_weight: float = 1.0,
                  sync_s: float = 15.0) -> None:
         self.capacity = Capacity.of(capacity)
