@@ -81,8 +81,11 @@ COPY_GAP_S = 7.5  # Azure x4: copy c of a request arrives 7.5 c seconds after it
 HOSTS = 24
 HPA_GRID = (4.0, 8.0, 16.0, 24.0, 32.0, 48.0, 64.0)
 HEADROOM_GRID = (0.0, 0.05, 0.1)
+# Fixed a priori, not tuned: the tuning minutes are too flat to tell (a grid of off / 0.75 / 0.9
+# gave the same attainment there and device-seconds within 2%), and scoring its own forecasts
+# costs the policy nothing while they are right.
+ERROR_Q_GRID: tuple[float | None, ...] = (0.9,)
 DOWN_GRID = (120.0, 180.0, 300.0)
-TREND_GRID = (1.0,)  # not tuned: the policy follows its fitted trend over the whole lead
 WARMUP_S = 300.0  # tuning metrics skip the first 5 minutes (the policies' histories fill up)
 
 
@@ -106,7 +109,7 @@ class Case:
     hpa_target: float
     headroom: float
     down_window_s: float
-    trend_weight: float = 1.0
+    error_quantile: float | None = None
     cap_replicas: tuple[int, ...] = (2, 4, 8, 16)
     cap_target: float = 0.995
     tune_goal: float = 0.995
@@ -116,14 +119,14 @@ class Case:
 # histories): the cheapest setting whose attainment there is >= 99.5% (Azure) or >= 99%
 # (Mooncake, whose attainment floor is lower, see the module doc).  HPA targets 4-64
 # outstanding requests per replica; predictive headroom 0-0.1 x scale-down window 120-300 s.
-# Azure: HPA 48 (99.89%, 1.14 x oracle), predictive headroom 0, window 180 s (99.77%, 1.10).
+# Azure: HPA 48 (99.89%, 1.14 x oracle), predictive headroom 0, window 180 s (99.77%, 1.11).
 # Mooncake: HPA 8 (99.43%, 1.71), predictive headroom 0, window 300 s (99.05%, 1.07).
 # The quick profile (CI) reuses Azure's choice.
 CASES = {
-    "azure": Case("azure", Objective(2.0, 0.1, 0.99), 4, 3600.0, 1200.0, 48.0, 0.0, 180.0),
-    "mooncake": Case("mooncake", Objective(30.0, 1.0, 0.99), 1, 3600.0, 1200.0, 8.0, 0.0, 300.0,
+    "azure": Case("azure", Objective(2.0, 0.1, 0.99), 4, 3600.0, 1200.0, 48.0, 0.0, 180.0, 0.9),
+    "mooncake": Case("mooncake", Objective(30.0, 1.0, 0.99), 1, 3600.0, 1200.0, 8.0, 0.0, 300.0, 0.9,
                      cap_target=0.99, tune_goal=0.99),
-    "azure-quick": Case("azure-quick", Objective(2.0, 0.1, 0.99), 1, 1800.0, 600.0, 48.0, 0.0, 180.0,
+    "azure-quick": Case("azure-quick", Objective(2.0, 0.1, 0.99), 1, 1800.0, 600.0, 48.0, 0.0, 180.0, 0.9,
                         cap_replicas=(2, 4)),
 }
 
@@ -245,12 +248,12 @@ def run_case(case: Case, *, tune: bool = False) -> tuple[list[dict[str, object]]
             rows.append({"policy": f"hpa target {target:g}", "att": att, "ds/oracle": ds / ods})
         for headroom in HEADROOM_GRID:
             for down in DOWN_GRID:
-                for trend in TREND_GRID:
-                    pol = Predictive(cap, weight, lead, headroom=headroom, down_window_s=down, trend_weight=trend,
+                for eq in ERROR_Q_GRID:
+                    pol = Predictive(cap, weight, lead, headroom=headroom, down_window_s=down, error_quantile=eq,
                                      sync_s=SYNC_S)
                     res, ds, ev = bridge(pol, end, rs)
                     att = attainment(res, case.objective, WARMUP_S, end)
-                    rows.append({"policy": f"predictive headroom {headroom:g} down {down:g} trend {trend:g}",
+                    rows.append({"policy": f"predictive headroom {headroom:g} down {down:g} errq {eq}",
                                  "att": att, "ds/oracle": ds / ods})
         for row in rows:
             print(f"  {row['policy']:<36} att {row['att']:.4f}  device-s/oracle {row['ds/oracle']:.3f}")
@@ -278,7 +281,7 @@ def run_case(case: Case, *, tune: bool = False) -> tuple[list[dict[str, object]]
         timeline.append({"trace": case.name, "policy": "oracle", "t_s": b, "replicas": n})
     for a in (ReactiveHPA(case.hpa_target, sync_s=SYNC_S),
               Predictive(cap, weight, lead, headroom=case.headroom, down_window_s=case.down_window_s,
-                         trend_weight=case.trend_weight, sync_s=SYNC_S)):
+                         error_quantile=case.error_quantile, sync_s=SYNC_S)):
         br = ServingBridge(engine(), svc, a, reqs, mk_router(), initial=plan.initial)
         r = br.run(hi)
         tl = [(t, d) for t, d, _, _ in r.timeline]

@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for label, training in (("serving alone", []), ("serving + training", jobs)):
         eng = engine(hosts)
         pol = Predictive(cap, weight, lead, headroom=case.headroom, down_window_s=case.down_window_s,
-                         trend_weight=case.trend_weight, sync_s=az.SYNC_S)
+                         error_quantile=case.error_quantile, sync_s=az.SYNC_S)
         br = ServingBridge(eng, svc, pol, reqs, mk_router(), initial=plan.initial, training=training)
         res = br.run(until)
         eng.check_invariants()

@@ -19,11 +19,13 @@ in *work tokens*: prompt tokens plus ``decode_weight`` x output tokens, where
   Neither policy scales down before it has observed for its window: the replicas it starts
   with were set by the same controller before the observed period began.
 - :class:`Predictive`: forecasts the work-token arrival rate at ``now + lead_s`` (lead = model
-  start-up + sync period + any preemption grace: when a replica asked for now would serve) from a
-  least-squares line over the last ``trend_s`` (600 s) of arrivals, never below the last
-  ``short_s`` (60 s) rate, provisions ``(1 + headroom) x forecast / capacity`` replicas plus enough to clear the
-  queued prefill work within ``drain_s``; scales up at once, and down only to the highest need of
-  the last ``down_window_s`` (a replica given up costs a full start-up to get back).
+  start-up + sync period + any preemption grace: when a replica asked for now would serve) from
+  a least-squares line over the last ``trend_s`` (600 s) of arrivals, never below the last
+  ``short_s`` (60 s) rate; provisions the fewest replicas whose capacity carries
+  ``(1 + headroom) x forecast`` plus the queued prefill work within ``drain_s``; scales up at
+  once, and down only to the highest need of the last ``down_window_s`` (a replica given up
+  costs a full start-up to get back).  Optionally (``error_quantile``) its headroom is a
+  quantile of its own recent forecast errors at that lead.
 - :func:`measure_capacity`: a replica's capacity in work tokens per second *at the objective*,
   measured from the simulator: the highest steady rate at which ``replicas`` warm replicas still
   meet the objective for ``target`` of requests on a sample of the trace (its requests given
@@ -192,12 +194,16 @@ class Predictive:
     of those finished so far (``prior_output`` until any has).  The forecast is the fitted rate
     now plus ``trend_weight`` x slope x ``lead_s`` (1: follow the trend the whole lead; lower
     damps an extrapolation that reaches further ahead than the fit looked back), and never
-    below the last ``short_s`` rate.
+    below the last ``short_s`` rate.  With ``error_quantile`` the policy scores itself: each
+    forecast is compared, ``lead_s`` later, with the rate then seen, and the headroom becomes
+    that quantile of the relative errors of the last ``error_window_s`` (never below
+    ``headroom``): it provisions for the load it has recently failed to foresee.
     """
 
     def __init__(self, capacity: float | Capacity, weight: float, lead_s: float, *, headroom: float = 0.1,
                  short_s: float = 60.0, trend_s: float = 600.0, drain_s: float = 60.0,
                  down_window_s: float = 120.0, prior_output: float = 256.0, trend_weight: float = 1.0,
+                 error_quantile: float | None = None, error_window_s: float = 1800.0,
                  sync_s: float = 15.0) -> None:
         self.capacity = Capacity.of(capacity)
         for value, name in ((weight, "weight"), (short_s, "short_s"),
@@ -207,6 +213,14 @@ class Predictive:
             raise InvalidRequestError("lead_s, headroom, down_window_s and prior_output must be >= 0 and "
                                       "trend_weight in [0, 1]", field="lead_s")
         self.trend_weight = trend_weight
+        if error_quantile is not None and not 0 < error_quantile < 1:
+            raise InvalidRequestError(f"error_quantile must be in (0, 1), got {error_quantile}",
+                                      field="error_quantile")
+        _positive(error_window_s, "error_window_s")
+        self.error_quantile = error_quantile
+        self.error_window_s = error_window_s
+        self._forecasts: deque[tuple[float, float]] = deque()  # (time it is for, forecast rate)
+        self._errors: deque[tuple[float, float]] = deque()  # (time, realised / forecast - 1)
         self.weight = weight
         self.lead_s = lead_s
         self.headroom = headroom
@@ -253,13 +267,34 @@ class Predictive:
         sxx = sum((p[0] - mx) ** 2 for p in pts)
         slope = sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx if sxx > 0 else 0.0
         level = my + slope * (now - mx)  # the fitted rate now
-        ahead = level + self.trend_weight * slope * self.lead_s
-        return max(short, ahead)
+        ahead = max(short, level + self.trend_weight * slope * self.lead_s)
+        self._score(now, short, ahead)
+        return ahead
+
+    def _score(self, now: float, realised: float, ahead: float) -> None:
+        """Compare forecasts made ``lead_s`` ago with the rate seen now; remember this one."""
+        while self._forecasts and self._forecasts[0][0] <= now:
+            _, was = self._forecasts.popleft()
+            if was > 0:
+                self._errors.append((now, realised / was - 1.0))
+        while self._errors and self._errors[0][0] < now - self.error_window_s:
+            self._errors.popleft()
+        self._forecasts.append((now + self.lead_s, ahead))
+
+    def headroom_now(self) -> float:
+        """``headroom``, or with ``error_quantile`` the larger of it and that quantile of the
+        forecaster's own recent relative errors at this lead (how far the load has run above
+        what it foresaw), once it has scored at least 10 forecasts."""
+        if self.error_quantile is None or len(self._errors) < 10:
+            return self.headroom
+        errs = sorted(e for _, e in self._errors)
+        k = min(len(errs) - 1, max(0, math.ceil(self.error_quantile * len(errs)) - 1))
+        return max(self.headroom, errs[k])
 
     def need(self, obs: ServingSnapshot) -> int:
         """Replicas for the forecast load with headroom, plus those that clear the queue in ``drain_s``."""
         rate = self.forecast(obs)
-        return self.capacity.replicas_for(rate * (1.0 + self.headroom) + obs.queued_prompt_tokens / self.drain_s)
+        return self.capacity.replicas_for(rate * (1.0 + self.headroom_now()) + obs.queued_prompt_tokens / self.drain_s)
 
     def decide(self, obs: ServingSnapshot, current: int) -> int:
         need = self.need(obs)

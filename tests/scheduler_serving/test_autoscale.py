@@ -179,3 +179,24 @@ def test_measured_capacity_meets_the_objective_at_that_rate() -> None:
     assert simulate(faster, LeastOutstanding(), [rs] * 2).attainment(obj) < 0.99
     with pytest.raises(InvalidRequestError):
         measure_capacity([], rs, LeastOutstanding, obj, w)
+
+
+def test_predictive_headroom_follows_its_own_forecast_errors() -> None:
+    def run(q: float) -> list[float]:
+        pol = Predictive(1000.0, weight=1.0, lead_s=60.0, headroom=0.1, short_s=15.0, trend_s=60.0,
+                         trend_weight=0.0, error_quantile=q, sync_s=15.0)
+        work, seen = 0, []
+        for k in range(30):  # 1000 tokens/s for 5 minutes, then a step to 2000 nobody foresaw
+            pol.decide(snap(15.0 * k, arrived=k, prompt=work), 1)
+            seen.append(pol.headroom_now())
+            work += 15 * (1000 if k < 20 else 2000)
+        return seen
+
+    high = run(0.9)
+    assert high[10] == 0.1  # fewer than 10 scored forecasts, or none wrong: the floor
+    assert high[19] == 0.1
+    # forecasts made a lead before the step saw half the load that came: it keeps that margin
+    assert high[-1] > 0.5
+    assert run(0.5)[-1] == 0.1  # the median error is 0: the floor
+    with pytest.raises(InvalidRequestError):
+        Predictive(1000.0, 1.0, 10.0, error_quantile=1.0)
