@@ -16,12 +16,12 @@ pipeline; no training here, see ``colocate.py``).  Device-seconds count from a r
 placement (its start-up is paid) to its release after draining.
 
 **Tuning and reporting are split.**  Everything a policy is given was chosen on minutes 0-20 of
-each trace: a replica's capacity (``measure_capacity`` on those minutes' requests, bisection on
-the time scale, 4 replicas, 99.5% attainment), the HPA target and the predictive policy's
-headroom and scale-down window (``--tune`` prints the grid; the cheapest setting with >= 99.5%
-attainment there was taken).  Every reported number covers minutes 20-60 only: attainment of
-the requests arriving then, device-seconds held then (runs replay the whole hour so queues
-and replica counts are warm).
+each trace: a replica's capacity (``measure_capacities`` on those minutes' requests with
+Poisson arrivals, at 2, 4, 8 and 16 replicas), the HPA target and the predictive policy's
+headroom and scale-down window (``--tune`` prints the grid, scored on minutes 5-20; the cheapest
+setting with >= 99.5% (Azure) or >= 99% (Mooncake) attainment there was taken).  Every reported
+number covers minutes 20-60 only: attainment of the requests arriving then, device-seconds held
+then (runs replay the whole hour so queues and replica counts are warm).
 
 **Load.**  Azure's hour (5.5 req/s, mean 1,155 prompt and 211 output tokens) fills only three
 such replicas, too few for replica granularity to leave an autoscaler anything to do, so its
@@ -29,9 +29,10 @@ requests are replayed 4 times (copy ``c`` 7.5 ``c`` seconds later: the trace's m
 four times the volume).  Mooncake's hour (3.4 req/s of 12K-token prompts) is replayed as is.
 
 Objectives: Azure TTFT 2 s and TPOT 100 ms; Mooncake TTFT 30 s (Mooncake's threshold) and TPOT
-500 ms.  Without chunked prefill a long Mooncake prompt's prefill (up to ~14 s for 128K tokens)
+1 s.  Without chunked prefill a long Mooncake prompt's prefill (up to ~14 s for 128K tokens)
 stalls every decode on its replica, so even 16 static replicas meet a 100 ms mean TPOT for only
-98.0% of requests; 500 ms keeps the objective reachable (our TPOT is the mean gap per request).
+98.0% of requests, and at a trickle of load 1 s is met by about 99.5% (the README has the
+figures; our TPOT is the mean gap per request).
 
 Writes ``autoscale.csv``, ``autoscale_load.csv``, ``autoscale_timeline.csv`` and
 ``autoscale.png`` under ``--out``.  ``--quick`` (CI): Azure only (x1, 30 minutes: tune on 0-10,

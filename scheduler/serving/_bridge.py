@@ -21,6 +21,11 @@ last checkpoint (the engine's machinery) and is re-placed when devices free up.
 
 The run stops at ``until``: device time is counted up to it, and requests still in the system
 are then served to completion by the replicas as they are (no further scaling).
+
+A replica job waits for placement like any job.  The engine decides preemption on free devices
+per pool, not per host, so on a pool fragmented by small jobs a single-host replica (TP=8) may
+find no victims that free a whole host and stay queued; :attr:`ReplicaRecord.placed_s` stays
+``None`` for it (see ``benchmarks/serving/README.md``, co-location).
 """
 
 from __future__ import annotations
