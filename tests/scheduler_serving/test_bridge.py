@@ -186,3 +186,33 @@ def test_service_slices_and_profiles() -> None:
     job = service().replica_job(3)
     assert (job.id, job.devices, job.same_host, job.priority_class, job.preemptible) == (
         "chat/r3", 8, True, "serving", False)
+
+
+def test_predictive_replicas_are_ready_when_a_ramp_needs_them() -> None:
+    from accel.scheduler.serving import Capacity, Predictive
+
+    # prompt-only work ramps as 500 + 5 t tokens/s; a replica carries 2000 tokens/s, so the
+    # n-th replica is needed from t = ((n - 1) x 2000 - 500) / 5: 300 s, 700 s
+    reqs, t, i = [], 0.0, 0
+    while t < 900.0:
+        reqs.append(ServingRequest(i, t, 499, 1))
+        i += 1
+        t += 500.0 / (500.0 + 5.0 * t)
+    cap = Capacity(((1, 2000.0),))
+
+    def ready_times(trend_weight: float) -> list[float]:
+        pol = Predictive(cap, weight=1.0, lead_s=STARTUP + 15.0, headroom=0.0, short_s=30.0, trend_s=120.0,
+                         trend_weight=trend_weight, sync_s=15.0)
+        eng = engine(4)
+        res = ServingBridge(eng, service(), pol, reqs, LeastOutstanding(), initial=1).run(900.0)
+        eng.check_invariants()
+        return sorted(r.ready_s for r in res.replicas if r.ready_s is not None and r.ready_s > 0)
+
+    ahead = ready_times(1.0)
+    assert len(ahead) >= 2
+    for n, need_at in ((2, 300.0), (3, 700.0)):
+        assert ahead[n - 2] <= need_at + 15.0, (n, ahead)
+    # following the current rate only, the same replicas come a start-up late
+    lagging = ready_times(0.0)
+    assert lagging[0] >= 300.0 + STARTUP - 15.0, lagging
+    assert ahead[0] < lagging[0] - 30.0
