@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import itertools
 import math
 import sys
@@ -361,8 +362,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="Azure x1, 30 minutes (CI)")
     ap.add_argument("--tune", action="store_true", help="print the tuning grid on the tuning minutes")
     ap.add_argument("--trace", choices=("azure", "mooncake"), default=None)
+    ap.add_argument("--headroom", type=float, default=None,
+                    help="sensitivity: override the tuned predictive headroom (not a tuned result; "
+                         "writes under build/serving-sensitivity unless --out is given)")
     args = ap.parse_args(argv)
     out = Path(args.out)
+    if args.headroom is not None and args.out == str(HERE / "results"):
+        out = ROOT / "build" / "serving-sensitivity"  # never over the tuned results
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     names = ["azure-quick"] if args.quick else [args.trace] if args.trace else ["azure", "mooncake"]
@@ -371,6 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     loads: list[dict[str, object]] = []
     for name in names:
         case = CASES[name]
+        if args.headroom is not None:
+            case = dataclasses.replace(case, headroom=args.headroom)
         if args.tune:
             run_case(case, tune=True)
             continue
