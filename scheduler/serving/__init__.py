@@ -19,6 +19,20 @@ See docs/guides/serving.md and benchmarks/serving/.
 
 from __future__ import annotations
 
+from ._autoscale import (
+    Autoscaler,
+    Capacity,
+    OraclePlan,
+    Predictive,
+    ReactiveHPA,
+    decode_weight,
+    fit_oracle,
+    measure_capacities,
+    measure_capacity,
+    oracle_plan,
+    work_tokens,
+)
+from ._bridge import BridgeResult, ReplicaRecord, ServingBridge
 from ._cache import PrefixCache
 from ._costmodel import (
     DEFAULT_BLOCK_TOKENS,
@@ -32,6 +46,7 @@ from ._costmodel import (
 )
 from ._errors import InvalidRequestError, UnknownModelError
 from ._routers import CacheAware, ConsistentHash, LeastOutstanding, ReplicaLoad, RoundRobin, Router
+from ._service import Service
 from ._sim import (
     HitReplay,
     Objective,
@@ -40,6 +55,9 @@ from ._sim import (
     RequestOutcome,
     ServingRequest,
     ServingResult,
+    ServingSim,
+    ServingSnapshot,
+    load_azure,
     load_mooncake,
     percentile,
     replay_hits,
@@ -49,7 +67,10 @@ from ._sim import (
 __all__ = [
     "DEFAULT_BLOCK_TOKENS",
     "DEFAULT_MEMORY_UTILIZATION",
+    "Autoscaler",
+    "BridgeResult",
     "CacheAware",
+    "Capacity",
     "ConsistentHash",
     "CostProfile",
     "CostTable",
@@ -59,20 +80,35 @@ __all__ = [
     "ModelCatalog",
     "ModelSpec",
     "Objective",
+    "OraclePlan",
+    "Predictive",
     "PrefixCache",
+    "ReactiveHPA",
     "ReplicaChange",
     "ReplicaLoad",
+    "ReplicaRecord",
     "ReplicaSpec",
     "RequestOutcome",
     "RoundRobin",
     "Router",
+    "Service",
+    "ServingBridge",
     "ServingRequest",
     "ServingResult",
+    "ServingSim",
+    "ServingSnapshot",
     "UnknownModelError",
     "cache_blocks",
+    "decode_weight",
+    "fit_oracle",
+    "load_azure",
     "load_catalog",
     "load_mooncake",
+    "measure_capacities",
+    "measure_capacity",
+    "oracle_plan",
     "percentile",
     "replay_hits",
     "simulate",
+    "work_tokens",
 ]

@@ -35,12 +35,14 @@ Same inputs, same outputs: no randomness, ties broken by replica id.
 
 from __future__ import annotations
 
+import csv
 import heapq
 import json
 import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -57,6 +59,9 @@ __all__ = [
     "RequestOutcome",
     "ServingRequest",
     "ServingResult",
+    "ServingSim",
+    "ServingSnapshot",
+    "load_azure",
     "load_mooncake",
     "percentile",
     "replay_hits",
@@ -355,6 +360,198 @@ def _prep(requests: Iterable[ServingRequest], specs: Sequence[ReplicaSpec]) -> l
     return out
 
 
+@dataclass(frozen=True)
+class ServingSnapshot:
+    """What an operator could observe of a :class:`ServingSim` at :attr:`now` (never the future)."""
+
+    now: float
+    #: Requests that have arrived so far and their prompt tokens (cumulative).  Output lengths
+    #: are not known on arrival, only once generated: see ``finished_*``.
+    arrived: int
+    arrived_prompt_tokens: int
+    #: Requests finished so far and the output tokens they generated (cumulative).
+    finished: int
+    finished_output_tokens: int
+    #: Requests arrived and not finished (at the router, queued at a replica, or running).
+    outstanding: int
+    #: Requests not yet admitted to a batch (at the router or queued at a replica).
+    queued: int
+    #: Prompt tokens of the queued requests (their prefill work still to do).
+    queued_prompt_tokens: int
+    #: Replicas taking requests, and replicas added and still loading the model.
+    ready: int
+    starting: int
+    #: KV tokens held over the KV tokens the ready replicas can hold (0..1).
+    kv_utilization: float
+
+
+class ServingSim:
+    """A stepping form of :func:`simulate`: the caller drives time and changes the replica set.
+
+    ``advance(t)`` routes and serves everything that happens before ``t``; :meth:`observe`
+    reports what an operator could see at that time; :meth:`add_replica` and
+    :meth:`remove_replica` change the set at the current time (with the semantics of
+    :class:`ReplicaChange`); :meth:`result` runs to the end.  An autoscaler or the queueing
+    engine bridge sits in the loop between calls.  :func:`simulate` is this class driven by a
+    fixed list of changes, so both give the same outcomes.
+    """
+
+    def __init__(
+        self,
+        requests: Iterable[ServingRequest],
+        router: Router,
+        replicas: Sequence[ReplicaSpec] = (),
+        *,
+        min_capacity_tokens: int | None = None,
+    ) -> None:
+        self._reqs = _prep(requests, replicas)
+        self._max_need = max((r.tokens for r in self._reqs), default=0)
+        if min_capacity_tokens is not None and self._max_need > min_capacity_tokens:
+            worst = max(self._reqs, key=lambda r: r.tokens)
+            raise InvalidRequestError(
+                f"request {worst.req.request_id} needs {worst.tokens} KV tokens; the smallest replica "
+                f"holds {min_capacity_tokens}",
+                field="prompt_tokens",
+            )
+        self.router = router
+        self.now = 0.0
+        self._state: dict[int, _Replica] = {i: _Replica(i, s, 0.0) for i, s in enumerate(replicas)}
+        # (time, kind, index): kind 1 = replica ready, 2 = arrival; a ready replica is settled
+        # before a request arriving at the same instant is routed.
+        self._events: list[tuple[float, int, int]] = [(r.req.arrival_s, 2, i) for i, r in enumerate(self._reqs)]
+        heapq.heapify(self._events)
+        self._done: list[RequestOutcome] = []
+        self._held: deque[_Req] = deque()  # at the router: no replica was ready
+        self._arrived = self._arrived_prompt = 0
+        self._finished_output = self._counted = 0
+
+    # -- the replica set ---------------------------------------------------------------------------
+    def replica_ids(self) -> list[int]:
+        """Every replica ever added (draining and drained ones included)."""
+        return sorted(self._state)
+
+    def is_ready(self, replica_id: int) -> bool:
+        rep = self._state.get(replica_id)
+        return rep is not None and not rep.draining and rep.ready_s <= self.now
+
+    def is_draining(self, replica_id: int) -> bool:
+        rep = self._state.get(replica_id)
+        return rep is not None and rep.draining
+
+    def drained(self, replica_id: int) -> bool:
+        """A removed replica that has finished every request it had (its devices can go)."""
+        rep = self._state.get(replica_id)
+        return rep is not None and rep.draining and rep.outstanding == 0 and not rep.running
+
+    def outstanding_of(self, replica_id: int) -> int:
+        """Requests routed to a replica and not finished (0 for an unknown one)."""
+        rep = self._state.get(replica_id)
+        return 0 if rep is None else rep.outstanding
+
+    def add_replica(self, replica_id: int, spec: ReplicaSpec, *, ready_at: float | None = None) -> None:
+        """Add a replica now; it takes requests at ``ready_at`` (default now + ``spec.startup_s``)."""
+        if replica_id in self._state:
+            raise InvalidRequestError(f"replica {replica_id} already exists", field="replica_id")
+        if spec.capacity_tokens < self._max_need:
+            raise InvalidRequestError(
+                f"replica {replica_id} holds {spec.capacity_tokens} KV tokens; a request needs {self._max_need}",
+                field="capacity_blocks",
+            )
+        at = self.now + spec.startup_s if ready_at is None else ready_at
+        if not math.isfinite(at) or at < self.now:
+            raise InvalidRequestError(f"ready_at must be >= now ({self.now}), got {at}", field="ready_at")
+        self._state[replica_id] = _Replica(replica_id, spec, at)
+        heapq.heappush(self._events, (at, 1, replica_id))
+
+    def remove_replica(self, replica_id: int) -> None:
+        """Drain a replica now: no new requests; its queued ones go back to the router."""
+        gone = self._state.get(replica_id)
+        if gone is None or gone.draining:
+            raise InvalidRequestError(f"cannot remove replica {replica_id}: not serving", field="replica_id")
+        gone.draining = True
+        self.router.forget(gone.rid)
+        back = list(gone.waiting)
+        gone.waiting.clear()
+        gone.outstanding -= len(back)
+        for r in back:
+            self._dispatch(r)
+
+    # -- time ----------------------------------------------------------------------------------------
+    def _live(self) -> list[_Replica]:
+        return [rep for _, rep in sorted(self._state.items()) if not rep.draining and rep.ready_s <= self.now]
+
+    def _dispatch(self, r: _Req) -> None:
+        live = self._live()
+        if not live:
+            self._held.append(r)
+            return
+        rid = self.router.route(r.req.hash_ids, [ReplicaLoad(rep.rid, rep.outstanding) for rep in live])
+        rep = self._state.get(rid)
+        if rep is None or rep not in live:
+            raise InvalidRequestError(
+                f"router {self.router.name!r} chose replica {rid}, not one offered", field="router"
+            )
+        rep.outstanding += 1
+        rep.waiting.append(r)
+        r.replica = rid
+
+    def advance(self, t: float) -> None:
+        """Process every arrival and replica start-up before ``t`` and serve up to ``t``."""
+        if t < self.now:
+            raise InvalidRequestError(f"time runs forward: {t} < {self.now}", field="t")
+        while self._events and self._events[0][0] < t:
+            self.now, kind, idx = heapq.heappop(self._events)
+            for rep in self._state.values():
+                rep.advance(self.now, self._done)
+            if kind == 2:
+                r = self._reqs[idx]
+                self._arrived += 1
+                self._arrived_prompt += r.req.prompt_tokens
+                self._dispatch(r)
+            else:
+                while self._held and self._live():
+                    self._dispatch(self._held.popleft())
+        if math.isfinite(t):
+            for rep in self._state.values():
+                rep.advance(t, self._done)
+            self.now = t
+
+    def observe(self) -> ServingSnapshot:
+        """Counts an operator could read now (see :class:`ServingSnapshot`)."""
+        for o in self._done[self._counted:]:
+            self._finished_output += o.output_tokens
+        self._counted = len(self._done)
+        live = self._live()
+        waiting = [r for rep in self._state.values() for r in rep.waiting] + list(self._held)
+        held_kv = sum(rep.kv_tokens for rep in live)
+        cap = sum(rep.spec.capacity_tokens for rep in live)
+        return ServingSnapshot(
+            now=self.now,
+            arrived=self._arrived,
+            arrived_prompt_tokens=self._arrived_prompt,
+            finished=len(self._done),
+            finished_output_tokens=self._finished_output,
+            outstanding=sum(rep.outstanding for rep in self._state.values()) + len(self._held),
+            queued=len(waiting),
+            queued_prompt_tokens=sum(r.req.prompt_tokens for r in waiting),
+            ready=len(live),
+            starting=sum(1 for rep in self._state.values() if not rep.draining and rep.ready_s > self.now),
+            kv_utilization=held_kv / cap if cap else 0.0,
+        )
+
+    def result(self) -> ServingResult:
+        """Run every remaining event and request to the end; requests never routed are unserved."""
+        self.advance(math.inf)
+        for rep in self._state.values():
+            rep.advance(math.inf, self._done)
+        done = sorted(self._done, key=lambda o: o.request_id)
+        return ServingResult(
+            outcomes=done,
+            unserved=sorted(r.req.request_id for r in self._held),
+            peak_kv_tokens={rid: rep.peak_kv for rid, rep in sorted(self._state.items())},
+        )
+
+
 def simulate(
     requests: Iterable[ServingRequest],
     router: Router,
@@ -373,78 +570,24 @@ def simulate(
     if not replicas and not adds:
         raise InvalidRequestError("simulate needs at least one replica", field="replicas")
     specs = list(replicas) + [c.spec for c in adds if c.spec is not None]
-    reqs = _prep(requests, specs)
-    state: dict[int, _Replica] = {i: _Replica(i, s, 0.0) for i, s in enumerate(replicas)}
-    # Events in time order: 0 = replica change, 1 = replica ready, 2 = arrival (so a replica
-    # removed or ready at t is settled before a request arriving at t is routed).
-    events: list[tuple[float, int, int, int]] = []
-    for i, c in enumerate(changes):
+    reqs = list(requests)
+    _prep(reqs, specs)
+    for c in changes:
         if c.action not in ("add", "remove"):
             raise InvalidRequestError(f"unknown replica change {c.action!r}", field="action")
         if c.action == "add" and c.spec is None:
             raise InvalidRequestError(f"adding replica {c.replica_id} needs a spec", field="spec")
         if c.time_s < 0 or not math.isfinite(c.time_s):
             raise InvalidRequestError(f"change time must be >= 0, got {c.time_s}", field="time_s")
-        events.append((c.time_s, 0, i, 0))
-    for i, r in enumerate(reqs):
-        events.append((r.req.arrival_s, 2, i, 0))
-    heapq.heapify(events)
-    done: list[RequestOutcome] = []
-    held: deque[_Req] = deque()  # at the router: no replica was ready
-
-    def ready() -> list[_Replica]:
-        return [rep for rid, rep in sorted(state.items()) if not rep.draining and rep.ready_s <= now]
-
-    def dispatch(r: _Req) -> None:
-        live = ready()
-        if not live:
-            held.append(r)
-            return
-        rid = router.route(r.req.hash_ids, [ReplicaLoad(rep.rid, rep.outstanding) for rep in live])
-        rep = state.get(rid)
-        if rep is None or rep not in live:
-            raise InvalidRequestError(f"router {router.name!r} chose replica {rid}, not one offered", field="router")
-        rep.outstanding += 1
-        rep.waiting.append(r)
-        r.replica = rid
-
-    now = 0.0
-    while events:
-        now, kind, idx, _ = heapq.heappop(events)
-        for rep in state.values():
-            rep.advance(now, done)
-        if kind == 2:
-            dispatch(reqs[idx])
-        elif kind == 1:
-            while held and ready():
-                dispatch(held.popleft())
+    sim = ServingSim(reqs, router, replicas)
+    for c in sorted(changes, key=lambda c: c.time_s):  # stable: same-time changes keep their order
+        sim.advance(c.time_s)
+        if c.action == "add":
+            assert c.spec is not None
+            sim.add_replica(c.replica_id, c.spec)
         else:
-            c = changes[idx]
-            if c.action == "add":
-                if c.replica_id in state:
-                    raise InvalidRequestError(f"replica {c.replica_id} already exists", field="replica_id")
-                assert c.spec is not None
-                state[c.replica_id] = _Replica(c.replica_id, c.spec, now + c.spec.startup_s)
-                heapq.heappush(events, (now + c.spec.startup_s, 1, c.replica_id, 0))
-            else:
-                gone = state.get(c.replica_id)
-                if gone is None or gone.draining:
-                    raise InvalidRequestError(f"cannot remove replica {c.replica_id}: not serving", field="replica_id")
-                gone.draining = True
-                router.forget(gone.rid)
-                back = list(gone.waiting)
-                gone.waiting.clear()
-                gone.outstanding -= len(back)
-                for r in back:
-                    dispatch(r)
-    for rep in state.values():
-        rep.advance(math.inf, done)
-    done.sort(key=lambda o: o.request_id)
-    return ServingResult(
-        outcomes=done,
-        unserved=sorted(r.req.request_id for r in held),
-        peak_kv_tokens={rid: rep.peak_kv for rid, rep in sorted(state.items())},
-    )
+            sim.remove_replica(c.replica_id)
+    return sim.result()
 
 
 @dataclass(frozen=True)
@@ -516,4 +659,37 @@ def load_mooncake(path: str | Path, *, time_scale: float = 1.0) -> list[ServingR
                 raise InvalidRequestError(f"{path}:{n}: {exc}", field=exc.field) from exc
             except (ValueError, KeyError, TypeError) as exc:
                 raise InvalidRequestError(f"{path}:{n}: malformed request line ({exc!r})", field="line") from exc
+    return out
+
+
+def load_azure(path: str | Path, *, time_scale: float = 1.0) -> list[ServingRequest]:
+    """Read an Azure LLM inference trace (CSV: ``TIMESTAMP``, ``ContextTokens``, ``GeneratedTokens``).
+
+    Arrival = seconds since the first timestamp, times ``time_scale``.  The file carries no
+    prefix hashes, so ``hash_ids`` is empty (no prefix hits).  A malformed row raises
+    :class:`InvalidRequestError` naming the line.
+    """
+    if time_scale <= 0 or not math.isfinite(time_scale):
+        raise InvalidRequestError(f"time_scale must be > 0, got {time_scale}", field="time_scale")
+    rows: list[tuple[datetime, int, int, int]] = []
+    with open(path, encoding="utf-8", newline="") as f:
+        for n, row in enumerate(csv.DictReader(f), 2):
+            try:
+                stamp = row["TIMESTAMP"].strip()
+                # the file has 7 fractional digits; datetime takes at most 6
+                if "." in stamp:
+                    head, frac = stamp.split(".", 1)
+                    stamp = f"{head}.{frac[:6]}"
+                rows.append((datetime.fromisoformat(stamp), int(row["ContextTokens"]), int(row["GeneratedTokens"]), n))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise InvalidRequestError(f"{path}:{n}: malformed row ({exc!r})", field="line") from exc
+    if not rows:
+        return []
+    t0 = min(r[0] for r in rows)
+    out: list[ServingRequest] = []
+    for stamp, prompt, output, n in rows:
+        try:
+            out.append(ServingRequest(len(out), (stamp - t0).total_seconds() * time_scale, prompt, output))
+        except InvalidRequestError as exc:
+            raise InvalidRequestError(f"{path}:{n}: {exc}", field=exc.field) from exc
     return out

@@ -1,0 +1,423 @@
+"""Autoscaling on the Azure 2023 conversation hour and Mooncake's conversation hour.
+
+For each trace, four ways to provision one Llama-2-70B service (TP=8 on H100-80GB: one
+replica = 8 devices, start-up 265 s, the published load time in the cost data):
+
+- ``static-peak``: the oracle's largest bin need, all hour;
+- ``reactive``: :class:`ReactiveHPA` (Kubernetes' HPA rule and defaults) on outstanding
+  requests per replica;
+- ``predictive``: :class:`Predictive` (forecast work-token rate at start-up + sync ahead);
+- ``oracle``: :func:`oracle_plan` (load known in advance, per-minute bins, the same start-up),
+  then simulated to confirm its attainment.
+
+The two dynamic policies run through :class:`ServingBridge`: every replica is a job of a
+:class:`QueueingScheduler` on a 24-host x 8-device cluster (placement through the engine's
+pipeline; no training here, see ``colocate.py``).  Device-seconds count from a replica's
+placement (its start-up is paid) to its release after draining.
+
+**Tuning and reporting are split.**  Everything a policy is given was chosen on minutes 0-20 of
+each trace: a replica's capacity (``measure_capacities`` on those minutes' requests with
+Poisson arrivals, at 2, 4, 8 and 16 replicas), the HPA target and the predictive policy's
+headroom and scale-down window (``--tune`` prints the grid, scored on minutes 5-20; the cheapest
+setting with >= 99.5% (Azure) or >= 99% (Mooncake) attainment there was taken).  Every reported
+number covers minutes 20-60 only: attainment of the requests arriving then, device-seconds held
+then (runs replay the whole hour so queues and replica counts are warm).
+
+**Load.**  Azure's hour (5.5 req/s, mean 1,155 prompt and 211 output tokens) fills only three
+such replicas, too few for replica granularity to leave an autoscaler anything to do, so its
+requests are replayed 4 times (copy ``c`` 7.5 ``c`` seconds later: the trace's minute-scale shape,
+four times the volume).  Mooncake's hour (3.4 req/s of 12K-token prompts) is replayed as is.
+
+Objectives: Azure TTFT 2 s and TPOT 100 ms; Mooncake TTFT 30 s (Mooncake's threshold) and TPOT
+1 s.  Without chunked prefill a long Mooncake prompt's prefill (up to ~14 s for 128K tokens)
+stalls every decode on its replica, so even 16 static replicas meet a 100 ms mean TPOT for only
+98.0% of requests, and at a trickle of load 1 s is met by about 99.5% (the README has the
+figures; our TPOT is the mean gap per request).
+
+Writes ``autoscale.csv``, ``autoscale_load.csv``, ``autoscale_timeline.csv`` and
+``autoscale.png`` under ``--out``.  ``--quick`` (CI): Azure only (x1, 30 minutes: tune on 0-10,
+report 10-30), a few seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import itertools
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from accel.scheduler.queueing import Policy, PriorityClass, QueueingScheduler, uniform_cluster
+from accel.scheduler.serving import (
+    Autoscaler,
+    CacheAware,
+    LeastOutstanding,
+    Objective,
+    OraclePlan,
+    Predictive,
+    ReactiveHPA,
+    ReplicaSpec,
+    Router,
+    Service,
+    ServingBridge,
+    ServingRequest,
+    ServingResult,
+    decode_weight,
+    fit_oracle,
+    load_azure,
+    load_catalog,
+    load_mooncake,
+    measure_capacities,
+    simulate,
+)
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SYNC_S = 15.0
+COPY_GAP_S = 7.5  # Azure x4: copy c of a request arrives 7.5 c seconds after it
+HOSTS = 24
+HPA_GRID = (4.0, 8.0, 16.0, 24.0, 32.0, 48.0, 64.0)
+HEADROOM_GRID = (0.0, 0.05, 0.1)
+# Fixed a priori, not tuned: the tuning minutes are too flat to tell (a grid of off / 0.75 / 0.9
+# gave the same attainment there and device-seconds within 2%), and scoring its own forecasts
+# costs the policy nothing while they are right.
+ERROR_Q_GRID: tuple[float | None, ...] = (0.9,)
+DOWN_GRID = (120.0, 180.0, 300.0)
+WARMUP_S = 300.0  # tuning metrics skip the first 5 minutes (the policies' histories fill up)
+
+
+def trace_path(name: str) -> Path:
+    for base in (ROOT.parent / "shared", ROOT / "shared", Path("/work/shared")):
+        p = base / "traces" / "serving" / name
+        if p.is_file():
+            return p
+    return ROOT.parent / "shared" / "traces" / "serving" / name
+
+
+@dataclass(frozen=True)
+class Case:
+    """One trace's setting; policy parameters are the ones ``--tune`` chose on minutes 0-tune_end."""
+
+    name: str
+    objective: Objective
+    copies: int
+    end_s: float
+    tune_end_s: float
+    hpa_target: float
+    headroom: float
+    down_window_s: float
+    error_quantile: float | None = None
+    cap_replicas: tuple[int, ...] = (2, 4, 8, 16)
+    cap_target: float = 0.995
+    tune_goal: float = 0.995
+
+
+# Chosen by ``--tune`` on minutes 5-20 of each trace (the first 5 minutes fill the policies'
+# histories): the cheapest setting whose attainment there is >= 99.5% (Azure) or >= 99%
+# (Mooncake, whose attainment floor is lower, see the module doc).  HPA targets 4-64
+# outstanding requests per replica; predictive headroom 0-0.1 x scale-down window 120-300 s.
+# Azure: HPA 48 (99.89%, 1.14 x oracle), predictive headroom 0, window 180 s (99.77%, 1.11).
+# Mooncake: HPA 8 (99.43%, 1.71), predictive headroom 0, window 300 s (99.05%, 1.07).
+# The quick profile (CI) reuses Azure's choice.
+CASES = {
+    "azure": Case("azure", Objective(2.0, 0.1, 0.99), 4, 3600.0, 1200.0, 48.0, 0.0, 180.0, 0.9),
+    "mooncake": Case("mooncake", Objective(30.0, 1.0, 0.99), 1, 3600.0, 1200.0, 8.0, 0.0, 300.0, 0.9,
+                     cap_target=0.99, tune_goal=0.99),
+    "azure-quick": Case("azure-quick", Objective(2.0, 0.1, 0.99), 1, 1800.0, 600.0, 48.0, 0.0, 180.0, 0.9,
+                        cap_replicas=(2, 4)),
+}
+
+
+def load(case: Case) -> list[ServingRequest]:
+    if case.name.startswith("azure"):
+        base = load_azure(trace_path("azure_llm_2023_conv.csv"))
+    else:
+        base = load_mooncake(trace_path("mooncake_conversation_trace.jsonl"))
+    k = case.copies
+    out = [ServingRequest(r.request_id * k + c, r.arrival_s + COPY_GAP_S * c, r.prompt_tokens, r.output_tokens,
+                          r.hash_ids) for r in base for c in range(k)]
+    return [r for r in out if r.arrival_s < case.end_s]
+
+
+def router_for(case: Case, spec: ReplicaSpec) -> Callable[[], Router]:
+    if case.name.startswith("mooncake"):
+        return lambda: CacheAware(spec.capacity_blocks)
+    return LeastOutstanding
+
+
+def engine() -> QueueingScheduler:
+    policy = Policy(classes=(PriorityClass("serving", 10, preempts=True, preemptible=False),
+                             PriorityClass("training", 0)), grace_s=30.0)
+    return QueueingScheduler(uniform_cluster(HOSTS, 8, model="H100", memory_bytes=80 * 10**9), policy)
+
+
+def attainment(res: ServingResult, obj: Objective, start: float, end: float) -> float:
+    outs = [o for o in res.outcomes if start <= o.arrival_s < end]
+    return sum(obj.attained(o) for o in outs) / len(outs) if outs else math.nan
+
+
+def plan_intervals(plan: OraclePlan, res: ServingResult, until: float) -> list[tuple[float, float]]:
+    """(placed, released) of every replica of a simulated plan; a removal holds until drained."""
+    last: dict[int, float] = {}
+    for o in res.outcomes:
+        last[o.replica_id] = max(last.get(o.replica_id, 0.0), o.end_s)
+    start = {i: 0.0 for i in range(plan.initial)}
+    stop: dict[int, float] = {}
+    for c in plan.changes:
+        if c.action == "add":
+            start[c.replica_id] = c.time_s
+        else:
+            stop[c.replica_id] = max(c.time_s, last.get(c.replica_id, c.time_s))
+    return [(s, stop.get(rid, until)) for rid, s in start.items()]
+
+
+def held(intervals: Sequence[tuple[float, float]], start: float, end: float) -> float:
+    return sum(max(0.0, min(e, end) - max(s, start)) for s, e in intervals)
+
+
+def scale_events(timeline: Sequence[tuple[float, int]], start: float, end: float) -> int:
+    n = 0
+    for (_, a), (t, b) in itertools.pairwise(timeline):
+        if start <= t < end and a != b:
+            n += 1
+    return n
+
+
+def token_load(reqs: Sequence[ServingRequest], end: float) -> dict[str, float]:
+    bins = int(end // 60)
+    out: dict[str, float] = {}
+    for label, f in (("prompt+output", lambda r: r.prompt_tokens + r.output_tokens),
+                     ("output", lambda r: r.output_tokens), ("prompt", lambda r: r.prompt_tokens),
+                     ("requests", lambda r: 1)):
+        b = [0.0] * bins
+        for r in reqs:
+            i = int(r.arrival_s // 60)
+            if i < bins:
+                b[i] += f(r)
+        out[label] = sum(b) / bins / max(b)
+    return out
+
+
+def run_case(case: Case, *, tune: bool = False) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    t0 = time.perf_counter()
+    reqs = load(case)
+    catalog = load_catalog()
+    svc = Service(case.name, "llama-2-70b", "h100-80gb", case.objective, min_replicas=1, max_replicas=HOSTS,
+                  pool="H100")
+    spec = svc.replica_spec(catalog)
+    weight = decode_weight(spec.profile)
+    mk_router = router_for(case, spec)
+    sample = [r for r in reqs if r.arrival_s < case.tune_end_s]
+    cap = measure_capacities(sample, spec, mk_router, case.objective, weight, replicas=case.cap_replicas,
+                             target=case.cap_target, iterations=6)
+    if tune:
+        reqs = [r for r in reqs if r.arrival_s < case.tune_end_s]
+        plan, derate = fit_oracle(reqs, cap, weight, spec, mk_router, case.objective, max_replicas=HOSTS,
+                                  end_s=case.tune_end_s)
+    else:
+        plan, derate = fit_oracle(reqs, cap, weight, spec, mk_router, case.objective,
+                                  window=(case.tune_end_s, case.end_s), max_replicas=HOSTS, end_s=case.end_s)
+    lead = spec.startup_s + SYNC_S
+    caps = ", ".join(f"{n}: {c:.0f}" for n, c in cap.points)
+    print(f"{case.name}: {len(reqs)} requests, capacity per replica (work tokens/s by replicas) {caps} "
+          f"(decode weight {weight:.2f}); oracle: capacity x {derate:.3f} meets the objective, peak "
+          f"{max(plan.need)} replicas, {plan.initial} at the start")
+
+    def bridge(a: Autoscaler, until: float, rs: Sequence[ServingRequest]) -> tuple[ServingResult, float, int]:
+        b = ServingBridge(engine(), svc, a, rs, mk_router(), initial=plan.initial)
+        r = b.run(until)
+        lo = WARMUP_S if tune else case.tune_end_s
+        ds = r.serving_device_seconds(lo, until)
+        tl = [(t, d) for t, d, _, _ in r.timeline]
+        return r.serving, ds, scale_events(tl, lo, until)
+
+    if tune:
+        rows: list[dict[str, object]] = []
+        rs = reqs
+        end = case.tune_end_s
+        ores = simulate(rs, mk_router(), [spec] * plan.initial, changes=list(plan.changes))
+        ods = held(plan_intervals(plan, ores, end), WARMUP_S, end) * spec_devices(svc)
+        oatt = attainment(ores, case.objective, WARMUP_S, end)
+        print(f"  tune window oracle (capacity x {derate:.3f}): att {oatt:.4f} device-s {ods:.0f}")
+        for target in HPA_GRID:
+            res, ds, ev = bridge(ReactiveHPA(target, sync_s=SYNC_S), end, rs)
+            att = attainment(res, case.objective, WARMUP_S, end)
+            rows.append({"policy": f"hpa target {target:g}", "att": att, "ds/oracle": ds / ods})
+        for headroom in HEADROOM_GRID:
+            for down in DOWN_GRID:
+                for eq in ERROR_Q_GRID:
+                    pol = Predictive(cap, weight, lead, headroom=headroom, down_window_s=down, error_quantile=eq,
+                                     sync_s=SYNC_S)
+                    res, ds, ev = bridge(pol, end, rs)
+                    att = attainment(res, case.objective, WARMUP_S, end)
+                    rows.append({"policy": f"predictive headroom {headroom:g} down {down:g} errq {eq}",
+                                 "att": att, "ds/oracle": ds / ods})
+        for row in rows:
+            print(f"  {row['policy']:<36} att {row['att']:.4f}  device-s/oracle {row['ds/oracle']:.3f}")
+        for kind in ("hpa", "predictive"):
+            ok = [r for r in rows if str(r["policy"]).startswith(kind) and float(str(r["att"])) >= case.tune_goal]
+            best = min(ok, key=lambda r: float(str(r["ds/oracle"])), default=None)
+            print(f"  chosen {kind}: {best['policy'] if best else 'none meets the goal'}")
+        return [], []
+
+    lo, hi = case.tune_end_s, case.end_s
+    devs = spec_devices(svc)
+    results: list[dict[str, object]] = []
+    timeline: list[dict[str, object]] = []
+    # oracle
+    ores = simulate(reqs, mk_router(), [spec] * plan.initial, changes=list(plan.changes))
+    o_ds = held(plan_intervals(plan, ores, hi), lo, hi) * devs
+    o_need = [(b * 60.0, n) for b, n in enumerate(plan.need)]
+    o_events = scale_events(o_need, lo, hi)
+    # static at the oracle's peak
+    peak = max(plan.need)
+    sres = simulate(reqs, mk_router(), [spec] * peak)
+    s_ds = peak * devs * (hi - lo)
+    rows = [("static-peak", sres, s_ds, 0), ("oracle", ores, o_ds, o_events)]
+    for b, n in o_need:
+        timeline.append({"trace": case.name, "policy": "oracle", "t_s": b, "replicas": n})
+    for a in (ReactiveHPA(case.hpa_target, sync_s=SYNC_S),
+              Predictive(cap, weight, lead, headroom=case.headroom, down_window_s=case.down_window_s,
+                         error_quantile=case.error_quantile, sync_s=SYNC_S)):
+        br = ServingBridge(engine(), svc, a, reqs, mk_router(), initial=plan.initial)
+        r = br.run(hi)
+        tl = [(t, d) for t, d, _, _ in r.timeline]
+        rows.append(("reactive" if isinstance(a, ReactiveHPA) else "predictive", r.serving,
+                     r.serving_device_seconds(lo, hi), scale_events(tl, lo, hi)))
+        for t, d, ready, starting in r.timeline:
+            timeline.append({"trace": case.name, "policy": rows[-1][0], "t_s": t, "replicas": ready + starting,
+                             "desired": d})
+    for name, res, ds, ev in rows:
+        att = attainment(res, case.objective, lo, hi)
+        results.append({
+            "trace": case.name, "policy": name, "device_s": round(ds), "vs_oracle": round(ds / o_ds, 3),
+            "attainment": round(att, 4), "scale_events": ev,
+            "ttft_p99_s": round(_pct([o.ttft_s for o in res.outcomes if lo <= o.arrival_s < hi], 0.99), 3),
+            "tpot_p99_s": round(_pct([o.tpot_s for o in res.outcomes if lo <= o.arrival_s < hi
+                                      and o.output_tokens > 1], 0.99), 4),
+            "capacity_work_tok_s": " ".join(f"{n}:{c:.0f}" for n, c in cap.points),
+            "oracle_derating": round(derate, 3),
+            "objective": f"ttft {case.objective.ttft_s:g}s tpot {case.objective.tpot_s * 1000:g}ms",
+        })
+    print(f"  ({time.perf_counter() - t0:.1f} s)")
+    return results, timeline
+
+
+def spec_devices(svc: Service) -> int:
+    return svc.replica_devices
+
+
+def _pct(xs: Sequence[float], q: float) -> float:
+    if not xs:
+        return math.nan
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+
+def plot(timeline: Sequence[dict[str, object]], out: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot", file=sys.stderr)
+        return
+    traces = sorted({str(r["trace"]) for r in timeline})
+    fig, axes = plt.subplots(len(traces), 1, figsize=(9, 3.2 * len(traces)), squeeze=False)
+    for ax, tr in zip(axes[:, 0], traces, strict=False):
+        for pol in ("oracle", "reactive", "predictive"):
+            pts = [(float(str(r["t_s"])), int(str(r["replicas"]))) for r in timeline
+                   if r["trace"] == tr and r["policy"] == pol]
+            if pts:
+                ax.step([p[0] / 60 for p in pts], [p[1] for p in pts], where="post", label=pol)
+        ax.set_title(f"{tr}: replicas held (ready + starting; oracle: bins' need)")
+        ax.set_xlabel("minute")
+        ax.set_ylabel("replicas")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "autoscale.png", dpi=110)
+
+
+def write(rows: Sequence[dict[str, object]], path: Path) -> None:
+    if not rows:
+        return
+    keys: list[str] = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--quick", action="store_true", help="Azure x1, 30 minutes (CI)")
+    ap.add_argument("--tune", action="store_true", help="print the tuning grid on the tuning minutes")
+    ap.add_argument("--trace", choices=("azure", "mooncake"), default=None)
+    ap.add_argument("--headroom", type=float, default=None,
+                    help="sensitivity: override the tuned predictive headroom (not a tuned result; "
+                         "writes under build/serving-sensitivity unless --out is given)")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    if args.headroom is not None and args.out == str(HERE / "results"):
+        out = ROOT / "build" / "serving-sensitivity"  # never over the tuned results
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    names = ["azure-quick"] if args.quick else [args.trace] if args.trace else ["azure", "mooncake"]
+    all_rows: list[dict[str, object]] = []
+    all_tl: list[dict[str, object]] = []
+    loads: list[dict[str, object]] = []
+    for name in names:
+        case = CASES[name]
+        if args.headroom is not None:
+            case = dataclasses.replace(case, headroom=args.headroom)
+        if args.tune:
+            run_case(case, tune=True)
+            continue
+        base = load(CASES[name]) if CASES[name].copies == 1 else load(
+            Case(name, case.objective, 1, case.end_s, case.tune_end_s, 1.0, 0.0, 0.0))
+        ld = token_load(base, case.end_s)
+        loads.append({"trace": name, **{f"mean/max {k}": round(v, 3) for k, v in ld.items()}})
+        rows, tl = run_case(case)
+        all_rows += rows
+        all_tl += tl
+    if args.tune:
+        return 0
+    print()
+    print(f"{'trace':<12} {'policy':<12} {'device-s':>10} {'/oracle':>8} {'attain':>8} {'events':>6} "
+          f"{'ttft p99':>9} {'tpot p99':>9}")
+    for r in all_rows:
+        print(f"{r['trace']!s:<12} {r['policy']!s:<12} {r['device_s']!s:>10} {r['vs_oracle']!s:>8} "
+              f"{float(str(r['attainment'])):>8.2%} {r['scale_events']!s:>6} {r['ttft_p99_s']!s:>9} "
+              f"{r['tpot_p99_s']!s:>9}")
+    for ld in loads:
+        print(f"per-minute load mean/max, {ld['trace']}: " + ", ".join(f"{k.removeprefix('mean/max ')} {v}"
+                                                                         for k, v in ld.items() if k != "trace"))
+    for name in names:
+        by = {str(r["policy"]): r for r in all_rows if r["trace"] == name}
+        if by:
+            p, o, h = by["predictive"], by["oracle"], by["reactive"]
+            print(f"{name}: static/oracle {by['static-peak']['vs_oracle']}; goals: predictive attainment >= 99% "
+                  f"{'Y' if float(str(p['attainment'])) >= 0.99 else 'n'}, <= 1.15 x oracle "
+                  f"{'Y' if float(str(p['vs_oracle'])) <= 1.15 else 'n'}, beats reactive on device-s "
+                  f"{'Y' if float(str(p['device_s'])) < float(str(h['device_s'])) else 'n'} and attainment "
+                  f"{'Y' if float(str(p['attainment'])) > float(str(h['attainment'])) else 'n'}"
+                  f" (oracle attainment {float(str(o['attainment'])):.2%})")
+    write(all_rows, out / "autoscale.csv")
+    write(loads, out / "autoscale_load.csv")
+    write(all_tl, out / "autoscale_timeline.csv")
+    plot(all_tl, out)
+    print(f"\nwrote {out} in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
