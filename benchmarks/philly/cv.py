@@ -42,7 +42,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -51,7 +51,16 @@ sys.path.insert(0, str(HERE))
 import run_philly  # noqa: E402  (sibling script, not a package)
 
 from accel.scheduler import InvalidRequestError  # noqa: E402
-from accel.scheduler.queueing import JobOutcome, TraceJob, load_philly  # noqa: E402
+from accel.scheduler.queueing import (  # noqa: E402
+    HistoryEstimator,
+    HistoryModel,
+    JobOutcome,
+    QueueingScheduler,
+    Simulator,
+    TraceJob,
+    load_philly,
+    uniform_cluster,
+)
 
 TIERS_GRID: tuple[float, ...] = (300.0, 900.0, 3600.0, 14400.0)
 GUARD_GRID: tuple[float | None, ...] = (None, 8.0)
@@ -176,16 +185,26 @@ class Run:
     wall_s: float
 
 
-def _task(key: RunKey, traces: str) -> run_philly.Task:
-    hist = tuple(json.loads(key.history).items())
-    tiers = (key.tier_s,) if key.tier_s is not None else run_philly.TIERS
-    return run_philly.Task(key.vc, key.policy, key.estimator, key.devices, key.limit, traces, hist, tiers,
-                           key.overhead_s, promote=(key.guard_ratio, None))
-
-
 def simulate(key: RunKey, traces: str) -> Run:
-    _, outs, m, wall = run_philly.run_one(_task(key, traces))
-    return Run(key, outs, m["busy_device_s"], m["makespan_s"], wall)
+    """Replay one VC's trace for ``key`` (as ``run_philly.run_one``).  FIFO is the JCT baseline
+    only: its start estimates are not taken (``estimate_at_submit=False``; strict FIFO without
+    backfill never reads an estimate, so the schedule is the same, tested), because the
+    estimate walks the whole queue at each submission and FIFO's queue runs to thousands."""
+    jobs = load_philly(Path(traces) / f"trace_{key.vc}.csv", limit=key.limit)
+    model = HistoryModel(**json.loads(key.history)) if key.estimator == "history" else None
+    if key.policy == "fifo":
+        policy = run_philly.POLICIES["fifo"]
+    else:
+        if key.tier_s is None:
+            raise InvalidRequestError(f"run {key.filename()}: a tiered policy needs a tier threshold")
+        policy = replace(run_philly.tiered_policy((key.tier_s,), key.overhead_s),
+                         promote_after_wait_ratio=key.guard_ratio)
+    eng = QueueingScheduler(uniform_cluster(key.devices // 8, 8), policy, durations=model)
+    sim = Simulator(eng, jobs, HistoryEstimator(model) if model is not None else None,
+                    estimate_at_submit=key.policy != "fifo")
+    t0 = time.perf_counter()
+    res = sim.run()
+    return Run(key, res.outcomes, res.busy_device_s, res.makespan_s, time.perf_counter() - t0)
 
 
 def save(run: Run, cache: Path) -> None:

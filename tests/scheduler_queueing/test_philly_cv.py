@@ -196,3 +196,24 @@ def test_bad_options_fail_in_one_line(cv: Any, bad: list[str], capsys: pytest.Ca
         cv.main(["--quick", "--traces", str(TRACES if TRACES.is_dir() else ROOT), *bad])
     assert exc.value.code == 2
     assert ": error: argument " + bad[0] in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces absent")
+def test_runs_match_run_philly_and_fifo_needs_no_estimates(cv: Any) -> None:
+    """cv.py's replay is run_philly's; FIFO's, made without start estimates, has the same schedule."""
+    import run_philly
+
+    hist = tuple(run_philly.HISTORY.items())
+    for pol, tier, guard, est in (("default", 900.0, None, "history"), ("default-guard", 3600.0, 8.0, "true"),
+                                  ("fifo", None, None, "true")):
+        key = cv.RunKey("0e4a51", pol, tier, guard, est, 64, 150)
+        mine = cv.simulate(key, str(TRACES)).outcomes
+        task = run_philly.Task("0e4a51", pol, est, 64, 150, str(TRACES), hist, (tier or 900.0,),
+                               promote=(guard, None))
+        theirs = run_philly.run_one(task)[1]
+        assert len(mine) == 150
+        if pol == "fifo":
+            assert all(o.estimate_s is None for o in mine) and any(o.estimate_s is not None for o in theirs)
+            mine = [o.__class__(*[*(getattr(o, f) for f in o.__slots__[:7]), t.estimate_s, o.lost_s])
+                    for o, t in zip(mine, theirs, strict=True)]
+        assert mine == theirs
