@@ -481,16 +481,40 @@ def main(argv: list[str] | None = None) -> int:
     run_philly._write(out / f"cv_pooled{suffix}.csv", pooled)
     run_philly._write(out / f"cv_folds{suffix}.csv", fold_rows)
     run_philly._write(out / f"cv_grid{suffix}.csv", grid_rows)
-    for row in per_vc:
-        hist = (f"  history x{row['gain_history']} err {row['est_err_median_history']} (n={row['waited_1min_history']})"
-                if "history" in ests else "")
-        print(f"{row['vc']} n={row['n']} dev={row['devices']} rho={row['offered_load']} chosen "
-              f"{chosen[str(row['vc'])].label()}: true x{row['gain_true']} err {row['est_err_median_true']} "
-              f"(n={row['waited_1min_true']}){hist}")
-    for prow in pooled:
-        print(f"pooled {prow['estimator']}: n={prow['n']} x{prow['gain_pooled']} (geomean per VC "
-              f"x{prow['gain_geomean_per_vc']}) err {prow['est_err_median']} (n={prow['waited_1min']})")
+    print(_markdown(per_vc, pooled, "history" in ests))
     return 0
+
+
+def _markdown(per_vc: list[dict[str, object]], pooled: list[dict[str, object]], history: bool) -> str:
+    """The per-VC and pooled tables as README markdown (history columns '-' without that run)."""
+    def g(row: dict[str, object], k: str) -> str:
+        v = row.get(k, "-")
+        return "-" if v == "" else str(v)
+
+    lines = ["| VC | n | devices | load | FIFO avg JCT (h) | chosen tier / guard | gain true | gain history "
+             "| p99 JCT (h) true / history | wait p50 / p99 (s) true / history | est. err true (n) "
+             "| est. err history (n) | queued p99.9 / max (h), guard off -> on |",
+             "|" + "---|" * 13]
+    for r in per_vc:
+        guard = (f"{g(r, 'p999_queued_h_guard_off')} / {g(r, 'max_queued_h_guard_off')} -> "
+                 f"{g(r, 'p999_queued_h_guard_on')} / {g(r, 'max_queued_h_guard_on')} (ratio {g(r, 'guard_cmp_ratio')})"
+                 if "guard_cmp_ratio" in r else "-")
+        lines.append(
+            f"| {r['vc']} | {r['n']:,} | {r['devices']} | {r['offered_load']:.2f} | {r['fifo_avg_jct_h']} "
+            f"| {r['tier_s']:g} / {r['guard_ratio']} | {r['gain_true']:.2f} "
+            f"| {g(r, 'gain_history') if history else '-'} "
+            f"| {r['p99_jct_h_true']} / {g(r, 'p99_jct_h_history')} "
+            f"| {r['p50_wait_s_true']} / {r['p99_wait_s_true']}; {g(r, 'p50_wait_s_history')} / "
+            f"{g(r, 'p99_wait_s_history')} | {g(r, 'est_err_median_true')} ({r['waited_1min_true']}) "
+            f"| {g(r, 'est_err_median_history')} ({g(r, 'waited_1min_history')}) | {guard} |")
+    lines += ["", "| declared | VCs | n | FIFO avg JCT (h) | avg JCT (h) | pooled gain | geomean gain per VC "
+              "| p99 JCT (h) | wait p50 / p99 (s) | queued p99.9 / max (h) | est. err (n) |", "|" + "---|" * 11]
+    for r in pooled:
+        lines.append(f"| {r['estimator']} | {r['vcs']} | {r['n']:,} | {r['fifo_avg_jct_h']} | {r['avg_jct_h']} "
+                     f"| {r['gain_pooled']:.2f} | {r['gain_geomean_per_vc']:.2f} | {r['p99_jct_h']} "
+                     f"| {r['p50_wait_s']} / {r['p99_wait_s']} | {r['p999_queued_h']} / {r['max_queued_h']} "
+                     f"| {g(r, 'est_err_median')} ({r['waited_1min']}) |")
+    return "\n".join(lines)
 
 
 def _h(seconds: float) -> float:
