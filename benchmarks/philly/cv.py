@@ -27,7 +27,9 @@ written atomically) and a rerun resumes from it.  Outputs in ``--out``: ``cv_per
 point and its choice) and ``cv_grid.csv`` (the whole true-duration table, in-sample).
 
     python benchmarks/philly/cv.py --quick     # 3 VCs x 200 jobs, small grid: seconds
-    python benchmarks/philly/cv.py             # 10 VCs, whole traces (long: see README.md)
+    python benchmarks/philly/cv.py             # 10 VCs, whole traces: core-hours (README.md)
+    python benchmarks/philly/cv.py --vcs 0e4a51,103959,11cb48,2869ce,51b7ef,7f04ca,e13805,ed69ec \
+        --guards off --workers 2               # what results/cv_*.csv hold
 """
 
 from __future__ import annotations
