@@ -327,6 +327,16 @@ def _guards(text: str) -> tuple[float | None, ...]:
     return tuple(out)
 
 
+def _workers(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return v
+
+
 def _rho(text: str) -> float:
     try:
         v = float(text)
@@ -350,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
                          "guard if the fold chose one), true durations, to report the guard's effect ('off': no)")
     ap.add_argument("--rho", type=_rho, default=RHO, help="target offered load of the sizing rule")
     ap.add_argument("--estimators", default="true,history", help="true,history or true")
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--workers", type=_workers, default=1, help="replays in parallel (processes)")
     ap.add_argument("--traces", default=str(run_philly.TRACES))
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--cache", default=None, help="run cache (default: <out>/cache/<profile>)")

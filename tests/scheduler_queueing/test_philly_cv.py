@@ -188,7 +188,8 @@ def test_quick_profile_reports_out_of_fold_and_resumes_from_its_cache(
 
 
 @pytest.mark.parametrize("bad", [["--rho", "1.5"], ["--tiers", "0"], ["--guards", "x"], ["--vcs", "nope,0e4a51"],
-                                 ["--estimators", "history"], ["--vcs", "0e4a51"]])
+                                 ["--estimators", "history"], ["--vcs", "0e4a51"],
+                                 ["--workers", "0"]])
 def test_bad_options_fail_in_one_line(cv: Any, bad: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     if not TRACES.is_dir() and bad[0] == "--vcs":
         pytest.skip("shared traces absent")
