@@ -132,19 +132,24 @@ class Case:
     tune_goal: float = 0.99
 
 
-# Chosen by ``--tune`` on minutes 5-20 of each trace (the first 5 minutes fill the policies'
-# histories): the cheapest setting whose attainment there is >= 99.5% (Azure) or >= 99%
-# (Mooncake, whose attainment floor is lower, see the module doc).  HPA targets 4-64
-# outstanding requests per replica; predictive headroom 0-0.1 x scale-down window 120-300 s.
-# Azure: HPA 48 (99.89%, 1.14 x oracle), predictive headroom 0, window 180 s (99.77%, 1.11).
-# Mooncake: HPA 8 (99.43%, 1.71), predictive headroom 0, window 300 s (99.05%, 1.07).
+# Chosen by ``--tune`` (see :func:`tune_grid`): minutes 0-20 of each trace and three stress
+# variants of them (``STRESS``), scored from minute 5; the cheapest setting (mean device-s /
+# oracle over the variants) with >= 99% attainment in every variant.  HPA targets 4-64
+# outstanding requests per replica; predictive scale-down window 120-300 s x band 0-0.2 x noise
+# term off/1/2 (headroom 0, error quantile 0.9 fixed).
+# Azure: HPA 48 (worst variant 99.25%, mean 1.005 x oracle); predictive window 120 s, band 0.1,
+# no noise term (worst 99.27%, mean 0.977).
+# Mooncake: HPA 8 (worst 99.16%, mean 1.698); no predictive setting reaches 99% in the ramp
+# variant (best 98.87%; the oracle itself gets 98.94% there), so the fallback rule took window
+# 120 s, band 0.1, noise z 1 (worst 98.87%, mean 1.025).
 # The quick profile (CI) reuses Azure's choice.
 CASES = {
-    "azure": Case("azure", Objective(2.0, 0.1, 0.99), 4, 3600.0, 1200.0, 48.0, 0.0, 180.0, 0.9),
-    "mooncake": Case("mooncake", Objective(30.0, 1.0, 0.99), 1, 3600.0, 1200.0, 8.0, 0.0, 300.0, 0.9,
-                     cap_target=0.99, tune_goal=0.99),
-    "azure-quick": Case("azure-quick", Objective(2.0, 0.1, 0.99), 1, 1800.0, 600.0, 48.0, 0.0, 180.0, 0.9,
-                        cap_replicas=(2, 4)),
+    "azure": Case("azure", Objective(2.0, 0.1, 0.99), 4, 3600.0, 1200.0, 48.0, 0.0, 120.0, ERROR_Q,
+                  down_band=0.1),
+    "mooncake": Case("mooncake", Objective(30.0, 1.0, 0.99), 1, 3600.0, 1200.0, 8.0, 0.0, 120.0, ERROR_Q,
+                     noise_z=1.0, down_band=0.1, cap_target=0.99),
+    "azure-quick": Case("azure-quick", Objective(2.0, 0.1, 0.99), 1, 1800.0, 600.0, 48.0, 0.0, 120.0, ERROR_Q,
+                        down_band=0.1, cap_replicas=(2, 4)),
 }
 
 
@@ -325,7 +330,8 @@ def tune_grid(case: Case, svc: Service, spec: ReplicaSpec, weight: float, mk_rou
     Each variant gets its own oracle (:func:`fit_oracle` on it); a setting's cost is its mean
     device-seconds / oracle over the variants, and it qualifies when its attainment is at least
     ``case.tune_goal`` in *every* variant (minutes 5 to the variant's end).  The cheapest
-    qualifying setting of each kind is chosen.
+    qualifying setting of each kind is chosen; if none qualifies, the one whose worst variant's
+    attainment is highest (to 0.1 point), the cheapest of those.
     """
     envs = []
     for label, knots in STRESS.items():
@@ -362,7 +368,12 @@ def tune_grid(case: Case, svc: Service, spec: ReplicaSpec, weight: float, mk_rou
     for kind in ("hpa", "predictive"):
         ok = [r for r in rows if r[0] == kind and min(r[2]) >= case.tune_goal]
         best = min(ok, key=lambda r: sum(r[3]) / len(r[3]), default=None)
-        chosen[kind] = best[1] if best else "none meets the goal"
+        if best is None:  # none qualifies: the best worst case, then the cheapest
+            best = min((r for r in rows if r[0] == kind),
+                       key=lambda r: (-round(min(r[2]), 3), sum(r[3]) / len(r[3])))
+            chosen[kind] = f"{best[1]} (none meets {case.tune_goal:.0%} in every variant: best worst case)"
+        else:
+            chosen[kind] = best[1]
         print(f"  chosen {kind}: {chosen[kind]}")
     return chosen
 
@@ -424,9 +435,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--headroom", type=float, default=None,
                     help="sensitivity: override the tuned predictive headroom (not a tuned result; "
                          "writes under build/serving-sensitivity unless --out is given)")
+    ap.add_argument("--hpa-target", type=float, default=None,
+                    help="sensitivity: override the tuned HPA target (not a tuned result; writes under "
+                         "build/serving-sensitivity unless --out is given)")
     args = ap.parse_args(argv)
     out = Path(args.out)
-    if args.headroom is not None and args.out == str(HERE / "results"):
+    if (args.headroom is not None or args.hpa_target is not None) and args.out == str(HERE / "results"):
         out = ROOT / "build" / "serving-sensitivity"  # never over the tuned results
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -438,6 +452,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         case = CASES[name]
         if args.headroom is not None:
             case = dataclasses.replace(case, headroom=args.headroom)
+        if args.hpa_target is not None:
+            case = dataclasses.replace(case, hpa_target=args.hpa_target)
         if args.tune:
             run_case(case, tune=True)
             continue
