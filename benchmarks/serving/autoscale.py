@@ -18,10 +18,14 @@ placement (its start-up is paid) to its release after draining.
 **Tuning and reporting are split.**  Everything a policy is given was chosen on minutes 0-20 of
 each trace: a replica's capacity (``measure_capacities`` on those minutes' requests with
 Poisson arrivals, at 2, 4, 8 and 16 replicas), the HPA target and the predictive policy's
-headroom and scale-down window (``--tune`` prints the grid, scored on minutes 5-20; the cheapest
-setting with >= 99.5% (Azure) or >= 99% (Mooncake) attainment there was taken).  Every reported
-number covers minutes 20-60 only: attainment of the requests arriving then, device-seconds held
-then (runs replay the whole hour so queues and replica counts are warm).
+scale-down window, hysteresis band and noise term (``--tune``).  The tuning minutes are flat,
+so ``--tune`` scores every setting on them *and* on three stress variants of them (``STRESS``:
+the same requests with the arrival rate stepped up 25% at minute 10, ramped up 40% over
+minutes 8-16, stepped down 25% at minute 10), each scored from minute 5 against its own
+oracle; the cheapest setting (mean device-seconds over the oracle) with >= 99% attainment in
+every variant is taken.  Every reported number covers minutes 20-60 only: attainment of the
+requests arriving then, device-seconds held then (runs replay the whole hour so queues and
+replica counts are warm).
 
 **Load.**  Azure's hour (5.5 req/s, mean 1,155 prompt and 211 output tokens) fills only three
 such replicas, too few for replica granularity to leave an autoscaler anything to do, so its

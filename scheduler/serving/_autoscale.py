@@ -25,7 +25,12 @@ in *work tokens*: prompt tokens plus ``decode_weight`` x output tokens, where
   ``(1 + headroom) x forecast`` plus the queued prefill work within ``drain_s``; scales up at
   once, and down only to the highest need of the last ``down_window_s`` (a replica given up
   costs a full start-up to get back).  Optionally (``error_quantile``) its headroom is a
-  quantile of its own recent forecast errors at that lead.
+  quantile of its own recent forecast errors at that lead; (``noise_z``) at least ``z`` times
+  the spread of the last minute's rate around the trend (an upper quantile of the load rather
+  than its mean); and (``down_band``) a hysteresis band: the need it *keeps* is computed with
+  ``down_band`` more headroom than the need it scales up to, so a load sitting just under a
+  replica boundary does not give a replica up only to ask for it again a few syncs later (at a
+  2 s objective, each such round trip leaves the service a replica short for a start-up).
 - :func:`measure_capacity`: a replica's capacity in work tokens per second *at the objective*,
   measured from the simulator: the highest steady rate at which ``replicas`` warm replicas still
   meet the objective for ``target`` of requests on a sample of the trace (its requests given
@@ -198,6 +203,13 @@ class Predictive:
     forecast is compared, ``lead_s`` later, with the rate then seen, and the headroom becomes
     that quantile of the relative errors of the last ``error_window_s`` (never below
     ``headroom``): it provisions for the load it has recently failed to foresee.
+
+    ``noise_z``: the headroom is also at least ``noise_z`` x :meth:`noise`, the root mean square
+    of the relative gap between the last ``noise_s`` rate and the fitted trend, over the last
+    ``noise_window_s`` (so it provisions for an upper quantile of the minute-scale load, not
+    for its mean).  ``down_band``: scale-down hysteresis; the scale-down window remembers the
+    need at ``down_band`` more headroom, so replicas are given up only when the load has been
+    clearly, not marginally, below what they serve for ``down_window_s``.
     """
 
     def __init__(self, capacity: float | Capacity, weight: float, lead_s: float, *, headroom: float = 0.1,
