@@ -322,9 +322,10 @@ class Predictive:
         self._forecasts.append((now + self.lead_s, ahead))
 
     def headroom_now(self) -> float:
-        """``headroom``, or with ``error_quantile`` the larger of it and that quantile of the
-        forecaster's own recent relative errors at this lead (how far the load has run above
-        what it foresaw), once it has scored at least 10 forecasts."""
+        """``headroom``, raised to ``noise_z`` x :meth:`noise` with a noise term, and with
+        ``error_quantile`` to that quantile of the forecaster's own recent relative errors at
+        this lead (how far the load has run above what it foresaw), once it has scored at least
+        10 forecasts."""
         room = self.headroom
         if self.noise_z is not None:
             room = max(room, self.noise_z * self.noise())
