@@ -25,7 +25,12 @@ in *work tokens*: prompt tokens plus ``decode_weight`` x output tokens, where
   ``(1 + headroom) x forecast`` plus the queued prefill work within ``drain_s``; scales up at
   once, and down only to the highest need of the last ``down_window_s`` (a replica given up
   costs a full start-up to get back).  Optionally (``error_quantile``) its headroom is a
-  quantile of its own recent forecast errors at that lead.
+  quantile of its own recent forecast errors at that lead; (``noise_z``) at least ``z`` times
+  the spread of the last minute's rate around the trend (an upper quantile of the load rather
+  than its mean); and (``down_band``) a hysteresis band: the need it *keeps* is computed with
+  ``down_band`` more headroom than the need it scales up to, so a load sitting just under a
+  replica boundary does not give a replica up only to ask for it again a few syncs later (at a
+  2 s objective, each such round trip leaves the service a replica short for a start-up).
 - :func:`measure_capacity`: a replica's capacity in work tokens per second *at the objective*,
   measured from the simulator: the highest steady rate at which ``replicas`` warm replicas still
   meet the objective for ``target`` of requests on a sample of the trace (its requests given
@@ -198,13 +203,21 @@ class Predictive:
     forecast is compared, ``lead_s`` later, with the rate then seen, and the headroom becomes
     that quantile of the relative errors of the last ``error_window_s`` (never below
     ``headroom``): it provisions for the load it has recently failed to foresee.
+
+    ``noise_z``: the headroom is also at least ``noise_z`` x :meth:`noise`, the root mean square
+    of the relative gap between the last ``noise_s`` rate and the fitted trend, over the last
+    ``noise_window_s`` (so it provisions for an upper quantile of the minute-scale load, not
+    for its mean).  ``down_band``: scale-down hysteresis; the scale-down window remembers the
+    need at ``down_band`` more headroom, so replicas are given up only when the load has been
+    clearly, not marginally, below what they serve for ``down_window_s``.
     """
 
     def __init__(self, capacity: float | Capacity, weight: float, lead_s: float, *, headroom: float = 0.1,
                  short_s: float = 60.0, trend_s: float = 600.0, drain_s: float = 60.0,
                  down_window_s: float = 120.0, prior_output: float = 256.0, trend_weight: float = 1.0,
                  error_quantile: float | None = None, error_window_s: float = 1800.0,
-                 sync_s: float = 15.0) -> None:
+                 noise_z: float | None = None, noise_s: float = 60.0, noise_window_s: float = 1800.0,
+                 down_band: float = 0.0, sync_s: float = 15.0) -> None:
         self.capacity = Capacity.of(capacity)
         for value, name in ((weight, "weight"), (short_s, "short_s"),
                             (trend_s, "trend_s"), (drain_s, "drain_s"), (sync_s, "sync_s")):
@@ -217,6 +230,17 @@ class Predictive:
             raise InvalidRequestError(f"error_quantile must be in (0, 1), got {error_quantile}",
                                       field="error_quantile")
         _positive(error_window_s, "error_window_s")
+        if noise_z is not None and not (noise_z >= 0 and math.isfinite(noise_z)):
+            raise InvalidRequestError(f"noise_z must be a finite number >= 0, got {noise_z!r}", field="noise_z")
+        _positive(noise_s, "noise_s")
+        _positive(noise_window_s, "noise_window_s")
+        if not (down_band >= 0 and math.isfinite(down_band)):
+            raise InvalidRequestError(f"down_band must be a finite number >= 0, got {down_band!r}", field="down_band")
+        self.down_band = down_band
+        self.noise_z = noise_z
+        self.noise_s = noise_s
+        self.noise_window_s = noise_window_s
+        self._noise: deque[tuple[float, float]] = deque()  # (time, last noise_s rate / trend there - 1)
         self.error_quantile = error_quantile
         self.error_window_s = error_window_s
         self._forecasts: deque[tuple[float, float]] = deque()  # (time it is for, forecast rate)
@@ -269,7 +293,23 @@ class Predictive:
         level = my + slope * (now - mx)  # the fitted rate now
         ahead = max(short, level + self.trend_weight * slope * self.lead_s)
         self._score(now, short, ahead)
+        self._record_noise(now, work, level - slope * self.noise_s / 2.0)
         return ahead
+
+    def _record_noise(self, now: float, work: float, trend: float) -> None:
+        """Remember how far the last ``noise_s`` of arrivals ran from the fitted trend there."""
+        if trend <= 0 or now - self._hist[0][0] < self.noise_s:
+            return
+        self._noise.append((now, self._rate_since(now, work, self.noise_s) / trend - 1.0))
+        while self._noise and self._noise[0][0] < now - self.noise_window_s:
+            self._noise.popleft()
+
+    def noise(self) -> float:
+        """Root mean square of the recent relative deviations of the ``noise_s`` rate from the
+        trend (0 until 8 have been seen): the load's spread around what the trend foresees."""
+        if len(self._noise) < 8:
+            return 0.0
+        return math.sqrt(sum(e * e for _, e in self._noise) / len(self._noise))
 
     def _score(self, now: float, realised: float, ahead: float) -> None:
         """Compare forecasts made ``lead_s`` ago with the rate seen now; remember this one."""
@@ -282,23 +322,36 @@ class Predictive:
         self._forecasts.append((now + self.lead_s, ahead))
 
     def headroom_now(self) -> float:
-        """``headroom``, or with ``error_quantile`` the larger of it and that quantile of the
-        forecaster's own recent relative errors at this lead (how far the load has run above
-        what it foresaw), once it has scored at least 10 forecasts."""
+        """``headroom``, raised to ``noise_z`` x :meth:`noise` with a noise term, and with
+        ``error_quantile`` to that quantile of the forecaster's own recent relative errors at
+        this lead (how far the load has run above what it foresaw), once it has scored at least
+        10 forecasts."""
+        room = self.headroom
+        if self.noise_z is not None:
+            room = max(room, self.noise_z * self.noise())
         if self.error_quantile is None or len(self._errors) < 10:
-            return self.headroom
+            return room
         errs = sorted(e for _, e in self._errors)
         k = min(len(errs) - 1, max(0, math.ceil(self.error_quantile * len(errs)) - 1))
-        return max(self.headroom, errs[k])
+        return max(room, errs[k])
 
     def need(self, obs: ServingSnapshot) -> int:
         """Replicas for the forecast load with headroom, plus those that clear the queue in ``drain_s``."""
+        return self._needs_now(obs)[0]
+
+    def _needs_now(self, obs: ServingSnapshot) -> tuple[int, int]:
+        """(need to scale up to, need to keep): the second adds ``down_band`` to the headroom."""
         rate = self.forecast(obs)
-        return self.capacity.replicas_for(rate * (1.0 + self.headroom_now()) + obs.queued_prompt_tokens / self.drain_s)
+        room = self.headroom_now()
+        queue = obs.queued_prompt_tokens / self.drain_s
+        up = self.capacity.replicas_for(rate * (1.0 + room) + queue)
+        if self.down_band <= 0:
+            return up, up
+        return up, self.capacity.replicas_for(rate * (1.0 + room + self.down_band) + queue)
 
     def decide(self, obs: ServingSnapshot, current: int) -> int:
-        need = self.need(obs)
-        self._needs.append((obs.now, need))
+        need, keep = self._needs_now(obs)
+        self._needs.append((obs.now, keep))
         while self._needs and self._needs[0][0] < obs.now - self.down_window_s:
             self._needs.popleft()
         if self._first is None:

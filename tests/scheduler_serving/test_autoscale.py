@@ -200,3 +200,55 @@ def test_predictive_headroom_follows_its_own_forecast_errors() -> None:
     assert run(0.5)[-1] == 0.1  # the median error is 0: the floor
     with pytest.raises(InvalidRequestError):
         Predictive(1000.0, 1.0, 10.0, error_quantile=1.0)
+
+
+def feed(pol: Predictive, rates: list[float], *, sync: float = 15.0, current: int = 1) -> list[int]:
+    """Prompt-only work arriving at ``rates[k]`` tokens/s during sync interval ``k``; returns the
+    decisions, each fed back as the current replica count."""
+    work, out, cur = 0.0, [], current
+    for k, rate in enumerate(rates):
+        cur = max(1, pol.decide(snap(sync * k, arrived=k, prompt=int(work), ready=cur), cur))
+        out.append(cur)
+        work += sync * rate
+    return out
+
+
+def test_predictive_down_band_keeps_a_replica_the_load_sits_just_under() -> None:
+    # capacity 1000/replica, the last minute's rate as forecast (the trend window never fills)
+    def run(band: float, low: float) -> list[int]:
+        pol = Predictive(1000.0, weight=1.0, lead_s=0.0, headroom=0.0, trend_s=1e6, short_s=60.0,
+                         down_window_s=120.0, down_band=band)
+        return feed(pol, [2500.0] * 20 + [low] * 40)
+
+    # 1,900 tokens/s needs 2 replicas: without a band it gives the third up after the window...
+    assert run(0.0, 1900.0)[-1] == 2
+    # ...with a 10% band 1,900 x 1.1 > 2 x 1000 keeps it (scale-up at 2,001 would want it back)
+    assert run(0.1, 1900.0)[-1] == 3
+    # well under the boundary the band does not hold it: 1,500 x 1.1 fits 2
+    assert run(0.1, 1500.0)[-1] == 2
+    # the band never delays a scale-up
+    assert run(0.1, 1900.0)[:20] == run(0.0, 1900.0)[:20]
+    assert run(0.1, 1900.0)[5] == 3
+    with pytest.raises(InvalidRequestError):
+        Predictive(1000.0, 1.0, 10.0, down_band=-0.1)
+
+
+def test_predictive_noise_term_provisions_for_the_spread_around_the_trend() -> None:
+    def run(swing: float) -> Predictive:
+        pol = Predictive(1000.0, weight=1.0, lead_s=60.0, headroom=0.0, short_s=60.0, trend_s=600.0,
+                         noise_z=2.0, noise_s=60.0, prior_output=0.0)
+        # minutes alternate between (1 - swing) and (1 + swing) x 1000 tokens/s for 30 minutes
+        feed(pol, [1000.0 * (1 + swing * (1 if (k // 4) % 2 else -1)) for k in range(120)])
+        return pol
+
+    flat = run(0.0)
+    assert flat.noise() == pytest.approx(0.0, abs=1e-3)
+    assert flat.headroom_now() == pytest.approx(0.0, abs=2e-3)
+    # windows of a minute straddle the swings, so the spread is a fraction of the swing, and
+    # proportional to it; the headroom is z times it
+    small, large = run(0.1), run(0.2)
+    assert 0.02 <= large.noise() <= 0.2
+    assert large.noise() == pytest.approx(2.0 * small.noise(), rel=0.05)
+    assert large.headroom_now() == pytest.approx(2.0 * large.noise())
+    with pytest.raises(InvalidRequestError):
+        Predictive(1000.0, 1.0, 10.0, noise_z=-1.0)
