@@ -45,7 +45,8 @@ from accel.scheduler import (
     register_scorer,
 )
 
-__all__ = ["Chunk", "FewestFreeScorer", "PlacementPlan", "PlacementRefusal", "QueuePlacer", "RefusalKind"]
+__all__ = ["IN_HOST_LEVELS", "Chunk", "FewestFreeScorer", "PlacementPlan", "PlacementRefusal", "QueuePlacer",
+           "RefusalKind"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -53,6 +54,7 @@ BoolArray = npt.NDArray[np.bool_]
 
 # levels inside one host: a required one never lets a job split across hosts
 _IN_HOST = (TopologyLevel.LINK_DOMAIN, TopologyLevel.PCIE_SWITCH, TopologyLevel.NUMA, TopologyLevel.HOST)
+IN_HOST_LEVELS = frozenset(_IN_HOST)
 _LEVELS = list(TopologyLevel)
 
 
@@ -153,6 +155,7 @@ class QueuePlacer:
         self.scheduler = scheduler
         self.state = scheduler.state
         self._pool_free: IntArray = np.zeros(0, dtype=np.int64)
+        self._exclude: BoolArray | None = None  # hosts kept for other jobs (grace holds): never chosen
 
     # -- one decision over a set of candidate hosts -----------------------------------------------
     def _candidates(self, req: Request, allowed: BoolArray | None) -> IntArray:
@@ -162,6 +165,8 @@ class QueuePlacer:
         enough can pass the device fit: the filter runs on those alone (on a full cluster, a
         handful of 5,000), and the result is the same host set."""
         st = self.state
+        if self._exclude is not None:
+            allowed = ~self._exclude if allowed is None else allowed & ~self._exclude
         if req.devices:
             base = self._pool_free >= req.devices
             hosts = np.nonzero(base if allowed is None else base & allowed)[0].astype(np.int64)
@@ -216,15 +221,28 @@ class QueuePlacer:
         return host, self.scheduler.reserve_devices(req, host, int(hints[pick]))
 
     # -- jobs --------------------------------------------------------------------------------------
+    def fits_host(self, make: MakeRequest, devices: int, *, topology: TopologyConstraint | None,
+                  pool_free: IntArray, host: int) -> bool:
+        """Would the pipeline put the whole job (one chunk) on ``host``?  Filters (CPU, memory,
+        pod slots, extra filters), the required in-host topology level and the scorer decide, on
+        the state as it is now (a caller trying victims frees their allocations first)."""
+        self._pool_free, self._exclude = pool_free, None
+        allowed = np.zeros(self.state.n_hosts, dtype=bool)
+        allowed[host] = True
+        whole = make(0, devices, 1)
+        return not isinstance(self._pick(whole, self._candidates(whole, allowed), topology), RefusalKind)
+
     def plan(self, make: MakeRequest, devices: int, *, split: bool,
-             topology: TopologyConstraint | None, pool_free: IntArray) -> PlacementPlan | PlacementRefusal:
+             topology: TopologyConstraint | None, pool_free: IntArray,
+             exclude: BoolArray | None = None) -> PlacementPlan | PlacementRefusal:
         """Place a job of ``devices`` devices whose chunk requests ``make`` builds.
 
         ``split``: the job may become a gang of per-host chunks.  ``pool_free``: fully free
         devices of the job's pool per host (what the engine's counts say), used to size chunks
-        and to tell fragmentation from a lack of devices.
+        and to tell fragmentation from a lack of devices.  ``exclude``: hosts that are never
+        chosen (kept for another job).
         """
-        self._pool_free = pool_free
+        self._pool_free, self._exclude = pool_free, exclude
         whole = make(0, devices, 1)
         got = self._pick(whole, self._candidates(whole, None), topology)
         if not isinstance(got, RefusalKind):

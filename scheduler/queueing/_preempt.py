@@ -42,7 +42,8 @@ def finish_preemption(eng: QueueingScheduler, job: Job, now: float) -> None:
 def grace_holds(eng: QueueingScheduler) -> dict[str, GraceHold]:
     """Queued preemptors whose victims are still in their grace period: the pool the victims
     free, when the last of them stops, and the quota of the preemptor's own tenant they give
-    back.  Derived from the victims' ``preempting`` events, so a rebuilt engine sees the same."""
+    back, and for a one-host preemptor the host they free.  Derived from the victims'
+    ``preempting`` events, so a rebuilt engine sees the same."""
     out: dict[str, GraceHold] = {}
     for v in eng._active.values():
         pid = v.preempted_for
@@ -51,11 +52,12 @@ def grace_holds(eng: QueueingScheduler) -> dict[str, GraceHold]:
         p = eng._waiting.get(pid)
         if p is None:
             continue  # it started some other way, or ended: nothing to hold
-        h = out.get(pid) or GraceHold(v.pool, v.stop_at, Usage())
+        host = eng.state.host_index.get(v.preempted_host) if v.preempted_host is not None else None
+        h = out.get(pid) or GraceHold(v.pool, v.stop_at, Usage(), host)
         freed = h.freed
         if v.pool == h.pool and v.spec.tenant == p.spec.tenant:
             freed = freed.plus(eng._usage(v))
-        out[pid] = GraceHold(h.pool, max(h.end, v.stop_at), freed)
+        out[pid] = GraceHold(h.pool, max(h.end, v.stop_at), freed, h.host if h.host is not None else host)
     return out
 
 
@@ -110,6 +112,8 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
     tiered walk: higher classes' views); ``on_victim`` is told of each victim before it stops.
     """
     best: tuple[tuple[float, ...], str, list[Job]] | None = None
+    best_host: int | None = None
+    one_host = eng.one_host(job.spec)
     d, n, grace = eng.duration(job), job.spec.devices, eng.policy.grace_s
     d_own = d if hold is None else hold
     end_of = end_fn or (lambda v: eng.expected_end(v, now))
@@ -141,6 +145,12 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
                     return False
             return True
 
+        if one_host:
+            got = _host_choice(eng, job, p, cands, fits, now)
+            if got is not None and (best is None or got[0] < best[0]):
+                best = (got[0], p, got[2])
+                best_host = got[1]
+            continue
         if not fits(cands):
             continue
         options = []
@@ -167,11 +177,15 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
     eng._pctx = None  # running set changes: recompute the pre-check
     prof = profiles[p]
     ends = {v.id: end_of(v) for v in victims}
+    where = None if best_host is None else eng.state.host_names[best_host]
     for v in sorted(victims, key=lambda x: x.seq):
         if on_victim is not None:
             on_victim(v)
-        signal_victim(eng, job, v, now, f"preempted for {job.id} ({job.klass.name})", res)
+        why = f"preempted for {job.id} ({job.klass.name})" + ("" if where is None else f" on {where}")
+        signal_victim(eng, job, v, now, why, res, host=where)
         prof.add(now + grace, ends[v.id], -v.spec.devices)
+    if best_host is not None and grace > 0:
+        eng._held_hosts[job.id] = (p, best_host)  # what its victims free there is kept for it
     if grace <= 0:
         adm = eng._admit_planned(job, p, {})
         if adm.ok and eng._start(job, p, now, adm, "started by preemption"):
@@ -184,11 +198,61 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
     return True
 
 
-def signal_victim(eng: QueueingScheduler, job: Job, v: Job, now: float, why: str, res: CycleResult) -> None:
+def _host_choice(eng: QueueingScheduler, job: Job, pool: str, cands: Sequence[Job],
+                 fits: Callable[[Sequence[Job]], bool],
+                 now: float) -> tuple[tuple[float, ...], int, list[Job]] | None:
+    """Victims for a job the pipeline must put on one host: per host, the candidates running
+    there, pruned (in :func:`try_preempt`'s two victim orders) to a minimal set with which the
+    pipeline places the job on that host (its free devices, CPU, memory, filters, topology) and
+    the pool's counts and quota admit it (``fits``); the cheapest host wins (fewest victims, least
+    work lost, lowest class; lowest host index on ties).  ``None``: no host can be made to fit."""
+    pidx = eng._pool_index[pool]
+    n = job.spec.devices
+    per_host: dict[int, list[tuple[Job, int]]] = {}
+    for v in cands:
+        for a in v.allocs:
+            per_host.setdefault(a.host, []).append((v, len(a.devices)))
+    best: tuple[tuple[float, ...], int, list[Job]] | None = None
+    for h in sorted(per_host):
+        on_h = per_host[h]
+        free = int(eng.host_free[h, pidx])
+        if free + sum(k for _v, k in on_h) < max(n, 1):
+            continue  # not enough devices on this host even with every candidate gone
+        here = {v.id: k for v, k in on_h}
+
+        def ok(victims: Sequence[Job], h: int = h, free: int = free, here: dict[str, int] = here) -> bool:
+            if free + sum(here[v.id] for v in victims) < n:
+                return False
+            return fits(victims) and eng.host_fits(job, pool, h, victims)
+
+        every = [v for v, _k in on_h]
+        if not ok(every):
+            continue
+        for order in (lambda v: (-v.klass.level, -lost_if(eng, v, now), v.spec.devices),
+                      lambda v: (v.spec.devices, -v.klass.level, -lost_if(eng, v, now))):
+            chosen = list(every)
+            for v in sorted(every, key=order):
+                rest = [x for x in chosen if x is not v]
+                if ok(rest):
+                    chosen = rest
+            if not chosen:
+                continue  # it fits there already (the pipeline chose otherwise): no victim for it
+            cost = (float(len(chosen)), sum(lost_if(eng, v, now) for v in chosen),
+                    float(max(v.klass.level for v in chosen)))
+            if best is None or cost < best[0]:
+                best = (cost, h, chosen)
+    return best
+
+
+def signal_victim(eng: QueueingScheduler, job: Job, v: Job, now: float, why: str, res: CycleResult, *,
+                  host: str | None = None) -> None:
     """Tell victim ``v`` to stop for ``job``: it keeps its devices for the grace period (none:
-    it stops now)."""
+    it stops now).  ``host``: the host it frees for a one-host ``job`` (kept for it meanwhile)."""
     grace = eng.policy.grace_s
-    eng._emit(now, v.id, "preempting", why, {"stop_at": now + grace, "for": job.id})
+    data: dict[str, object] = {"stop_at": now + grace, "for": job.id}
+    if host is not None:
+        data["host"] = host
+    eng._emit(now, v.id, "preempting", why, data)
     res.preempted.append(v.id)
     if grace <= 0:
         finish_preemption(eng, v, now)
@@ -243,8 +307,9 @@ def preempt_tier(eng: QueueingScheduler, job: Job, pool: str, q: int, now: float
             above[key] = eng.book.above_guarantee(v.spec.tenant, pool, eng._usage(v))
         return above[key]
 
-    single = job.spec.same_host or job.spec.share is not None
+    single = eng.one_host(job.spec)
     best: list[Job] | None = None
+    best_host: int | None = None
     scopes: list[tuple[int, int, Iterable[tuple[Job, int]]]]
     if single:  # all on one host: only hosts where some candidate runs
         per_host: dict[int, list[tuple[Job, int]]] = {}
@@ -254,7 +319,7 @@ def preempt_tier(eng: QueueingScheduler, job: Job, pool: str, q: int, now: float
         scopes = [(h, int(eng.host_free[h, pidx]), lst) for h, lst in sorted(per_host.items())]
     else:  # lazily: the walk stops as soon as enough devices are found
         scopes = [(-1, eng.pool_free(pool), ((v, v.spec.devices) for v in order))]
-    for _h, free, lst in scopes:
+    for h, free, lst in scopes:
         need = n - free
         if need <= 0:
             continue
@@ -272,20 +337,28 @@ def preempt_tier(eng: QueueingScheduler, job: Job, pool: str, q: int, now: float
             if got - k >= need:
                 chosen.remove((v, k))
                 got -= k
-        if best is None or len(chosen) < len(best):
-            best = [v for v, _k in chosen]
+        if best is not None and len(chosen) >= len(best):
+            continue
+        victims = [v for v, _k in chosen]
+        if single and not eng.host_fits(job, pool, h, victims):
+            continue  # enough devices there, but the pipeline would not place it (CPU, memory, topology)
+        best, best_host = victims, (h if single else None)
     if not best or (check is not None and not check(best)):
         return None
     eng._pctx = None
     grace = eng.policy.grace_s
     for v in best:
         order.remove(v)  # never a candidate again in this walk
+    where = None if best_host is None else eng.state.host_names[best_host]
     for v in sorted(best, key=lambda x: x.seq):
         if on_victim is not None:
             on_victim(v)
         journal_demotion(eng, v, now)
         signal_victim(eng, job, v, now, f"preempted for {job.id}: tier {q} goes before tier "
-                            f"{eng.tier(v, now)} ({eng.attained(v, now):.0f} device-s attained)", res)
+                            f"{eng.tier(v, now)} ({eng.attained(v, now):.0f} device-s attained)"
+                            + ("" if where is None else f" on {where}"), res, host=where)
+    if best_host is not None and grace > 0:
+        eng._held_hosts[job.id] = (pool, best_host)  # what its victims free there is kept for it
     if grace <= 0 and eng._start(job, pool, now, adm, "started by preemption"):
         res.started.append(job.id)
         return now
