@@ -395,7 +395,8 @@ class QueueingScheduler:
             exclude[held] = True
             pool_free = np.where(exclude, 0, pool_free)
         got = self._queue_placer.plan(make, spec.devices, split=not self.one_host(spec),
-                                      topology=spec.topology, pool_free=pool_free, exclude=exclude)
+                                      topology=spec.topology, pool_free=pool_free, exclude=exclude,
+                                      exact_counts=True)  # host_free counts what the pool selector takes
         if isinstance(got, PlacementRefusal):
             return got
         out: list[tuple[str, list[int]]] = []
@@ -434,7 +435,7 @@ class QueueingScheduler:
                 return self._chunk_request(spec, pool, i, k, n_chunks)
 
             return self._queue_placer.fits_host(make, spec.devices, topology=spec.topology, pool_free=pool_free,
-                                                host=host)
+                                                host=host, exact_counts=True)
         finally:
             for a in allocs:
                 st.live[a.seq] = a
