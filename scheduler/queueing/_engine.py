@@ -63,7 +63,7 @@ from ._invariants import check_invariants as check_all
 from ._invariants import verify_reservations as verify_all
 from ._journal import Event, Journal
 from ._meter import Bill, Meter, PriceTable, Segment
-from ._placement import IN_HOST_LEVELS, PlacementRefusal, QueuePlacer
+from ._placement import IN_HOST_LEVELS, PlacementPlan, PlacementRefusal, QueuePlacer
 from ._preempt import finish_preemption
 from ._profile import Profile
 from ._records import CycleResult, Job, PreemptCheck, Reservation
@@ -205,6 +205,7 @@ class QueueingScheduler:
         job.promoted = False  # it got what it waited for; its tiers keep counting from the base
         self._waiting.pop(job.id, None)
         self._held_hosts.pop(job.id, None)
+        job.target_host = None
         self._active[job.id] = job
         job.started_at = ev.t
         job.stop_at = None
@@ -394,9 +395,18 @@ class QueueingScheduler:
             exclude = np.zeros(self.state.n_hosts, dtype=bool)
             exclude[held] = True
             pool_free = np.where(exclude, 0, pool_free)
-        got = self._queue_placer.plan(make, spec.devices, split=not self.one_host(spec),
-                                      topology=spec.topology, pool_free=pool_free, exclude=exclude,
-                                      exact_counts=True)  # host_free counts what the pool selector takes
+        got: PlacementPlan | PlacementRefusal | None = None
+        target = self.state.host_index.get(job.target_host) if job.target_host is not None else None
+        if target is not None and (exclude is None or not exclude[target]):
+            # a one-host preemptor goes where its victims made room, when the pipeline takes it there
+            only = np.ones(self.state.n_hosts, dtype=bool)
+            only[target] = False
+            got = self._queue_placer.plan(make, spec.devices, split=False, topology=spec.topology,
+                                          pool_free=np.where(only, 0, pool_free), exclude=only, exact_counts=True)
+        if not isinstance(got, PlacementPlan):
+            got = self._queue_placer.plan(make, spec.devices, split=not self.one_host(spec),
+                                          topology=spec.topology, pool_free=pool_free, exclude=exclude,
+                                          exact_counts=True)  # host_free counts what the pool selector takes
         if isinstance(got, PlacementRefusal):
             return got
         out: list[tuple[str, list[int]]] = []

@@ -79,6 +79,9 @@ def on_preempting(eng: QueueingScheduler, ev: Event) -> None:
     job.preempted_for = str(for_job) if for_job is not None else None
     host = ev.data.get("host")
     job.preempted_host = str(host) if host is not None else None
+    preemptor = eng.jobs.get(job.preempted_for) if job.preempted_for is not None else None
+    if host is not None and preemptor is not None:
+        preemptor.target_host = str(host)
 
 
 def stop(eng: QueueingScheduler, job: Job, t: float) -> None:

@@ -11,7 +11,7 @@ holds the same.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ._profile import Profile
@@ -23,8 +23,8 @@ from ._types import JobState, PreemptMode
 if TYPE_CHECKING:
     from ._engine import QueueingScheduler
 
-__all__ = ["claim", "finish_preemption", "grace_holds", "lost_if", "may_preempt", "preempt_tier", "signal_victim",
-           "tier_victims", "try_preempt", "try_preempt_booked", "victim_ok"]
+__all__ = ["attempt_key", "claim", "finish_preemption", "grace_holds", "lost_if", "may_preempt", "preempt_tier",
+           "signal_victim", "tier_victims", "try_preempt", "try_preempt_booked", "victim_ok"]
 
 
 def finish_preemption(eng: QueueingScheduler, job: Job, now: float) -> None:
@@ -82,10 +82,20 @@ def may_preempt(eng: QueueingScheduler, job: Job) -> bool:
         levels = [j.klass.level for j in eng._active.values()
                   if j.state == JobState.RUNNING and j.spec.preemptible and j.klass.preemptible]
         ctx = eng._pctx = PreemptCheck(min(levels, default=None), any(j.borrowing for j in eng._active.values()))
-    if (job.klass.level, job.spec.tenant, job.spec.devices) in ctx.failed:
+    if attempt_key(eng, job) in ctx.failed:
         return False
     by_priority = job.klass.preempts and ctx.lowest is not None and ctx.lowest < job.klass.level
     return by_priority or (ctx.borrowers and bool(eng.book.tenant(job.spec.tenant).guaranteed))
+
+
+def attempt_key(eng: QueueingScheduler, job: Job) -> Hashable:
+    """What makes two victim searches of a cycle identical: class, tenant and devices for a job
+    that may be split (the count-based rule); for a one-host job also what the pipeline checks
+    on the host (CPU, memory, share, topology, pool)."""
+    s = job.spec
+    if not eng.one_host(s):
+        return (job.klass.level, s.tenant, s.devices)
+    return (job.klass.level, s.tenant, s.devices, s.cpu_milli, s.memory_bytes, s.share, s.topology, s.pool)
 
 
 def victim_ok(eng: QueueingScheduler, job: Job, v: Job, pool: str) -> bool:
@@ -171,7 +181,7 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
                 best = (cost, p, chosen)
     if best is None:
         if eng._pctx is not None:
-            eng._pctx.failed.add((job.klass.level, job.spec.tenant, job.spec.devices))
+            eng._pctx.failed.add(attempt_key(eng, job))
         return False
     _, p, victims = best
     eng._pctx = None  # running set changes: recompute the pre-check
@@ -213,7 +223,10 @@ def _host_choice(eng: QueueingScheduler, job: Job, pool: str, cands: Sequence[Jo
         for a in v.allocs:
             per_host.setdefault(a.host, []).append((v, len(a.devices)))
     best: tuple[tuple[float, ...], int, list[Job]] | None = None
+    held = {h for pid, (p, h) in eng._held_hosts.items() if p == pool and pid != job.id}
     for h in sorted(per_host):
+        if h in held:
+            continue  # kept for another preemptor whose victims are winding down there
         on_h = per_host[h]
         free = int(eng.host_free[h, pidx])
         if free + sum(k for _v, k in on_h) < max(n, 1):

@@ -9,6 +9,7 @@ preemptor's :class:`GraceHold` while its victims wind down, and a cycle's
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -45,6 +46,7 @@ class Job:
     tier_seen: int = 0  # the attained-service tier last journaled (``demoted`` events)
     preempted_for: str | None = None  # while in its grace period: the job it was preempted for
     preempted_host: str | None = None  # and the host it frees for that job (one-host preemptors only)
+    target_host: str | None = None  # a one-host preemptor: the host its victims freed, tried first when placed
     # starvation guard (Policy.promote_after_wait_*): when it last entered the queue, how long
     # its last run lasted, whether it waits promoted, and the attained service its tiers count from
     queued_at: float = 0.0
@@ -117,4 +119,4 @@ class PreemptCheck:
 
     lowest: int | None
     borrowers: bool
-    failed: set[tuple[int, str, int]] = field(default_factory=set)
+    failed: set[Hashable] = field(default_factory=set)  # see _preempt.attempt_key

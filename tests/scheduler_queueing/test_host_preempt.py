@@ -163,3 +163,19 @@ def test_recovery_in_the_grace_period_keeps_the_host(tmp_path: Path) -> None:
         _check(eng2, 300.0 + GRACE)
     assert back.snapshot() == live.snapshot()
     back.journal.close()
+
+
+def test_two_one_host_preemptors_take_two_hosts() -> None:
+    eng = _fragmented()
+    eng.submit(job("p", 8, est=3600.0, priority_class="prod", same_host=True), 300.0)
+    eng.submit(job("q", 8, est=3600.0, priority_class="prod", same_host=True), 300.0)
+    res = eng.cycle(300.0)
+    # p takes the cheapest host (a100-2, victim b2); q the next cheapest (a100-1, victim b1)
+    assert res.preempted == ["b2", "b1"]
+    assert {r.data["host"] for j in ("b1", "b2") for r in eng.history(j) if r.kind == "preempting"} \
+        == {"a100-1", "a100-2"}
+    _check(eng, 300.0)
+    res = eng.cycle(300.0 + GRACE)
+    assert {"p", "q"} <= set(res.started)
+    assert _hosts(eng, "p") == ["a100-2"] and _hosts(eng, "q") == ["a100-1"]
+    _check(eng, 300.0 + GRACE)
