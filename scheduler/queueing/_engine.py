@@ -11,7 +11,9 @@ Capacity model: each device model is a *pool*; backfill and estimates count whol
 devices per pool (a fractional share takes a whole free device there, which is conservative).
 A job that is not ``same_host`` is split into per-host chunks, consolidated on as few hosts
 as possible and placed all-or-nothing.  When the counts say a job fits but the pipeline
-refuses it (topology, CPU, memory, filters), it waits with reason ``placement``.
+refuses it (topology, CPU, memory, filters), it waits with reason ``placement``.  Preemption
+for a job that must run on one host chooses one host and victims there with which the pipeline
+places it (``host_fits``), and keeps that host for it while the victims wind down.
 
 The engine works in stages, one module each; this one keeps the state, the public calls, the
 queue order and placement (:mod:`._placement` turns a queued job into per-host requests and

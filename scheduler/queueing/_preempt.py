@@ -1,7 +1,8 @@
 """Preemption: the pre-check, victim choice, signalling victims, grace holds, tier preemption.
 
 :func:`try_preempt` frees devices for a job of a preempting class (or a tenant reclaiming its
-guarantee) at least cost; :func:`preempt_tier` frees them by preempting its own class's
+guarantee) at least cost (a job that must run on one host: on one host, checked with the
+placement pipeline, :func:`_host_choice`); :func:`preempt_tier` frees them by preempting its own class's
 later-tier jobs (attained-service tiers).  A victim is told to stop (:func:`signal_victim`, a
 ``preempting`` event) and keeps its devices for the grace period; :func:`grace_holds` derives,
 from those events alone, what each waiting preemptor is owed meanwhile, so a rebuilt engine
