@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from accel.scheduler import Share
+from accel.scheduler import Share, TopologyConstraint, TopologyLevel
 from accel.scheduler.queueing import (
     InClassOrder,
     JobState,
@@ -178,4 +178,15 @@ def test_two_one_host_preemptors_take_two_hosts() -> None:
     res = eng.cycle(300.0 + GRACE)
     assert {"p", "q"} <= set(res.started)
     assert _hosts(eng, "p") == ["a100-2"] and _hosts(eng, "q") == ["a100-1"]
+    _check(eng, 300.0 + GRACE)
+
+
+def test_a_required_in_host_topology_makes_a_job_one_host() -> None:
+    eng = _fragmented()
+    link = TopologyConstraint(TopologyLevel.LINK_DOMAIN, required=True)
+    eng.submit(job("p", 8, est=3600.0, priority_class="prod", topology=link), 300.0)
+    res = eng.cycle(300.0)
+    assert res.preempted == ["b2"]
+    res = eng.cycle(300.0 + GRACE)
+    assert "p" in res.started and _hosts(eng, "p") == ["a100-2"]
     _check(eng, 300.0 + GRACE)
