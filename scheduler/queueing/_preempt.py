@@ -2,8 +2,8 @@
 
 :func:`try_preempt` frees devices for a job of a preempting class (or a tenant reclaiming its
 guarantee) at least cost (a job that must run on one host: on one host, checked with the
-placement pipeline, :func:`_host_choice`); :func:`preempt_tier` frees them by preempting its own class's
-later-tier jobs (attained-service tiers).  A victim is told to stop (:func:`signal_victim`, a
+placement pipeline, :func:`_host_choice`); :func:`preempt_tier` frees them by preempting its
+own class's later-tier jobs (attained-service tiers).  A victim is told to stop (:func:`signal_victim`, a
 ``preempting`` event) and keeps its devices for the grace period; :func:`grace_holds` derives,
 from those events alone, what each waiting preemptor is owed meanwhile, so a rebuilt engine
 holds the same.
@@ -330,7 +330,8 @@ def preempt_tier(eng: QueueingScheduler, job: Job, pool: str, q: int, now: float
         for v in order:
             for a in v.allocs:
                 per_host.setdefault(a.host, []).append((v, len(a.devices)))
-        scopes = [(h, int(eng.host_free[h, pidx]), lst) for h, lst in sorted(per_host.items())]
+        held = {h for pid, (p, h) in eng._held_hosts.items() if p == pool and pid != job.id}
+        scopes = [(h, int(eng.host_free[h, pidx]), lst) for h, lst in sorted(per_host.items()) if h not in held]
     else:  # lazily: the walk stops as soon as enough devices are found
         scopes = [(-1, eng.pool_free(pool), ((v, v.spec.devices) for v in order))]
     for h, free, lst in scopes:
