@@ -11,7 +11,9 @@ Capacity model: each device model is a *pool*; backfill and estimates count whol
 devices per pool (a fractional share takes a whole free device there, which is conservative).
 A job that is not ``same_host`` is split into per-host chunks, consolidated on as few hosts
 as possible and placed all-or-nothing.  When the counts say a job fits but the pipeline
-refuses it (topology, CPU, memory, filters), it waits with reason ``placement``.
+refuses it (topology, CPU, memory, filters), it waits with reason ``placement``.  Preemption
+for a job that must run on one host chooses one host and victims there with which the pipeline
+places it (``host_fits``), and keeps that host for it while the victims wind down.
 
 The engine works in stages, one module each; this one keeps the state, the public calls, the
 queue order and placement (:mod:`._placement` turns a queued job into per-host requests and
@@ -63,7 +65,7 @@ from ._invariants import check_invariants as check_all
 from ._invariants import verify_reservations as verify_all
 from ._journal import Event, Journal
 from ._meter import Bill, Meter, PriceTable, Segment
-from ._placement import PlacementRefusal, QueuePlacer
+from ._placement import IN_HOST_LEVELS, PlacementPlan, PlacementRefusal, QueuePlacer
 from ._preempt import finish_preemption
 from ._profile import Profile
 from ._records import CycleResult, Job, PreemptCheck, Reservation
@@ -114,6 +116,9 @@ class QueueingScheduler:
         self._ratios: deque[float] = deque(maxlen=max(1, self.policy.calibrate_window))
         self._pctx: PreemptCheck | None = None  # this cycle's preemption pre-check (built when first needed)
         self._waiting: dict[str, Job] = {}
+        # one-host preemptors whose victims are winding down -> (pool, host) kept for them: other
+        # jobs are not placed there (set by each walk from the journaled ``preempting`` events)
+        self._held_hosts: dict[str, tuple[str, int]] = {}
         self._guard = (self.policy.promote_after_wait_s is not None
                        or self.policy.promote_after_wait_ratio is not None)
         self._init_pools()
@@ -201,6 +206,8 @@ class QueueingScheduler:
         job.state = JobState.RUNNING
         job.promoted = False  # it got what it waited for; its tiers keep counting from the base
         self._waiting.pop(job.id, None)
+        self._held_hosts.pop(job.id, None)
+        job.target_host = None
         self._active[job.id] = job
         job.started_at = ev.t
         job.stop_at = None
@@ -382,8 +389,26 @@ class QueueingScheduler:
         def make(i: int, k: int, n_chunks: int) -> Request:
             return self._chunk_request(spec, pool, i, k, n_chunks)
 
-        got = self._queue_placer.plan(make, spec.devices, split=not spec.same_host and spec.share is None,
-                                      topology=spec.topology, pool_free=self.host_free[:, self._pool_index[pool]])
+        pool_free = self.host_free[:, self._pool_index[pool]]
+        exclude = None
+        held = [h for pid, (p, h) in self._held_hosts.items() if p == pool and pid != job.id]
+        if held:
+            # hosts whose free devices are kept for a one-host preemptor in its grace period
+            exclude = np.zeros(self.state.n_hosts, dtype=bool)
+            exclude[held] = True
+            pool_free = np.where(exclude, 0, pool_free)
+        got: PlacementPlan | PlacementRefusal | None = None
+        target = self.state.host_index.get(job.target_host) if job.target_host is not None else None
+        if target is not None and (exclude is None or not exclude[target]):
+            # a one-host preemptor goes where its victims made room, when the pipeline takes it there
+            only = np.ones(self.state.n_hosts, dtype=bool)
+            only[target] = False
+            got = self._queue_placer.plan(make, spec.devices, split=False, topology=spec.topology,
+                                          pool_free=np.where(only, 0, pool_free), exclude=only, exact_counts=True)
+        if not isinstance(got, PlacementPlan):
+            got = self._queue_placer.plan(make, spec.devices, split=not self.one_host(spec),
+                                          topology=spec.topology, pool_free=pool_free, exclude=exclude,
+                                          exact_counts=True)  # host_free counts what the pool selector takes
         if isinstance(got, PlacementRefusal):
             return got
         out: list[tuple[str, list[int]]] = []
@@ -391,6 +416,45 @@ class QueueingScheduler:
             self._req_cache[(job.id, i)] = chunk.request
             out.append((self.state.host_names[chunk.host], [int(x) for x in chunk.slots]))
         return out
+
+    @staticmethod
+    def one_host(spec: JobSpec) -> bool:
+        """Must the pipeline put all of ``spec`` on one host?  ``same_host``, a share, or a
+        required in-host topology level (link domain, PCIe switch, NUMA node, host)."""
+        topo = spec.topology
+        return (spec.same_host or spec.share is not None
+                or (topo is not None and topo.required and topo.level in IN_HOST_LEVELS))
+
+    def host_fits(self, job: Job, pool: str, host: int, victims: Sequence[Job]) -> bool:
+        """Would the pipeline put all of ``job`` on ``host`` once ``victims`` released what they
+        hold there?  The victims' allocations on ``host`` are released for the check and put back
+        exactly as they were (nothing is journaled, nothing else changes)."""
+        st = self.state
+        allocs = [a for v in victims for a in v.allocs if a.host == host]
+        pidx = self._pool_index[pool]
+        saved = (int(st.cpu_free[host]), int(st.mem_free[host]), int(st.pods_used[host]),
+                 st.dev_left[host].copy(), st.dev_mem_left[host].copy(), st.affinity[host].copy())
+        for a in allocs:
+            st.release(a)
+        try:
+            pools = self._slot_pool[host]
+            free = st.dev_usable[host] & (pools == pidx) & (st.dev_left[host] == st.dev_cap[host])
+            pool_free = self.host_free[:, pidx].copy()
+            pool_free[host] = int(free.sum())
+            spec = job.spec
+
+            def make(i: int, k: int, n_chunks: int) -> Request:
+                return self._chunk_request(spec, pool, i, k, n_chunks)
+
+            return self._queue_placer.fits_host(make, spec.devices, topology=spec.topology, pool_free=pool_free,
+                                                host=host, exact_counts=True)
+        finally:
+            for a in allocs:
+                st.live[a.seq] = a
+            (st.cpu_free[host], st.mem_free[host], st.pods_used[host], st.dev_left[host], st.dev_mem_left[host],
+             st.affinity[host]) = saved
+            if allocs:
+                st._touch(host)  # score caches keyed by host version see the restored host afresh
 
     def _start(self, job: Job, pool: str, now: float, adm: Admission, reason: str) -> bool:
         chunks = self._place(job, pool)

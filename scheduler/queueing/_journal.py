@@ -207,7 +207,7 @@ _PAYLOADS: dict[str, tuple[dict[str, _Check], dict[str, _Check]]] = {
     "admitted": ({"pool": _str, "borrowing": _bool}, {}),
     "placed": _PLACED,
     "resumed": _PLACED,
-    "preempting": ({"stop_at": _num, "for": _str}, {}),
+    "preempting": ({"stop_at": _num, "for": _str}, {"host": _str}),
     "preempted": ({"mode": lambda v: v in {m.value for m in PreemptMode}, "keep": _num}, {}),
     "demoted": ({"tier": lambda v: _int(v) and v >= 1, "attained_device_s": _num}, {}),
     "promoted": ({"waited_s": lambda v: _num(v) and v >= 0, "base_device_s": lambda v: _num(v) and v >= 0}, {}),

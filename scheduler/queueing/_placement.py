@@ -45,7 +45,8 @@ from accel.scheduler import (
     register_scorer,
 )
 
-__all__ = ["Chunk", "FewestFreeScorer", "PlacementPlan", "PlacementRefusal", "QueuePlacer", "RefusalKind"]
+__all__ = ["IN_HOST_LEVELS", "Chunk", "FewestFreeScorer", "PlacementPlan", "PlacementRefusal", "QueuePlacer",
+           "RefusalKind"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -53,6 +54,7 @@ BoolArray = npt.NDArray[np.bool_]
 
 # levels inside one host: a required one never lets a job split across hosts
 _IN_HOST = (TopologyLevel.LINK_DOMAIN, TopologyLevel.PCIE_SWITCH, TopologyLevel.NUMA, TopologyLevel.HOST)
+IN_HOST_LEVELS = frozenset(_IN_HOST)
 _LEVELS = list(TopologyLevel)
 
 
@@ -153,6 +155,11 @@ class QueuePlacer:
         self.scheduler = scheduler
         self.state = scheduler.state
         self._pool_free: IntArray = np.zeros(0, dtype=np.int64)
+        self._exclude: BoolArray | None = None  # hosts kept for other jobs (grace holds): never chosen
+        # ``pool_free`` is exactly, per host, the slots a whole-device chunk request can take
+        # (the engine's pool selector, usable and fully free): the device fit and the default
+        # scorer's count are read from it instead of recounted per request (same decisions)
+        self._exact = False
 
     # -- one decision over a set of candidate hosts -----------------------------------------------
     def _candidates(self, req: Request, allowed: BoolArray | None) -> IntArray:
@@ -162,6 +169,8 @@ class QueuePlacer:
         enough can pass the device fit: the filter runs on those alone (on a full cluster, a
         handful of 5,000), and the result is the same host set."""
         st = self.state
+        if self._exclude is not None:
+            allowed = ~self._exclude if allowed is None else allowed & ~self._exclude
         if req.devices:
             base = self._pool_free >= req.devices
             hosts = np.nonzero(base if allowed is None else base & allowed)[0].astype(np.int64)
@@ -169,7 +178,13 @@ class QueuePlacer:
             hosts = (np.arange(st.n_hosts, dtype=np.int64) if allowed is None
                      else np.nonzero(allowed)[0].astype(np.int64))
         if len(hosts):
-            hosts = hosts[st.feasible(req, hosts)]
+            if self._exact and req.devices and req.share is None and req.partition is None:
+                # the device fit is pool_free >= devices, applied above: the rest of feasible()
+                ok = (st.cpu_free[hosts] >= req.cpu_milli) & (st.mem_free[hosts] >= req.memory_bytes)
+                ok &= st.pods_used[hosts] < st.pods_cap[hosts]
+                hosts = hosts[ok]
+            else:
+                hosts = hosts[st.feasible(req, hosts)]
         for flt in self.scheduler.filters:
             if len(hosts) == 0:
                 break
@@ -200,6 +215,20 @@ class QueuePlacer:
                 hosts = hosts[ok]
             elif ok.any():
                 hosts = hosts[ok]  # preferred: the hosts that reach the level, when there are any
+        if (self._exact and type(self.scheduler.scorer) is FewestFreeScorer and req.devices
+                and req.share is None and req.partition is None):
+            # FewestFreeScorer.score with its count read from pool_free: every candidate holds the
+            # request (the filter checked pool_free >= devices) and count x n_hosts -/+ index
+            # makes every score distinct, so there are no ties for the host rank to break
+            count = self._pool_free[hosts]
+            n = self.state.n_hosts
+            key = count * n - hosts if req.gang is not None else -(count * n + hosts)
+            host = int(hosts[int(np.argmax(key))])
+            if in_host:
+                got = best_device_set(self.state, req, host)
+                assert got is not None
+                return host, got[0]
+            return host, self.scheduler.reserve_devices(req, host)
         scores, hints = self.scheduler.score(req, hosts)
         finite = np.isfinite(scores)
         if not finite.any():
@@ -216,15 +245,29 @@ class QueuePlacer:
         return host, self.scheduler.reserve_devices(req, host, int(hints[pick]))
 
     # -- jobs --------------------------------------------------------------------------------------
+    def fits_host(self, make: MakeRequest, devices: int, *, topology: TopologyConstraint | None,
+                  pool_free: IntArray, host: int, exact_counts: bool = False) -> bool:
+        """Would the pipeline put the whole job (one chunk) on ``host``?  Filters (CPU, memory,
+        pod slots, extra filters), the required in-host topology level and the scorer decide, on
+        the state as it is now (a caller trying victims frees their allocations first)."""
+        self._pool_free, self._exclude, self._exact = pool_free, None, exact_counts
+        allowed = np.zeros(self.state.n_hosts, dtype=bool)
+        allowed[host] = True
+        whole = make(0, devices, 1)
+        return not isinstance(self._pick(whole, self._candidates(whole, allowed), topology), RefusalKind)
+
     def plan(self, make: MakeRequest, devices: int, *, split: bool,
-             topology: TopologyConstraint | None, pool_free: IntArray) -> PlacementPlan | PlacementRefusal:
+             topology: TopologyConstraint | None, pool_free: IntArray,
+             exclude: BoolArray | None = None, exact_counts: bool = False) -> PlacementPlan | PlacementRefusal:
         """Place a job of ``devices`` devices whose chunk requests ``make`` builds.
 
         ``split``: the job may become a gang of per-host chunks.  ``pool_free``: fully free
         devices of the job's pool per host (what the engine's counts say), used to size chunks
-        and to tell fragmentation from a lack of devices.
+        and to tell fragmentation from a lack of devices.  ``exclude``: hosts that are never
+        chosen (kept for another job).  ``exact_counts``: ``pool_free`` counts exactly the slots a
+        whole-device chunk request of ``make`` can take on each host (it is then not recounted).
         """
-        self._pool_free = pool_free
+        self._pool_free, self._exclude, self._exact = pool_free, exclude, exact_counts
         whole = make(0, devices, 1)
         got = self._pick(whole, self._candidates(whole, None), topology)
         if not isinstance(got, RefusalKind):

@@ -1,8 +1,9 @@
 """Preemption: the pre-check, victim choice, signalling victims, grace holds, tier preemption.
 
 :func:`try_preempt` frees devices for a job of a preempting class (or a tenant reclaiming its
-guarantee) at least cost; :func:`preempt_tier` frees them by preempting its own class's
-later-tier jobs (attained-service tiers).  A victim is told to stop (:func:`signal_victim`, a
+guarantee) at least cost (a job that must run on one host: on one host, checked with the
+placement pipeline, :func:`_host_choice`); :func:`preempt_tier` frees them by preempting its
+own class's later-tier jobs (attained-service tiers).  A victim is told to stop (:func:`signal_victim`, a
 ``preempting`` event) and keeps its devices for the grace period; :func:`grace_holds` derives,
 from those events alone, what each waiting preemptor is owed meanwhile, so a rebuilt engine
 holds the same.
@@ -11,7 +12,7 @@ holds the same.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ._profile import Profile
@@ -23,8 +24,8 @@ from ._types import JobState, PreemptMode
 if TYPE_CHECKING:
     from ._engine import QueueingScheduler
 
-__all__ = ["claim", "finish_preemption", "grace_holds", "lost_if", "may_preempt", "preempt_tier", "signal_victim",
-           "tier_victims", "try_preempt", "try_preempt_booked", "victim_ok"]
+__all__ = ["attempt_key", "claim", "finish_preemption", "grace_holds", "lost_if", "may_preempt", "preempt_tier",
+           "signal_victim", "tier_victims", "try_preempt", "try_preempt_booked", "victim_ok"]
 
 
 def finish_preemption(eng: QueueingScheduler, job: Job, now: float) -> None:
@@ -42,7 +43,8 @@ def finish_preemption(eng: QueueingScheduler, job: Job, now: float) -> None:
 def grace_holds(eng: QueueingScheduler) -> dict[str, GraceHold]:
     """Queued preemptors whose victims are still in their grace period: the pool the victims
     free, when the last of them stops, and the quota of the preemptor's own tenant they give
-    back.  Derived from the victims' ``preempting`` events, so a rebuilt engine sees the same."""
+    back, and for a one-host preemptor the host they free.  Derived from the victims'
+    ``preempting`` events, so a rebuilt engine sees the same."""
     out: dict[str, GraceHold] = {}
     for v in eng._active.values():
         pid = v.preempted_for
@@ -51,11 +53,12 @@ def grace_holds(eng: QueueingScheduler) -> dict[str, GraceHold]:
         p = eng._waiting.get(pid)
         if p is None:
             continue  # it started some other way, or ended: nothing to hold
-        h = out.get(pid) or GraceHold(v.pool, v.stop_at, Usage())
+        host = eng.state.host_index.get(v.preempted_host) if v.preempted_host is not None else None
+        h = out.get(pid) or GraceHold(v.pool, v.stop_at, Usage(), host)
         freed = h.freed
         if v.pool == h.pool and v.spec.tenant == p.spec.tenant:
             freed = freed.plus(eng._usage(v))
-        out[pid] = GraceHold(h.pool, max(h.end, v.stop_at), freed)
+        out[pid] = GraceHold(h.pool, max(h.end, v.stop_at), freed, h.host if h.host is not None else host)
     return out
 
 
@@ -80,10 +83,20 @@ def may_preempt(eng: QueueingScheduler, job: Job) -> bool:
         levels = [j.klass.level for j in eng._active.values()
                   if j.state == JobState.RUNNING and j.spec.preemptible and j.klass.preemptible]
         ctx = eng._pctx = PreemptCheck(min(levels, default=None), any(j.borrowing for j in eng._active.values()))
-    if (job.klass.level, job.spec.tenant, job.spec.devices) in ctx.failed:
+    if attempt_key(eng, job) in ctx.failed:
         return False
     by_priority = job.klass.preempts and ctx.lowest is not None and ctx.lowest < job.klass.level
     return by_priority or (ctx.borrowers and bool(eng.book.tenant(job.spec.tenant).guaranteed))
+
+
+def attempt_key(eng: QueueingScheduler, job: Job) -> Hashable:
+    """What makes two victim searches of a cycle identical: class, tenant and devices for a job
+    that may be split (the count-based rule); for a one-host job also what the pipeline checks
+    on the host (CPU, memory, share, topology, pool)."""
+    s = job.spec
+    if not eng.one_host(s):
+        return (job.klass.level, s.tenant, s.devices)
+    return (job.klass.level, s.tenant, s.devices, s.cpu_milli, s.memory_bytes, s.share, s.topology, s.pool)
 
 
 def victim_ok(eng: QueueingScheduler, job: Job, v: Job, pool: str) -> bool:
@@ -110,6 +123,8 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
     tiered walk: higher classes' views); ``on_victim`` is told of each victim before it stops.
     """
     best: tuple[tuple[float, ...], str, list[Job]] | None = None
+    best_host: int | None = None
+    one_host = eng.one_host(job.spec)
     d, n, grace = eng.duration(job), job.spec.devices, eng.policy.grace_s
     d_own = d if hold is None else hold
     end_of = end_fn or (lambda v: eng.expected_end(v, now))
@@ -141,6 +156,12 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
                     return False
             return True
 
+        if one_host:
+            got = _host_choice(eng, job, p, cands, fits, now)
+            if got is not None and (best is None or got[0] < best[0]):
+                best = (got[0], p, got[2])
+                best_host = got[1]
+            continue
         if not fits(cands):
             continue
         options = []
@@ -161,17 +182,21 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
                 best = (cost, p, chosen)
     if best is None:
         if eng._pctx is not None:
-            eng._pctx.failed.add((job.klass.level, job.spec.tenant, job.spec.devices))
+            eng._pctx.failed.add(attempt_key(eng, job))
         return False
     _, p, victims = best
     eng._pctx = None  # running set changes: recompute the pre-check
     prof = profiles[p]
     ends = {v.id: end_of(v) for v in victims}
+    where = None if best_host is None else eng.state.host_names[best_host]
     for v in sorted(victims, key=lambda x: x.seq):
         if on_victim is not None:
             on_victim(v)
-        signal_victim(eng, job, v, now, f"preempted for {job.id} ({job.klass.name})", res)
+        why = f"preempted for {job.id} ({job.klass.name})" + ("" if where is None else f" on {where}")
+        signal_victim(eng, job, v, now, why, res, host=where)
         prof.add(now + grace, ends[v.id], -v.spec.devices)
+    if best_host is not None and grace > 0:
+        eng._held_hosts[job.id] = (p, best_host)  # what its victims free there is kept for it
     if grace <= 0:
         adm = eng._admit_planned(job, p, {})
         if adm.ok and eng._start(job, p, now, adm, "started by preemption"):
@@ -184,11 +209,64 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
     return True
 
 
-def signal_victim(eng: QueueingScheduler, job: Job, v: Job, now: float, why: str, res: CycleResult) -> None:
+def _host_choice(eng: QueueingScheduler, job: Job, pool: str, cands: Sequence[Job],
+                 fits: Callable[[Sequence[Job]], bool],
+                 now: float) -> tuple[tuple[float, ...], int, list[Job]] | None:
+    """Victims for a job the pipeline must put on one host: per host, the candidates running
+    there, pruned (in :func:`try_preempt`'s two victim orders) to a minimal set with which the
+    pipeline places the job on that host (its free devices, CPU, memory, filters, topology) and
+    the pool's counts and quota admit it (``fits``); the cheapest host wins (fewest victims, least
+    work lost, lowest class; lowest host index on ties).  ``None``: no host can be made to fit."""
+    pidx = eng._pool_index[pool]
+    n = job.spec.devices
+    per_host: dict[int, list[tuple[Job, int]]] = {}
+    for v in cands:
+        for a in v.allocs:
+            per_host.setdefault(a.host, []).append((v, len(a.devices)))
+    best: tuple[tuple[float, ...], int, list[Job]] | None = None
+    held = {h for pid, (p, h) in eng._held_hosts.items() if p == pool and pid != job.id}
+    for h in sorted(per_host):
+        if h in held:
+            continue  # kept for another preemptor whose victims are winding down there
+        on_h = per_host[h]
+        free = int(eng.host_free[h, pidx])
+        if free + sum(k for _v, k in on_h) < max(n, 1):
+            continue  # not enough devices on this host even with every candidate gone
+        here = {v.id: k for v, k in on_h}
+
+        def ok(victims: Sequence[Job], h: int = h, free: int = free, here: dict[str, int] = here) -> bool:
+            if free + sum(here[v.id] for v in victims) < n:
+                return False
+            return fits(victims) and eng.host_fits(job, pool, h, victims)
+
+        every = [v for v, _k in on_h]
+        if not ok(every):
+            continue
+        for order in (lambda v: (-v.klass.level, -lost_if(eng, v, now), v.spec.devices),
+                      lambda v: (v.spec.devices, -v.klass.level, -lost_if(eng, v, now))):
+            chosen = list(every)
+            for v in sorted(every, key=order):
+                rest = [x for x in chosen if x is not v]
+                if ok(rest):
+                    chosen = rest
+            if not chosen:
+                continue  # it fits there already (the pipeline chose otherwise): no victim for it
+            cost = (float(len(chosen)), sum(lost_if(eng, v, now) for v in chosen),
+                    float(max(v.klass.level for v in chosen)))
+            if best is None or cost < best[0]:
+                best = (cost, h, chosen)
+    return best
+
+
+def signal_victim(eng: QueueingScheduler, job: Job, v: Job, now: float, why: str, res: CycleResult, *,
+                  host: str | None = None) -> None:
     """Tell victim ``v`` to stop for ``job``: it keeps its devices for the grace period (none:
-    it stops now)."""
+    it stops now).  ``host``: the host it frees for a one-host ``job`` (kept for it meanwhile)."""
     grace = eng.policy.grace_s
-    eng._emit(now, v.id, "preempting", why, {"stop_at": now + grace, "for": job.id})
+    data: dict[str, object] = {"stop_at": now + grace, "for": job.id}
+    if host is not None:
+        data["host"] = host
+    eng._emit(now, v.id, "preempting", why, data)
     res.preempted.append(v.id)
     if grace <= 0:
         finish_preemption(eng, v, now)
@@ -243,18 +321,20 @@ def preempt_tier(eng: QueueingScheduler, job: Job, pool: str, q: int, now: float
             above[key] = eng.book.above_guarantee(v.spec.tenant, pool, eng._usage(v))
         return above[key]
 
-    single = job.spec.same_host or job.spec.share is not None
+    single = eng.one_host(job.spec)
     best: list[Job] | None = None
+    best_host: int | None = None
     scopes: list[tuple[int, int, Iterable[tuple[Job, int]]]]
     if single:  # all on one host: only hosts where some candidate runs
         per_host: dict[int, list[tuple[Job, int]]] = {}
         for v in order:
             for a in v.allocs:
                 per_host.setdefault(a.host, []).append((v, len(a.devices)))
-        scopes = [(h, int(eng.host_free[h, pidx]), lst) for h, lst in sorted(per_host.items())]
+        held = {h for pid, (p, h) in eng._held_hosts.items() if p == pool and pid != job.id}
+        scopes = [(h, int(eng.host_free[h, pidx]), lst) for h, lst in sorted(per_host.items()) if h not in held]
     else:  # lazily: the walk stops as soon as enough devices are found
         scopes = [(-1, eng.pool_free(pool), ((v, v.spec.devices) for v in order))]
-    for _h, free, lst in scopes:
+    for h, free, lst in scopes:
         need = n - free
         if need <= 0:
             continue
@@ -272,20 +352,28 @@ def preempt_tier(eng: QueueingScheduler, job: Job, pool: str, q: int, now: float
             if got - k >= need:
                 chosen.remove((v, k))
                 got -= k
-        if best is None or len(chosen) < len(best):
-            best = [v for v, _k in chosen]
+        if best is not None and len(chosen) >= len(best):
+            continue
+        victims = [v for v, _k in chosen]
+        if single and not eng.host_fits(job, pool, h, victims):
+            continue  # enough devices there, but the pipeline would not place it (CPU, memory, topology)
+        best, best_host = victims, (h if single else None)
     if not best or (check is not None and not check(best)):
         return None
     eng._pctx = None
     grace = eng.policy.grace_s
     for v in best:
         order.remove(v)  # never a candidate again in this walk
+    where = None if best_host is None else eng.state.host_names[best_host]
     for v in sorted(best, key=lambda x: x.seq):
         if on_victim is not None:
             on_victim(v)
         journal_demotion(eng, v, now)
         signal_victim(eng, job, v, now, f"preempted for {job.id}: tier {q} goes before tier "
-                            f"{eng.tier(v, now)} ({eng.attained(v, now):.0f} device-s attained)", res)
+                            f"{eng.tier(v, now)} ({eng.attained(v, now):.0f} device-s attained)"
+                            + ("" if where is None else f" on {where}"), res, host=where)
+    if best_host is not None and grace > 0:
+        eng._held_hosts[job.id] = (pool, best_host)  # what its victims free there is kept for it
     if grace <= 0 and eng._start(job, pool, now, adm, "started by preemption"):
         res.started.append(job.id)
         return now

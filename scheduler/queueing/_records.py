@@ -9,6 +9,7 @@ preemptor's :class:`GraceHold` while its victims wind down, and a cycle's
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -44,6 +45,8 @@ class Job:
     estimate_at_submit: float | None = None
     tier_seen: int = 0  # the attained-service tier last journaled (``demoted`` events)
     preempted_for: str | None = None  # while in its grace period: the job it was preempted for
+    preempted_host: str | None = None  # and the host it frees for that job (one-host preemptors only)
+    target_host: str | None = None  # a one-host preemptor: the host its victims freed, tried first when placed
     # starvation guard (Policy.promote_after_wait_*): when it last entered the queue, how long
     # its last run lasted, whether it waits promoted, and the attained service its tiers count from
     queued_at: float = 0.0
@@ -103,6 +106,9 @@ class GraceHold:
     pool: str
     end: float
     freed: Usage
+    # a one-host preemptor (same_host, a share, an in-host topology): the host its victims free,
+    # kept for it (other jobs are not placed there) until they stop; ``None``: counted per pool
+    host: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,4 +119,4 @@ class PreemptCheck:
 
     lowest: int | None
     borrowers: bool
-    failed: set[tuple[int, str, int]] = field(default_factory=set)
+    failed: set[Hashable] = field(default_factory=set)  # see _preempt.attempt_key

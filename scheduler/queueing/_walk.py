@@ -260,6 +260,8 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
     view = view_for(eng, now)
     eng._pctx = None
     w = WalkState(grace_holds(eng) if pol.grace_s > 0 else {}, {p: 0.0 for p in eng.pools})
+    # the hosts kept for one-host preemptors in grace: no other job is placed there meanwhile
+    eng._held_hosts = {pid: (h.pool, h.host) for pid, h in w.holds.items() if h.host is not None}
     mode.begin()
     target = mode.target if isinstance(mode, Plan) else None
     exact = mode.depth if isinstance(mode, Plan) else 0
@@ -311,6 +313,10 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
         if at is not None:
             continue
         if refused and held is None:
+            # enough devices by count, but not where the pipeline needs them (one host, CPU,
+            # memory, topology): a one-host job may preempt on one host to make room there
+            if may_preempt(eng, job) and eng.one_host(spec) and view.preempt(job, refused, mode.res):
+                continue
             # the wait reason is set (placement); no bogus "now" reservation where it was refused
             admissible = [p for p in admissible if p not in refused]
             if not admissible:
