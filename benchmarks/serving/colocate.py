@@ -40,7 +40,6 @@ from accel.scheduler.queueing import (
     uniform_cluster,
 )
 from accel.scheduler.serving import (
-    Predictive,
     Service,
     ServingBridge,
     decode_weight,
@@ -111,8 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for label, training in (("serving alone", []), ("serving + training (all sizes)", mixed),
                             ("serving + training (whole hosts)", whole)):
         eng = engine(hosts)
-        pol = Predictive(cap, weight, lead, headroom=case.headroom, down_window_s=case.down_window_s,
-                         error_quantile=case.error_quantile, sync_s=az.SYNC_S)
+        pol = az.predictive(case, cap, weight, lead)  # the autoscaling benchmark's tuned policy
         br = ServingBridge(eng, svc, pol, reqs, mk_router(), initial=plan.initial, training=training)
         res = br.run(until)
         eng.check_invariants()
