@@ -77,6 +77,10 @@ from ._walk import run as walk
 
 __all__ = ["CycleResult", "Job", "QueueingScheduler", "WaitEstimate"]
 
+def _first(pair: tuple[tuple[float, ...], Job]) -> tuple[float, ...]:
+    return pair[0]
+
+
 _ACTIVE = frozenset((JobState.RUNNING, JobState.PREEMPTING))  # states holding devices (``Job.active``)
 
 class QueueingScheduler:
@@ -299,10 +303,18 @@ class QueueingScheduler:
             return (-float(k.level), float(not job.promoted), inner, float(job.seq))
         return (-float(k.level), inner, float(job.seq))
 
-    def queue(self, now: float | None = None) -> list[Job]:
-        """Queued (and suspended) jobs in the order the next cycle examines them."""
+    def queue(self, now: float | None = None, *, upto: str | None = None) -> list[Job]:
+        """Queued (and suspended) jobs in the order the next cycle examines them; with ``upto`` (a
+        waiting job's id), only the jobs up to and including that one (what an estimate walks)."""
         t = self.now if now is None else now
-        return sorted(self._waiting.values(), key=lambda j: self.order_key(j, t))
+        keyed = [(self.order_key(j, t), j) for j in self._waiting.values()]
+        target = self._waiting.get(upto) if upto is not None else None
+        if target is not None:
+            # keys are unique (they end with the submit sequence): the prefix of the full order
+            last = self.order_key(target, t)
+            keyed = [kj for kj in keyed if kj[0] <= last]
+        keyed.sort(key=_first)
+        return [j for _, j in keyed]
 
     def running(self) -> list[Job]:
         """Jobs holding devices, in submit order."""

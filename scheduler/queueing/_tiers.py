@@ -139,10 +139,13 @@ class TierViews:
     class until it leaves the view's tier, against any other class for its whole duration.  It
     is not booked on its own class's earlier-tier views: those jobs may preempt it."""
 
-    __slots__ = ("_base", "_bookings", "_views", "eng", "now")
+    __slots__ = ("_active", "_base", "_bookings", "_views", "eng", "now")
 
     def __init__(self, eng: QueueingScheduler, now: float, keys: Iterable[tuple[int, int]] = ()) -> None:
         self.eng, self.now = eng, now
+        # what every base view reads of each active job, once per walk: (job, pool, stop_at if
+        # winding down, preemptible by its class, tier, progress, attained service)
+        self._active: list[tuple[Job, str, float | None, bool, int, float, float]] | None = None
         self._base: dict[tuple[int, int], dict[str, Profile]] = {}
         self._views: dict[tuple[int, int], dict[str, Profile]] = {}
         self._bookings: list[tuple[str, float, Job]] = []
@@ -168,8 +171,41 @@ class TierViews:
         """The view without this walk's bookings."""
         key = (level, q)
         if key not in self._base:
-            self._base[key] = profiles(self.eng, self.now, level, q)
+            self._base[key] = self._profiles(level, q)
         return self._base[key]
+
+    def _profiles(self, level: int, q: int) -> dict[str, Profile]:
+        """:func:`profiles` for this walk's instant: the same ends as :func:`view_end`, with what
+        does not depend on the view (each active job's tier, progress, attained service) read once
+        per walk instead of once per view."""
+        eng, now = self.eng, self.now
+        rows = self._active
+        if rows is None:
+            rows = self._active = []
+            for v in eng._active.values():
+                if v.pool is None:
+                    continue
+                if v.state == JobState.PREEMPTING and v.stop_at is not None:
+                    rows.append((v, v.pool, v.stop_at, False, 0, 0.0, 0.0))
+                    continue
+                pre = v.state == JobState.RUNNING and v.spec.preemptible and v.klass.preemptible
+                rows.append((v, v.pool, None, pre, eng.tier(v, now), v.progress(now), eng.attained(v, now)))
+        th = eng.policy.demote_after_device_s
+        grace = eng.policy.grace_s
+        rel: dict[str, list[tuple[float, int]]] = {p: [] for p in eng.pools}
+        for v, pool, stop, pre, tier, done, att in rows:
+            if stop is not None:
+                end = stop
+            elif v.klass.level != level:
+                end = eng.expected_end(v, now)
+            elif pre and tier > q:
+                end = now + grace
+            else:
+                more = math.inf if q >= len(th) else \
+                    max(0.0, (th[q] - att + v.service_base) / (v.spec.compute_milli / 1000.0))
+                end = now + hold(eng, v, done, more)
+            rel[pool].append((end, v.spec.devices))
+        return {p: Profile(now, eng.pool_free(p), rel[p]) for p in eng.pools}
 
     def get(self, level: int, q: int) -> dict[str, Profile]:
         key = (level, q)
