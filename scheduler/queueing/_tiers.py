@@ -10,6 +10,7 @@ needs a cycle.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -179,18 +180,27 @@ class TierViews:
         does not depend on the view (each active job's tier, progress, attained service) read once
         per walk instead of once per view."""
         eng, now = self.eng, self.now
+        th = eng.policy.demote_after_device_s
         rows = self._active
         if rows is None:
             rows = self._active = []
+            running, winding = JobState.RUNNING, JobState.PREEMPTING
             for v in eng._active.values():
                 if v.pool is None:
                     continue
-                if v.state == JobState.PREEMPTING and v.stop_at is not None:
+                state = v.state
+                if state == winding and v.stop_at is not None:
                     rows.append((v, v.pool, v.stop_at, False, 0, 0.0, 0.0))
                     continue
-                pre = v.state == JobState.RUNNING and v.spec.preemptible and v.klass.preemptible
-                rows.append((v, v.pool, None, pre, eng.tier(v, now), v.progress(now), eng.attained(v, now)))
-        th = eng.policy.demote_after_device_s
+                # Job.progress, QueueingScheduler.attained and .tier, written out: this loop runs
+                # over every active job at every walk, and the arithmetic is theirs, term for term
+                started = v.started_at
+                done = v.work_s + max(0.0, now - started) if (state == running or state == winding) \
+                    and started is not None else v.work_s
+                att = (done + v.lost_s) * v.spec.compute_milli / 1000.0
+                tier = bisect.bisect_right(th, att - v.service_base + 1e-6) if th else 0
+                pre = state == running and v.spec.preemptible and v.klass.preemptible
+                rows.append((v, v.pool, None, pre, tier, done, att))
         grace = eng.policy.grace_s
         rel: dict[str, list[tuple[float, int]]] = {p: [] for p in eng.pools}
         for v, pool, stop, pre, tier, done, att in rows:
