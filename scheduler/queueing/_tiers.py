@@ -140,7 +140,7 @@ class TierViews:
     class until it leaves the view's tier, against any other class for its whole duration.  It
     is not booked on its own class's earlier-tier views: those jobs may preempt it."""
 
-    __slots__ = ("_active", "_base", "_bookings", "_views", "eng", "now")
+    __slots__ = ("_active", "_base", "_bookings", "_holds", "_views", "eng", "now")
 
     def __init__(self, eng: QueueingScheduler, now: float, keys: Iterable[tuple[int, int]] = ()) -> None:
         self.eng, self.now = eng, now
@@ -148,6 +148,7 @@ class TierViews:
         # winding down, preemptible by its class, tier, progress, attained service)
         self._active: list[tuple[Job, str, float | None, bool, int, float, float]] | None = None
         self._base: dict[tuple[int, int], dict[str, Profile]] = {}
+        self._holds: dict[tuple[Job, int, int], tuple[float, float, float, float | None, float]] = {}
         self._views: dict[tuple[int, int], dict[str, Profile]] = {}
         self._bookings: list[tuple[str, float, Job]] = []
         # a walk builds its views up front: one built later from the live state would count
@@ -232,10 +233,21 @@ class TierViews:
 
     def hold(self, job: Job, level: int, q: int) -> float:
         """How long a queued ``job`` holds its devices against a tier-``q`` job of class ``level``."""
+        # A walk asks this for the same job several times (its own view, its fit, each booking);
+        # within one walk the duration model does not change (it learns only from finished
+        # jobs), so the answer is a function of the fields checked here.
+        key = (job, level, q)
+        seen = self._holds.get(key)
+        if seen is not None and seen[0] == job.work_s and seen[1] == job.lost_s and seen[2] == job.service_base \
+                and seen[3] == job.started_at:
+            return seen[4]
         eng = self.eng
         if job.klass.level != level:
-            return eng.duration(job)
-        return max(1.0, hold(eng, job, job.work_s, budget(eng, job, self.now, q)))
+            out = eng.duration(job)
+        else:
+            out = max(1.0, hold(eng, job, job.work_s, budget(eng, job, self.now, q)))
+        self._holds[key] = (job.work_s, job.lost_s, job.service_base, job.started_at, out)
+        return out
 
     def pair(self, job: Job, pool: str) -> TierFit:
         """What ``job`` must fit: its own view for its tier hold, and every higher class's view
