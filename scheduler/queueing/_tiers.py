@@ -196,7 +196,7 @@ class TierViews:
                 # Job.progress, QueueingScheduler.attained and .tier, written out: this loop runs
                 # over every active job at every walk, and the arithmetic is theirs, term for term
                 started = v.started_at
-                done = v.work_s + max(0.0, now - started) if (state == running or state == winding) \
+                done = v.work_s + max(0.0, now - started) if state in (running, winding) \
                     and started is not None else v.work_s
                 att = (done + v.lost_s) * v.spec.compute_milli / 1000.0
                 tier = bisect.bisect_right(th, att - v.service_base + 1e-6) if th else 0
