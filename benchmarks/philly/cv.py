@@ -29,7 +29,12 @@ point and its choice) and ``cv_grid.csv`` (the whole true-duration table, in-sam
     python benchmarks/philly/cv.py --quick     # 3 VCs x 200 jobs, small grid: seconds
     python benchmarks/philly/cv.py             # 10 VCs, whole traces: core-hours (README.md)
     python benchmarks/philly/cv.py --vcs 0e4a51,103959,11cb48,2869ce,51b7ef,7f04ca,e13805,ed69ec \
-        --guards off --workers 2               # what results/cv_*.csv hold
+        --guards off --workers 2               # the first committed run (8 VCs)
+
+``--eval-only VC,...``: those VCs are held out and evaluated with the choice made on all the
+other VCs (which never saw them), but no fold trains on them, so their grid is not replayed
+(FIFO, the chosen point with each estimator and the guard comparison only): the way to add the
+two biggest VCs, whose replays are the longest, without replaying the whole grid on them.
 """
 
 from __future__ import annotations
@@ -150,6 +155,16 @@ def choose(scores: Mapping[tuple[str, Params], float], vcs: Sequence[str], point
         means[p] = statistics.fmean(vals)
     best = max(points, key=lambda p: (means[p], -points.index(p)))
     return best, means
+
+
+def fold_choice(scores: Mapping[tuple[str, Params], float], train: Sequence[str], points: Sequence[Params],
+                held_out: str) -> tuple[Params, dict[Params, float]]:
+    """The fold of ``held_out``: leave-one-out among the ``train`` VCs for one of them; for an
+    evaluation-only VC (not in ``train``), the choice on every training VC.  Either way it reads
+    no score of ``held_out``, and an evaluation-only VC's scores are read by no fold."""
+    if held_out in train:
+        return choose(scores, train, points, held_out)
+    return choose(scores, [*train, held_out], points, held_out)
 
 
 def log_gain(fifo_avg_jct_s: float, avg_jct_s: float) -> float:
@@ -358,6 +373,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--guard-report", type=run_philly._positive_or_off, default=run_philly.PROMOTE_RATIO,
                     help="also replay each held-out VC at its fold's tier with this guard ratio (or without the "
                          "guard if the fold chose one), true durations, to report the guard's effect ('off': no)")
+    ap.add_argument("--eval-only", default="",
+                    help="comma-separated VCs (of --vcs) held out and evaluated with the parameters chosen on the "
+                         "other VCs, but used for choosing in no fold (their grid is not replayed)")
     ap.add_argument("--rho", type=_rho, default=RHO, help="target offered load of the sizing rule")
     ap.add_argument("--estimators", default="true,history", help="true,history or true")
     ap.add_argument("--workers", type=_workers, default=1, help="replays in parallel (processes)")
@@ -382,6 +400,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"argument --vcs: no trace file for {', '.join(missing)} in {traces}")
     if len(vcs) < 2:
         ap.error("argument --vcs: leave-one-out needs at least two VCs")
+    eval_only = [v for v in args.eval_only.split(",") if v]
+    stray = [v for v in eval_only if v not in vcs]
+    if stray:
+        ap.error(f"argument --eval-only: {', '.join(stray)} not among the VCs {vcs}")
+    train = [vc for vc in vcs if vc not in eval_only]
+    if len(train) < 2:
+        ap.error("argument --eval-only: leave-one-out needs at least two VCs that are not evaluation-only")
     limit_arg: int = args.jobs_per_vc if args.jobs_per_vc is not None else (QUICK_JOBS if args.quick else 0)
     limit = limit_arg or None
     tiers: tuple[float, ...] = args.tiers or (QUICK_TIERS if args.quick else TIERS_GRID)
@@ -400,26 +425,29 @@ def main(argv: list[str] | None = None) -> int:
             return RunKey(vc, "fifo", None, None, est, devices[vc], limit)
         return RunKey(vc, p.policy, p.tier_s, p.guard_ratio, est, devices[vc], limit)
 
-    # 1. the true-duration table: FIFO and every grid point on every VC
-    runs = ensure([key(vc, p, "true") for vc in vcs for p in [None, *points]], str(traces), cache,
-                  args.workers, sizes)
+    # 1. the true-duration table: FIFO and every grid point on every training VC (FIFO only on
+    # an evaluation-only VC: its baseline)
+    runs = ensure([key(vc, p, "true") for vc in train for p in [None, *points]]
+                  + [key(vc, None, "true") for vc in eval_only], str(traces), cache, args.workers, sizes)
     m = {k: metrics(r.outcomes) for k, r in runs.items()}
     scores = {(vc, p): log_gain(m[key(vc, None, "true")]["avg_jct_s"], m[key(vc, p, "true")]["avg_jct_s"])
-              for vc in vcs for p in points}
+              for vc in train for p in points}
     # 2. the folds
     chosen: dict[str, Params] = {}
     fold_rows: list[dict[str, object]] = []
     for vc in vcs:
-        best, means = choose(scores, vcs, points, vc)
+        best, means = fold_choice(scores, train, points, vc)
         chosen[vc] = best
         for p in points:
             fold_rows.append({"held_out": vc, "tier_s": p.tier_s, "guard_ratio": p.guard_ratio or "off",
-                              "train_mean_log_gain": round(means[p], 6), "chosen": int(p == best)})
+                              "train_mean_log_gain": round(means[p], 6), "chosen": int(p == best),
+                              "fold": "leave-one-out" if vc in train else "evaluation-only"})
     # 3. the held-out VC with its fold's choice, history estimator too; and with the guard's
     # setting flipped at the fold's tier (reported, not chosen from)
     flipped = {vc: Params(chosen[vc].tier_s, args.guard_report if chosen[vc].guard_ratio is None else None)
                for vc in vcs}
-    extra = [key(vc, chosen[vc], "history") for vc in vcs if "history" in ests]
+    extra = [key(vc, chosen[vc], "true") for vc in eval_only]
+    extra += [key(vc, chosen[vc], "history") for vc in vcs if "history" in ests]
     extra += [key(vc, flipped[vc], "true") for vc in vcs if flipped[vc].guard_ratio != chosen[vc].guard_ratio]
     runs.update(ensure(extra, str(traces), cache, args.workers, sizes))
     m.update({k: metrics(r.outcomes) for k, r in runs.items() if k not in m})
@@ -430,7 +458,8 @@ def main(argv: list[str] | None = None) -> int:
         fifo, t = m[key(vc, None, "true")], m[key(vc, p, "true")]
         other = flipped[vc]
         row: dict[str, object] = {
-            "vc": vc, "n": int(t["n"]), "devices": devices[vc],
+            "vc": vc, "fold": "leave-one-out" if vc in train else "evaluation-only", "n": int(t["n"]),
+            "devices": devices[vc],
             "offered_load": round(offered_load(jobs[vc], devices[vc]), 4),
             "fifo_avg_jct_h": _h(fifo["avg_jct_s"]), "tier_s": p.tier_s,
             "guard_ratio": p.guard_ratio or "off", "gain_true": round(fifo["avg_jct_s"] / t["avg_jct_s"], 4),
@@ -477,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
                        "max_queued_h": _h(pm["max_queued_s"]), "est_err_median": _r(pm["est_err_median"]),
                        "waited_1min": int(pm["waited_1min"])})
     grid_rows = []
-    for vc in vcs:
+    for vc in train:  # the table the folds choose from (an evaluation-only VC has no grid)
         for pt in [None, *points]:
             k = key(vc, pt, "true")
             mm = m[k]
@@ -512,7 +541,8 @@ def _markdown(per_vc: list[dict[str, object]], pooled: list[dict[str, object]], 
                  f"{g(r, 'p999_queued_h_guard_on')} / {g(r, 'max_queued_h_guard_on')} (ratio {g(r, 'guard_cmp_ratio')})"
                  if "guard_cmp_ratio" in r else "-")
         lines.append(
-            f"| {r['vc']} | {r['n']:,} | {r['devices']} | {r['offered_load']:.2f} | {r['fifo_avg_jct_h']} "
+            f"| {r['vc']}{' (eval-only)' if r.get('fold') == 'evaluation-only' else ''} "
+            f"| {r['n']:,} | {r['devices']} | {r['offered_load']:.2f} | {r['fifo_avg_jct_h']} "
             f"| {r['tier_s']:g} / {r['guard_ratio']} | {r['gain_true']:.2f} "
             f"| {g(r, 'gain_history') if history else '-'} "
             f"| {r['p99_jct_h_true']} / {g(r, 'p99_jct_h_history')} "

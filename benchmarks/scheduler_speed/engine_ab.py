@@ -15,7 +15,11 @@ Workloads (sized for a 2-core machine):
   --age 4000 --mode conservative``);
   ``philly-quick``: ``run_philly.py --quick``'s 36 replays, serially;
   ``philly-vc``: one Philly VC (``--vc``, ``--vc-jobs`` jobs) with the ``default`` policy
-  (attained-service tiers, suspend/resume, conservative backfill) and true durations.
+  (attained-service tiers, suspend/resume, conservative backfill) and true durations;
+  ``philly-deep``: a deep-queue prefix of the biggest VC as ``cv.py`` replays it: 6214e9's first
+  ``--deep-jobs`` jobs on the 200 devices of cv.py's sizing rule (for the whole trace), tier
+  threshold ``--deep-tier`` device-s, guard off, true durations, a start estimate at every
+  submission (``cv.simulate``, the tree's own copy).
 
     python benchmarks/scheduler_speed/engine_ab.py                  # baseline aa6be7c, 3 rounds
     python benchmarks/scheduler_speed/engine_ab.py --ref HEAD~3 --rounds 5 --only cycle
@@ -24,6 +28,7 @@ Workloads (sized for a 2-core machine):
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -38,8 +43,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("ACCEL_SHARED", ROOT.parent / "shared"))
 if "ACCEL_SHARED" not in os.environ and not (SHARED / "traces" / "philly").exists():
     SHARED = ROOT.parents[1] / "shared"
-WORKLOADS = ("cycle", "cycle-tiers", "philly-quick", "philly-vc")
+WORKLOADS = ("cycle", "cycle-tiers", "philly-quick", "philly-vc", "philly-deep")
 MAPPED = {"scheduler": "scheduler", "plugins": "plugins", "conformance": "conformance"}
+# philly-deep: the biggest VC and the devices cv.py's sizing rule gives its whole trace
+DEEP_VC, DEEP_DEVICES = "6214e9", 200
 
 
 def layout(src: Path, dest: Path) -> Path:
@@ -105,6 +112,17 @@ def worker(workload: str, tree: Path, args: argparse.Namespace) -> dict[str, flo
     import run_philly as rp  # the tree's own copy
 
     traces = str(SHARED / "traces" / "philly")
+    if workload == "philly-deep":
+        import cv  # the tree's own copy
+
+        key = cv.RunKey(DEEP_VC, "default", args.deep_tier, None, "true", DEEP_DEVICES, args.deep_jobs)
+        w0, c0 = time.perf_counter(), time.process_time()
+        run = cv.simulate(key, traces)
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        # every job's start, end, estimate and lost work: both sides must give the same schedule
+        rows = [[o.id, o.start_s, o.end_s, o.estimate_s, o.lost_s] for o in run.outcomes]
+        digest = int(hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:12], 16)
+        return {"wall": wall, "cpu": cpu, "schedule": float(digest)}
     if workload == "philly-quick":
         tasks = [rp.Task(vc, pol, est, 64, rp.QUICK["jobs"], traces, tuple(rp.HISTORY.items()))
                  for vc in rp.QUICK["vcs"] for pol in rp.POLICIES for est in ("true", "history")]
@@ -125,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queued", type=int, default=6000)
     ap.add_argument("--vc", default="0e4a51")
     ap.add_argument("--vc-jobs", type=int, default=2000)
+    ap.add_argument("--deep-jobs", type=int, default=4000, help="philly-deep: first N jobs of 6214e9")
+    ap.add_argument("--deep-tier", type=float, default=3600.0, help="philly-deep: tier threshold, device-s")
     ap.add_argument("--worker", nargs=2, metavar=("WORKLOAD", "TREE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -149,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         trees = {"old": old_src, "new": ROOT}
         paths = {side: layout(src, Path(tmp) / f"{side}-path") for side, src in trees.items()}
         passthrough = ["--hosts", str(args.hosts), "--queued", str(args.queued), "--vc", args.vc,
-                       "--vc-jobs", str(args.vc_jobs)]
+                       "--vc-jobs", str(args.vc_jobs), "--deep-jobs", str(args.deep_jobs),
+                       "--deep-tier", str(args.deep_tier)]
         results: dict[tuple[str, str], list[dict[str, float]]] = {}
         for w in names:
             for r in range(args.rounds):
@@ -161,6 +182,13 @@ def main(argv: list[str] | None = None) -> int:
                     m = json.loads(out.stdout.strip().splitlines()[-1])
                     results.setdefault((w, side), []).append(m)
                     print(f"{w:13s} round {r} {side}: wall {m['wall']:.3f} s, cpu {m['cpu']:.3f} s", flush=True)
+    for w in names:
+        digests = {m["schedule"] for side in ("old", "new") for m in results[(w, side)] if "schedule" in m}
+        if len(digests) > 1:
+            print(f"{w}: the two trees gave DIFFERENT schedules", file=sys.stderr)
+            return 1
+        if digests:
+            print(f"{w}: both trees gave the same schedule (every job's start, end, estimate, lost work)")
     print(f"\nbaseline {args.ref} vs working tree, medians of {args.rounds} alternating rounds:")
     cols = ("old wall", "new wall", "ratio", "old cpu", "new cpu", "ratio")
     print(f"{'workload':13s} " + " ".join(f"{c:>{6 if c == 'ratio' else 9}s}" for c in cols))

@@ -79,6 +79,12 @@ from ._walk import run as walk
 
 __all__ = ["CycleResult", "Job", "QueueingScheduler", "WaitEstimate"]
 
+def _first(pair: tuple[tuple[float, ...], Job]) -> tuple[float, ...]:
+    return pair[0]
+
+
+_ACTIVE = frozenset((JobState.RUNNING, JobState.PREEMPTING))  # states holding devices (``Job.active``)
+
 class QueueingScheduler:
     """Priority classes, backfill with reservations, preemption, quotas, metering, journal.
 
@@ -134,6 +140,7 @@ class QueueingScheduler:
         self._dev_mem: dict[str, int] = {}
         for c in st.classes:
             self._dev_mem.setdefault(c.model or "unknown", c.memory_bytes)
+        self._pool_free: list[int] | None = None  # per-pool sums of host_free (None: recount)
         self.host_free = np.zeros((st.n_hosts, len(names)), dtype=np.int64)
         self.host_usable = np.zeros((st.n_hosts, len(names)), dtype=np.int64)
         for h in range(st.n_hosts):
@@ -147,10 +154,16 @@ class QueueingScheduler:
         n = len(self.pools)
         self.host_free[h] = np.bincount(pools[free], minlength=n)[:n]
         self.host_usable[h] = np.bincount(pools[usable], minlength=n)[:n]
+        self._pool_free = None
 
     def pool_free(self, pool: str) -> int:
         """Fully free usable devices of ``pool``."""
-        return int(self.host_free[:, self._pool_index[pool]].sum())
+        # per-pool totals kept until ``host_free`` changes (_refresh_host, _on_placed): a walk
+        # asks for them at every queued job it examines
+        tot = self._pool_free
+        if tot is None:
+            tot = self._pool_free = [int(x) for x in self.host_free.sum(axis=0)]
+        return tot[self._pool_index[pool]]
 
     def pool_capacity(self, pool: str) -> int:
         """Usable devices of ``pool``."""
@@ -201,6 +214,7 @@ class QueueingScheduler:
             allocs.append(st.allocate(req, h, devs))
             for d in was_free:
                 self.host_free[h, self._slot_pool[h, d]] -= 1
+            self._pool_free = None
         job.allocs = allocs
         job.pool = pool
         job.state = JobState.RUNNING
@@ -296,10 +310,18 @@ class QueueingScheduler:
             return (-float(k.level), float(not job.promoted), inner, float(job.seq))
         return (-float(k.level), inner, float(job.seq))
 
-    def queue(self, now: float | None = None) -> list[Job]:
-        """Queued (and suspended) jobs in the order the next cycle examines them."""
+    def queue(self, now: float | None = None, *, upto: str | None = None) -> list[Job]:
+        """Queued (and suspended) jobs in the order the next cycle examines them; with ``upto`` (a
+        waiting job's id), only the jobs up to and including that one (what an estimate walks)."""
         t = self.now if now is None else now
-        return sorted(self._waiting.values(), key=lambda j: self.order_key(j, t))
+        keyed = [(self.order_key(j, t), j) for j in self._waiting.values()]
+        target = self._waiting.get(upto) if upto is not None else None
+        if target is not None:
+            # keys are unique (they end with the submit sequence): the prefix of the full order
+            last = self.order_key(target, t)
+            keyed = [kj for kj in keyed if kj[0] <= last]
+        keyed.sort(key=_first)
+        return [j for _, j in keyed]
 
     def running(self) -> list[Job]:
         """Jobs holding devices, in submit order."""
@@ -514,8 +536,18 @@ class QueueingScheduler:
         th = self.policy.demote_after_device_s
         if not th:
             return 0
-        # the tolerance makes a job demoted at the instant the wake-up for its threshold fires
-        return bisect.bisect_right(th, self.attained(job, now) - job.service_base + 1e-6)
+        if job.state in _ACTIVE:
+            # the tolerance makes a job demoted at the instant the wake-up for its threshold fires
+            return bisect.bisect_right(th, self.attained(job, now) - job.service_base + 1e-6)
+        # Holding no devices, its attained service is (work_s + lost_s) x share whatever ``now``
+        # is, so its tier is a function of those three fields: a deep queue asks for it many
+        # times per walk, and the memo answers exactly what the formula would.
+        memo = job.tier_memo
+        if memo is not None and memo[0] == job.work_s and memo[1] == job.lost_s and memo[2] == job.service_base:
+            return memo[3]
+        q = bisect.bisect_right(th, self.attained(job, now) - job.service_base + 1e-6)
+        job.tier_memo = (job.work_s, job.lost_s, job.service_base, q)
+        return q
 
     def next_wakeup(self, now: float | None = None) -> float | None:
         """When the next cycle should run even if nothing else happens: the earliest time a

@@ -53,6 +53,9 @@ class Job:
     last_run_s: float = 0.0
     promoted: bool = False
     service_base: float = 0.0
+    # the engine's memo of this job's tier while it holds no devices: (work_s, lost_s,
+    # service_base, tier); valid only while those three are unchanged (see ``QueueingScheduler.tier``)
+    tier_memo: tuple[float, float, float, int] | None = field(default=None, repr=False)
 
     @property
     def id(self) -> str:

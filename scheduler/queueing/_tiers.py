@@ -10,6 +10,7 @@ needs a cycle.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -139,11 +140,15 @@ class TierViews:
     class until it leaves the view's tier, against any other class for its whole duration.  It
     is not booked on its own class's earlier-tier views: those jobs may preempt it."""
 
-    __slots__ = ("_base", "_bookings", "_views", "eng", "now")
+    __slots__ = ("_active", "_base", "_bookings", "_holds", "_views", "eng", "now")
 
     def __init__(self, eng: QueueingScheduler, now: float, keys: Iterable[tuple[int, int]] = ()) -> None:
         self.eng, self.now = eng, now
+        # what every base view reads of each active job, once per walk: (job, pool, stop_at if
+        # winding down, preemptible by its class, tier, progress, attained service)
+        self._active: list[tuple[Job, str, float | None, bool, int, float, float]] | None = None
         self._base: dict[tuple[int, int], dict[str, Profile]] = {}
+        self._holds: dict[tuple[Job, int, int], tuple[float, float, float, float | None, float]] = {}
         self._views: dict[tuple[int, int], dict[str, Profile]] = {}
         self._bookings: list[tuple[str, float, Job]] = []
         # a walk builds its views up front: one built later from the live state would count
@@ -168,8 +173,50 @@ class TierViews:
         """The view without this walk's bookings."""
         key = (level, q)
         if key not in self._base:
-            self._base[key] = profiles(self.eng, self.now, level, q)
+            self._base[key] = self._profiles(level, q)
         return self._base[key]
+
+    def _profiles(self, level: int, q: int) -> dict[str, Profile]:
+        """:func:`profiles` for this walk's instant: the same ends as :func:`view_end`, with what
+        does not depend on the view (each active job's tier, progress, attained service) read once
+        per walk instead of once per view."""
+        eng, now = self.eng, self.now
+        th = eng.policy.demote_after_device_s
+        rows = self._active
+        if rows is None:
+            rows = self._active = []
+            running, winding = JobState.RUNNING, JobState.PREEMPTING
+            for v in eng._active.values():
+                if v.pool is None:
+                    continue
+                state = v.state
+                if state == winding and v.stop_at is not None:
+                    rows.append((v, v.pool, v.stop_at, False, 0, 0.0, 0.0))
+                    continue
+                # Job.progress, QueueingScheduler.attained and .tier, written out: this loop runs
+                # over every active job at every walk, and the arithmetic is theirs, term for term
+                started = v.started_at
+                done = v.work_s + max(0.0, now - started) if state in (running, winding) \
+                    and started is not None else v.work_s
+                att = (done + v.lost_s) * v.spec.compute_milli / 1000.0
+                tier = bisect.bisect_right(th, att - v.service_base + 1e-6) if th else 0
+                pre = state == running and v.spec.preemptible and v.klass.preemptible
+                rows.append((v, v.pool, None, pre, tier, done, att))
+        grace = eng.policy.grace_s
+        rel: dict[str, list[tuple[float, int]]] = {p: [] for p in eng.pools}
+        for v, pool, stop, pre, tier, done, att in rows:
+            if stop is not None:
+                end = stop
+            elif v.klass.level != level:
+                end = eng.expected_end(v, now)
+            elif pre and tier > q:
+                end = now + grace
+            else:
+                more = math.inf if q >= len(th) else \
+                    max(0.0, (th[q] - att + v.service_base) / (v.spec.compute_milli / 1000.0))
+                end = now + hold(eng, v, done, more)
+            rel[pool].append((end, v.spec.devices))
+        return {p: Profile(now, eng.pool_free(p), rel[p]) for p in eng.pools}
 
     def get(self, level: int, q: int) -> dict[str, Profile]:
         key = (level, q)
@@ -186,10 +233,21 @@ class TierViews:
 
     def hold(self, job: Job, level: int, q: int) -> float:
         """How long a queued ``job`` holds its devices against a tier-``q`` job of class ``level``."""
+        # A walk asks this for the same job several times (its own view, its fit, each booking);
+        # within one walk the duration model does not change (it learns only from finished
+        # jobs), so the answer is a function of the fields checked here.
+        key = (job, level, q)
+        seen = self._holds.get(key)
+        if seen is not None and seen[0] == job.work_s and seen[1] == job.lost_s and seen[2] == job.service_base \
+                and seen[3] == job.started_at:
+            return seen[4]
         eng = self.eng
         if job.klass.level != level:
-            return eng.duration(job)
-        return max(1.0, hold(eng, job, job.work_s, budget(eng, job, self.now, q)))
+            out = eng.duration(job)
+        else:
+            out = max(1.0, hold(eng, job, job.work_s, budget(eng, job, self.now, q)))
+        self._holds[key] = (job.work_s, job.lost_s, job.service_base, job.started_at, out)
+        return out
 
     def pair(self, job: Job, pool: str) -> TierFit:
         """What ``job`` must fit: its own view for its tier hold, and every higher class's view

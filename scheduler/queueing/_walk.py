@@ -268,7 +268,7 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
     out: dict[str, WaitEstimate] = {}
     planning = mode.planning
     for_job, start_now, book = view.for_job, view.start_now, view.book  # bound once: the loop runs per queued job
-    for job in eng.queue(now):
+    for job in eng.queue(now, upto=target):  # an estimate stops at its target: the jobs after it are not needed
         if not planning and pol.max_tests is not None and w.tests >= pol.max_tests:
             break
         w.tests += 1

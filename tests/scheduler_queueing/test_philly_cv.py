@@ -108,6 +108,23 @@ def test_fold_choice_rejects_a_bad_table_naming_what_is_wrong(cv: Any, case: str
         cv.choose(table, vcs, points, held)
 
 
+def test_evaluation_only_vcs_are_never_trained_on(cv: Any) -> None:
+    """An evaluation-only VC gets the choice made on every training VC; no fold reads its scores."""
+    rng = random.Random(11)
+    train, extra = ["a", "b", "c", "d"], ["big1", "big2"]
+    points = cv.grid((300.0, 900.0, 3600.0), (None, 8.0))
+    table = {(vc, p): rng.uniform(-1, 2) for vc in train for p in points}
+    expect_all = {p: statistics.fmean(table[(vc, p)] for vc in train) for p in points}
+    for held in [*train, *extra]:
+        rec = Recording(table)  # holds no score of an evaluation-only VC: reading one would raise
+        best, means = cv.fold_choice(rec, train, points, held)
+        assert rec.read and all(vc in train and vc != held for vc, _ in rec.read)
+        if held in extra:
+            assert means == pytest.approx(expect_all) and best == max(points, key=lambda p: expect_all[p])
+        else:  # a training VC's fold is plain leave-one-out among the training VCs
+            assert (best, means) == cv.choose(table, train, points, held)
+
+
 def _jobs(n: int, devices: int, duration: float, gap: float) -> list[TraceJob]:
     return [TraceJob(f"j{i}", i * gap, devices, duration) for i in range(n)]
 
@@ -187,11 +204,39 @@ def test_quick_profile_reports_out_of_fold_and_resumes_from_its_cache(
     assert _rows(tmp_path / "cv_per_vc_quick.csv") == per_vc
 
 
+@pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces absent")
+def test_eval_only_vc_is_reported_but_not_replayed_on_the_grid(cv: Any, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--quick", "--jobs-per-vc", "40", "--eval-only", "e13805", "--traces", str(TRACES),
+            "--out", str(tmp_path)]
+    assert cv.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "| e13805 (eval-only) |" in out
+    per_vc = {r["vc"]: r for r in _rows(tmp_path / "cv_per_vc_quick.csv")}
+    folds = _rows(tmp_path / "cv_folds_quick.csv")
+    grid_rows = _rows(tmp_path / "cv_grid_quick.csv")
+    assert set(per_vc) == {"0e4a51", "2869ce", "e13805"}
+    assert per_vc["e13805"]["fold"] == "evaluation-only" and per_vc["0e4a51"]["fold"] == "leave-one-out"
+    assert {g["vc"] for g in grid_rows} == {"0e4a51", "2869ce"}  # no grid replayed on it
+    # its fold trains on both other VCs; theirs train on each other only (never on e13805)
+    for held, train in (("e13805", ["0e4a51", "2869ce"]), ("0e4a51", ["2869ce"]), ("2869ce", ["0e4a51"])):
+        for r in (r for r in folds if r["held_out"] == held):
+            vals = [float(g["log_gain"]) for g in grid_rows if g["vc"] in train and g["policy"] != "fifo"
+                    and float(g["tier_s"]) == float(r["tier_s"]) and g["guard_ratio"] == r["guard_ratio"]]
+            assert float(r["train_mean_log_gain"]) == pytest.approx(statistics.fmean(vals), abs=1e-5)
+    cached = {p.name for p in (tmp_path / "cache").rglob("e13805_*.json.gz")}
+    chosen = next(r for r in folds if r["held_out"] == "e13805" and r["chosen"] == "1")
+    assert len(cached) == 4 and any("fifo" in n for n in cached)  # FIFO, chosen true + history, guard flipped
+    assert float(per_vc["e13805"]["tier_s"]) == float(chosen["tier_s"])
+    assert [int(r["n"]) for r in _rows(tmp_path / "cv_pooled_quick.csv")] == [120, 120]
+
+
 @pytest.mark.parametrize("bad", [["--rho", "1.5"], ["--tiers", "0"], ["--guards", "x"], ["--vcs", "nope,0e4a51"],
                                  ["--estimators", "history"], ["--vcs", "0e4a51"],
-                                 ["--workers", "0"]])
+                                 ["--workers", "0"], ["--eval-only", "nope"],
+                                 ["--eval-only", "0e4a51,2869ce"]])
 def test_bad_options_fail_in_one_line(cv: Any, bad: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    if not TRACES.is_dir() and bad[0] == "--vcs":
+    if not TRACES.is_dir() and bad[0] in ("--vcs", "--eval-only"):
         pytest.skip("shared traces absent")
     with pytest.raises(SystemExit) as exc:
         cv.main(["--quick", "--traces", str(TRACES if TRACES.is_dir() else ROOT), *bad])
