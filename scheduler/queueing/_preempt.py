@@ -164,20 +164,10 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
             continue
         if not fits(cands):
             continue
-        options = []
-        for order in (lambda v: (-v.klass.level, -lost_if(eng, v, now), v.spec.devices),
-                      lambda v: (v.spec.devices, -v.klass.level, -lost_if(eng, v, now))):
-            chosen = list(cands)
-            for v in sorted(cands, key=order):
-                rest = [x for x in chosen if x is not v]
-                if fits(rest):
-                    chosen = rest
-            options.append(chosen)
-        for chosen in options:
+        for chosen in pruned_victims(eng, cands, fits, now):
             if not chosen:
                 continue  # it fits once the grace period of earlier victims ends: no new victim
-            cost = (float(len(chosen)), sum(lost_if(eng, v, now) for v in chosen),
-                    float(max(v.klass.level for v in chosen)))
+            cost = victim_cost(eng, chosen, now)
             if best is None or cost < best[0]:
                 best = (cost, p, chosen)
     if best is None:
@@ -242,20 +232,36 @@ def _host_choice(eng: QueueingScheduler, job: Job, pool: str, cands: Sequence[Jo
         every = [v for v, _k in on_h]
         if not ok(every):
             continue
-        for order in (lambda v: (-v.klass.level, -lost_if(eng, v, now), v.spec.devices),
-                      lambda v: (v.spec.devices, -v.klass.level, -lost_if(eng, v, now))):
-            chosen = list(every)
-            for v in sorted(every, key=order):
-                rest = [x for x in chosen if x is not v]
-                if ok(rest):
-                    chosen = rest
+        for chosen in pruned_victims(eng, every, ok, now):
             if not chosen:
                 continue  # it fits there already (the pipeline chose otherwise): no victim for it
-            cost = (float(len(chosen)), sum(lost_if(eng, v, now) for v in chosen),
-                    float(max(v.klass.level for v in chosen)))
+            cost = victim_cost(eng, chosen, now)
             if best is None or cost < best[0]:
                 best = (cost, h, chosen)
     return best
+
+
+def pruned_victims(eng: QueueingScheduler, cands: Sequence[Job], fits: Callable[[Sequence[Job]], bool],
+                   now: float) -> list[list[Job]]:
+    """Two candidate victim sets: all of ``cands``, then each victim dropped (in one of two
+    orders: lowest class and least lost work first, or smallest first) whenever the job still
+    ``fits`` without it.  An empty set means no victim is needed."""
+    out: list[list[Job]] = []
+    for order in (lambda v: (-v.klass.level, -lost_if(eng, v, now), v.spec.devices),
+                  lambda v: (v.spec.devices, -v.klass.level, -lost_if(eng, v, now))):
+        chosen = list(cands)
+        for v in sorted(cands, key=order):
+            rest = [x for x in chosen if x is not v]
+            if fits(rest):
+                chosen = rest
+        out.append(chosen)
+    return out
+
+
+def victim_cost(eng: QueueingScheduler, victims: Sequence[Job], now: float) -> tuple[float, float, float]:
+    """What a victim set costs, compared lexicographically: victims, lost work, highest class."""
+    return (float(len(victims)), sum(lost_if(eng, v, now) for v in victims),
+            float(max(v.klass.level for v in victims)))
 
 
 def signal_victim(eng: QueueingScheduler, job: Job, v: Job, now: float, why: str, res: CycleResult, *,
