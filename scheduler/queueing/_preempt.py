@@ -196,7 +196,8 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
             # those victims would be preempted for nothing: also choose them host by host, with
             # the pipeline, and keep the cheapest set it accepts
             gang = _gang_choice(eng, p, cands, fits, placed, now)
-            if gang is not None and (best is None or gang[0] < best[0]):
+            # on a tie in this pool, the set chosen with the pipeline (its hosts are held for the job)
+            if gang is not None and (best is None or gang[0] < best[0] or (gang[0] == best[0] and best[1] == p)):
                 best, best_hosts = (gang[0], p, gang[2]), gang[1]
     if best is None:
         if eng._pctx is not None:
