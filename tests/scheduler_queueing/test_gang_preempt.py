@@ -92,6 +92,36 @@ def test_a_gang_preempts_where_the_pipeline_places_it_not_the_cheapest_count() -
     _check(eng, 300.0 + GRACE)
 
 
+def test_the_gangs_held_host_keeps_its_free_devices_for_it_through_the_grace() -> None:
+    eng = QueueingScheduler(cluster(3), _policy())
+    _batch(eng, "mid", 8, 0.0)
+    eng.cycle(0.0)
+    _batch(eng, "old", 6, 100.0)
+    _batch(eng, "f", 2, 100.0)  # takes the rest of a100-1 for the moment
+    eng.cycle(100.0)
+    _batch(eng, "hog", 1, 200.0, cpu_milli=HOG, preemptible=False)
+    _batch(eng, "new", 7, 200.0)
+    eng.cycle(200.0)
+    eng.finish("f", 250.0)
+    assert [_hosts(eng, j) for j in ("mid", "old", "hog", "new")] == \
+        [["a100-0"], ["a100-1"], ["a100-2"], ["a100-2"]]
+    # by count, new (7 devices, least lost) is the cheapest; the pipeline refuses the job on its
+    # devices (CPU on a100-2).  old (6 devices, beside a100-1's 2 free ones) beats mid (more lost)
+    eng.submit(job("p", 7, est=3600.0, priority_class="prod", cpu_milli=56_000), 300.0)
+    res = eng.cycle(300.0)
+    assert res.preempted == ["old"] and _preempting(eng, "old")["host"] == "a100-1"
+    _check(eng, 300.0)
+    # a short job that ends before the grace period does (backfill allows it by count) would go
+    # to a100-1's 2 free devices, which the gang needs: it is kept off the held host
+    eng.submit(job("small", 2, est=5.0, priority_class="batch", same_host=True), 310.0)
+    res = eng.cycle(310.0)
+    assert res.started == [] and eng.jobs["small"].wait == WaitReason.PLACEMENT
+    _check(eng, 310.0)
+    res = eng.cycle(300.0 + GRACE)
+    assert "p" in res.started and _hosts(eng, "p") == ["a100-1"]
+    _check(eng, 300.0 + GRACE)
+
+
 def _four_hosts(journal: str | Path = ":memory:") -> QueueingScheduler:
     """a100-0..2: ``v3``, ``v2``, ``v1`` (8 devices each, from 0, 100, 200); a100-3: a CPU hog
     and ``v0`` (7 devices, from 300).  Full."""
