@@ -13,7 +13,9 @@ A job that is not ``same_host`` is split into per-host chunks, consolidated on a
 as possible and placed all-or-nothing.  When the counts say a job fits but the pipeline
 refuses it (topology, CPU, memory, filters), it waits with reason ``placement``.  Preemption
 for a job that must run on one host chooses one host and victims there with which the pipeline
-places it (``host_fits``), and keeps that host for it while the victims wind down.
+places it (``host_fits``), and keeps that host for it while the victims wind down; a gang's
+victims are checked with a dry placement (``released``) and, where the count-based ones would
+not let it place, chosen host by host with the pipeline, its plan's hosts kept for it.
 
 The engine works in stages, one module each; this one keeps the state, the public calls, the
 queue order and placement (:mod:`._placement` turns a queued job into per-host requests and

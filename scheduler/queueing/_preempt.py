@@ -1,9 +1,11 @@
 """Preemption: the pre-check, victim choice, signalling victims, grace holds, tier preemption.
 
 :func:`try_preempt` frees devices for a job of a preempting class (or a tenant reclaiming its
-guarantee) at least cost (a job that must run on one host: on one host, checked with the
-placement pipeline, :func:`_host_choice`); :func:`preempt_tier` frees them by preempting its
-own class's later-tier jobs (attained-service tiers).  A victim is told to stop (:func:`signal_victim`, a
+guarantee) at least cost, checked with the placement pipeline: a job that must run on one host
+on one host (:func:`_host_choice`); a gang with the count-based victims when a dry placement on
+their devices succeeds (:func:`_dry_placement`), else host by host (:func:`_gang_choice`), the
+plan's hosts then kept for it.  :func:`preempt_tier` frees them by preempting its own class's
+later-tier jobs (attained-service tiers), under the same checks.  A victim is told to stop (:func:`signal_victim`, a
 ``preempting`` event) and keeps its devices for the grace period; :func:`grace_holds` derives,
 from those events alone, what each waiting preemptor is owed meanwhile, so a rebuilt engine
 holds the same.
