@@ -340,13 +340,16 @@ def _gang_choice(eng: QueueingScheduler, pool: str, cands: Sequence[Job], fits: 
             per_host.setdefault(a.host, []).append(v)
             gain[a.host] = gain.get(a.host, 0) + len(a.devices)
     free = eng.host_free[:, eng._pool_index[pool]]
-    chosen: list[Job] = []
+    # the victims of the first k hosts in that order, each once (a victim may span hosts)
+    flat: list[Job] = []
+    upto: list[int] = []  # upto[k - 1]: how many of ``flat`` the first k hosts hold
     seen: set[str] = set()
     for h in sorted(per_host, key=lambda h: (-(int(free[h]) + gain[h]), victim_cost(eng, per_host[h], now), h)):
-        chosen += [v for v in per_host[h] if v.id not in seen]
+        flat += [v for v in per_host[h] if v.id not in seen]
         seen.update(v.id for v in per_host[h])
-        if ok(chosen):
-            break
+        upto.append(len(flat))
+    k = _fewest(len(upto), lambda k: ok(flat[:upto[k - 1]]))
+    chosen = flat[:upto[k - 1]]
     best: tuple[tuple[float, ...], list[Job]] | None = None
     for victims in pruned_victims(eng, chosen, ok, now):
         if not victims:
@@ -362,22 +365,32 @@ def _gang_choice(eng: QueueingScheduler, pool: str, cands: Sequence[Job], fits: 
 
 def _first_until(order: Sequence[Job], allowed: Callable[[Job], bool],
                  ok: Callable[[Sequence[Job]], bool]) -> list[Job] | None:
-    """The first ``allowed`` candidates of ``order`` until ``ok`` accepts them, then pruned
-    (smallest first) to a minimal set ``ok`` still accepts; ``None``: none works (or none is
-    needed)."""
-    chosen: list[Job] = []
-    for v in order:
-        if allowed(v):
-            chosen.append(v)
-            if ok(chosen):
-                break
-    else:
+    """The first ``allowed`` candidates of ``order`` that ``ok`` accepts (the shortest such
+    prefix), then pruned (smallest first) to a minimal set ``ok`` still accepts; ``None``: not
+    even all of them work."""
+    cands = [v for v in order if allowed(v)]
+    if not cands or not ok(cands):
         return None
+    chosen = cands[:_fewest(len(cands), lambda k: ok(cands[:k]))]
     for v in sorted(chosen, key=lambda x: x.spec.devices):
         rest = [x for x in chosen if x is not v]
         if rest and ok(rest):
             chosen = rest
     return chosen
+
+
+def _fewest(n: int, ok: Callable[[int], bool]) -> int:
+    """The least ``k`` in 1..``n`` with ``ok(k)``, given ``ok(n)``: a binary search (victims only
+    add room, so a longer prefix of a victim order works whenever a shorter one does), which
+    costs a few dry placements where a scan would cost one per candidate."""
+    lo, hi = 0, n
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def pruned_victims(eng: QueueingScheduler, cands: Sequence[Job], fits: Callable[[Sequence[Job]], bool],
