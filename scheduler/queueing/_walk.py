@@ -219,8 +219,8 @@ class TieredView:
                 if mode.planning:
                     self.taken[pool] += n  # a planned start leaves the cluster's free counts as they are
                 return now
-            if not mode.was_refused(job, pool):
-                return None
+            if held or not mode.was_refused(job, pool):
+                return None  # (held: its victims are winding down, no new victims for the same need)
             # the pipeline refused it where the counts said it fits: victims of its class's later
             # tiers chosen with the pipeline may make room where it needs it
         else:

@@ -260,3 +260,25 @@ def test_a_tier_gang_preempts_where_the_pipeline_places_it() -> None:
     res = eng.cycle(300.0 + GRACE)
     assert "g" in res.started and _hosts(eng, "g") == ["a100-0"]
     _check(eng, 300.0 + GRACE)
+
+
+def test_a_tier_preemptor_refused_again_in_its_grace_period_takes_no_new_victim() -> None:
+    eng = QueueingScheduler(cluster(2), _tiered())
+    eng.submit(job("long", 4, est=DAY, same_host=True, cpu_milli=120_000), 0.0)
+    eng.submit(job("f", 4, est=DAY, same_host=True), 0.0)  # the rest of a100-0 for the moment
+    eng.submit(job("l2", 4, est=DAY, same_host=True, cpu_milli=120_000), 0.0)
+    eng.submit(job("keep", 4, est=DAY, same_host=True, preemptible=False), 0.0)
+    eng.cycle(0.0)
+    eng.finish("f", 100.0)
+    assert [_hosts(eng, j) for j in ("long", "l2", "keep")] == [["a100-0"], ["a100-1"], ["a100-1"]]
+    eng.submit(job("new", 4, est=3600.0, same_host=True, cpu_milli=32_000), 500.0)
+    res = eng.cycle(500.0)
+    # a100-0's 4 free devices lack CPU; l2 frees a100-1 for it
+    assert res.preempted == ["l2"] and _preempting(eng, "l2")["host"] == "a100-1"
+    # refused again while l2 winds down (a100-0 still lacks CPU): long is no new victim
+    res = eng.cycle(510.0)
+    assert res.preempted == [] and eng.jobs["long"].state == JobState.RUNNING
+    _check(eng, 510.0)
+    res = eng.cycle(500.0 + GRACE)
+    assert "new" in res.started and _hosts(eng, "new") == ["a100-1"]
+    _check(eng, 500.0 + GRACE)
