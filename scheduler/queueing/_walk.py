@@ -320,8 +320,8 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
             continue
         if refused and held is None:
             # enough devices by count, but not where the pipeline needs them (one host, CPU,
-            # memory, topology): a one-host job may preempt on one host to make room there
-            if may_preempt(eng, job) and eng.one_host(spec) and view.preempt(job, refused, mode.res):
+            # memory, topology): victims chosen with the pipeline may make room there
+            if may_preempt(eng, job) and view.preempt(job, refused, mode.res):
                 continue
             # the wait reason is set (placement); no bogus "now" reservation where it was refused
             admissible = [p for p in admissible if p not in refused]

@@ -282,3 +282,21 @@ def test_a_tier_preemptor_refused_again_in_its_grace_period_takes_no_new_victim(
     res = eng.cycle(500.0 + GRACE)
     assert "new" in res.started and _hosts(eng, "new") == ["a100-1"]
     _check(eng, 500.0 + GRACE)
+
+
+def test_a_gang_the_pipeline_refused_where_the_counts_fit_preempts_where_it_places() -> None:
+    eng = QueueingScheduler(cluster(2), _policy())
+    _batch(eng, "v", 8, 0.0)
+    _batch(eng, "hog", 1, 0.0, cpu_milli=HOG, preemptible=False)
+    eng.cycle(0.0)
+    assert _hosts(eng, "v") == ["a100-0"] and _hosts(eng, "hog") == ["a100-1"]
+    # 7 free devices on a100-1 by count, but CPU for 3 of them: refused there (placement); the
+    # count-based rule saw nothing to preempt, the pipeline places it where v runs
+    eng.submit(job("p", 7, est=3600.0, priority_class="prod", cpu_milli=56_000), 10.0)
+    res = eng.cycle(10.0)
+    assert res.preempted == ["v"] and "p" in res.reservations
+    assert _preempting(eng, "v")["host"] == "a100-0"
+    _check(eng, 10.0)
+    res = eng.cycle(10.0 + GRACE)
+    assert "p" in res.started and _hosts(eng, "p") == ["a100-0"]
+    _check(eng, 10.0 + GRACE)
