@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from accel.scheduler import ClusterState, DeviceSpec, HostSpec, TopologyConstraint, TopologyLevel
 from accel.scheduler.queueing import (
     BackfillMode,
     InClassOrder,
@@ -25,7 +26,7 @@ from accel.scheduler.queueing import (
 )
 from accel.scheduler.queueing._preempt import grace_holds
 
-from .conftest import cluster, job
+from .conftest import GIB, cluster, job
 
 CLASSES = (PriorityClass("prod", 10, InClassOrder.FIFO, preempts=True, preemptible=False),
            PriorityClass("batch", 0, InClassOrder.FIFO))
@@ -210,6 +211,36 @@ def test_a_gang_the_count_based_victims_suit_keeps_them_and_holds_no_host() -> N
     assert grace_holds(eng)["p"].hosts == ()
     res = eng.cycle(400.0 + GRACE)
     assert "p" in res.started and _hosts(eng, "p") == ["a100-2", "a100-3"]
+    _check(eng, 400.0 + GRACE)
+
+
+def _racks() -> ClusterState:
+    """h0, h2 in rack r0 and h1, h3 in rack r1, 4 devices each."""
+    specs = [HostSpec(name=f"h{h}", cpu_milli=128_000, memory_bytes=1024 * GIB, rack=f"r{h % 2}",
+                      devices=tuple(DeviceSpec(id=f"h{h}/gpu{d}", vendor="nvidia", model="A100",
+                                               memory_bytes=80 * GIB) for d in range(4)))
+             for h in range(4)]
+    return ClusterState.from_specs(specs)
+
+
+def test_a_gang_that_needs_one_rack_preempts_inside_one_rack() -> None:
+    eng = QueueingScheduler(_racks(), _policy())
+    for i, jid in enumerate(("v0", "v1", "v2", "v3")):
+        _batch(eng, jid, 4, 100.0 * i)
+        eng.cycle(100.0 * i)
+    assert [_hosts(eng, j) for j in ("v0", "v1", "v2", "v3")] == [["h0"], ["h1"], ["h2"], ["h3"]]
+    rack = TopologyConstraint(TopologyLevel.RACK, required=True)
+    eng.submit(job("p", 8, est=3600.0, priority_class="prod", topology=rack), 400.0)
+    res = eng.cycle(400.0)
+    # by count, v3 and v2 (100 s and 200 s lost) are the cheapest, but they run in two racks:
+    # the pipeline would refuse the job on their devices.  Inside one rack, v1 + v3 (r1, 400 s)
+    # beat v0 + v2 (r0, 600 s)
+    assert sorted(res.preempted) == ["v1", "v3"]
+    assert _preempting(eng, "v1")["hosts"] == ["h1", "h3"]
+    assert eng.jobs["v2"].state == JobState.RUNNING
+    _check(eng, 400.0)
+    res = eng.cycle(400.0 + GRACE)
+    assert "p" in res.started and _hosts(eng, "p") == ["h1", "h3"]
     _check(eng, 400.0 + GRACE)
 
 
