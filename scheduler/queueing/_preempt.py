@@ -216,6 +216,8 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
         why = f"preempted for {job.id} ({job.klass.name})" + (f" on {', '.join(where)}" if where else "")
         signal_victim(eng, job, v, now, why, res, hosts=where)
         prof.add(now + grace, ends[v.id], -v.spec.devices)
+        # one that was to stop before the grace period ends now holds its devices until then
+        prof.add(ends[v.id], now + grace, v.spec.devices)
     if best_hosts and grace > 0:
         eng._held_hosts[job.id] = (p, best_hosts)  # what its victims free there is kept for it
     if grace <= 0:
