@@ -13,7 +13,9 @@ A job that is not ``same_host`` is split into per-host chunks, consolidated on a
 as possible and placed all-or-nothing.  When the counts say a job fits but the pipeline
 refuses it (topology, CPU, memory, filters), it waits with reason ``placement``.  Preemption
 for a job that must run on one host chooses one host and victims there with which the pipeline
-places it (``host_fits``), and keeps that host for it while the victims wind down.
+places it (``host_fits``), and keeps that host for it while the victims wind down; a gang's
+victims are checked with a dry placement (``released``) and, where the count-based ones would
+not let it place, chosen host by host with the pipeline, its plan's hosts kept for it.
 
 The engine works in stages, one module each; this one keeps the state, the public calls, the
 queue order and placement (:mod:`._placement` turns a queued job into per-host requests and
@@ -122,9 +124,10 @@ class QueueingScheduler:
         self._ratios: deque[float] = deque(maxlen=max(1, self.policy.calibrate_window))
         self._pctx: PreemptCheck | None = None  # this cycle's preemption pre-check (built when first needed)
         self._waiting: dict[str, Job] = {}
-        # one-host preemptors whose victims are winding down -> (pool, host) kept for them: other
-        # jobs are not placed there (set by each walk from the journaled ``preempting`` events)
-        self._held_hosts: dict[str, tuple[str, int]] = {}
+        # preemptors whose victims are winding down -> (pool, hosts) kept for them (one host for a
+        # one-host job, a gang's hosts when its victims were chosen with the pipeline): other jobs
+        # are not placed there (set by each walk from the journaled ``preempting`` events)
+        self._held_hosts: dict[str, tuple[str, tuple[int, ...]]] = {}
         self._guard = (self.policy.promote_after_wait_s is not None
                        or self.policy.promote_after_wait_ratio is not None)
         self._init_pools()
@@ -221,7 +224,7 @@ class QueueingScheduler:
         job.promoted = False  # it got what it waited for; its tiers keep counting from the base
         self._waiting.pop(job.id, None)
         self._held_hosts.pop(job.id, None)
-        job.target_host = None
+        job.target_hosts = ()
         self._active[job.id] = job
         job.started_at = ev.t
         job.stop_at = None
@@ -413,19 +416,20 @@ class QueueingScheduler:
 
         pool_free = self.host_free[:, self._pool_index[pool]]
         exclude = None
-        held = [h for pid, (p, h) in self._held_hosts.items() if p == pool and pid != job.id]
+        held = [h for pid, (p, hs) in self._held_hosts.items() if p == pool and pid != job.id for h in hs]
         if held:
-            # hosts whose free devices are kept for a one-host preemptor in its grace period
+            # hosts whose free devices are kept for another preemptor in its grace period
             exclude = np.zeros(self.state.n_hosts, dtype=bool)
             exclude[held] = True
             pool_free = np.where(exclude, 0, pool_free)
         got: PlacementPlan | PlacementRefusal | None = None
-        target = self.state.host_index.get(job.target_host) if job.target_host is not None else None
-        if target is not None and (exclude is None or not exclude[target]):
-            # a one-host preemptor goes where its victims made room, when the pipeline takes it there
+        targets = [h for h in (self.state.host_index.get(name) for name in job.target_hosts)
+                   if h is not None and (exclude is None or not exclude[h])]
+        if targets:
+            # a preemptor goes where its victims made room, when the pipeline takes it there
             only = np.ones(self.state.n_hosts, dtype=bool)
-            only[target] = False
-            got = self._queue_placer.plan(make, spec.devices, split=False, topology=spec.topology,
+            only[targets] = False
+            got = self._queue_placer.plan(make, spec.devices, split=not self.one_host(spec), topology=spec.topology,
                                           pool_free=np.where(only, 0, pool_free), exclude=only, exact_counts=True)
         if not isinstance(got, PlacementPlan):
             got = self._queue_placer.plan(make, spec.devices, split=not self.one_host(spec),
@@ -451,32 +455,40 @@ class QueueingScheduler:
         """Would the pipeline put all of ``job`` on ``host`` once ``victims`` released what they
         hold there?  The victims' allocations on ``host`` are released for the check and put back
         exactly as they were (nothing is journaled, nothing else changes)."""
+        spec = job.spec
+
+        def make(i: int, k: int, n_chunks: int) -> Request:
+            return self._chunk_request(spec, pool, i, k, n_chunks)
+
+        with self.released([a for v in victims for a in v.allocs if a.host == host], pool) as pool_free:
+            return self._queue_placer.fits_host(make, spec.devices, topology=spec.topology, pool_free=pool_free,
+                                                host=host, exact_counts=True)
+
+    @contextmanager
+    def released(self, allocs: Sequence[Allocation], pool: str) -> Iterator[np.ndarray[Any, np.dtype[np.int64]]]:
+        """The cluster state as if ``allocs`` were released, for a dry placement: yields the fully
+        free devices of ``pool`` per host then.  On exit every host is put back exactly as it was
+        (nothing is journaled; the engine's own counts never change)."""
         st = self.state
-        allocs = [a for v in victims for a in v.allocs if a.host == host]
+        hosts = sorted({a.host for a in allocs})
+        saved = [(h, int(st.cpu_free[h]), int(st.mem_free[h]), int(st.pods_used[h]), st.dev_left[h].copy(),
+                  st.dev_mem_left[h].copy(), st.affinity[h].copy()) for h in hosts]
         pidx = self._pool_index[pool]
-        saved = (int(st.cpu_free[host]), int(st.mem_free[host]), int(st.pods_used[host]),
-                 st.dev_left[host].copy(), st.dev_mem_left[host].copy(), st.affinity[host].copy())
         for a in allocs:
             st.release(a)
         try:
-            pools = self._slot_pool[host]
-            free = st.dev_usable[host] & (pools == pidx) & (st.dev_left[host] == st.dev_cap[host])
             pool_free = self.host_free[:, pidx].copy()
-            pool_free[host] = int(free.sum())
-            spec = job.spec
-
-            def make(i: int, k: int, n_chunks: int) -> Request:
-                return self._chunk_request(spec, pool, i, k, n_chunks)
-
-            return self._queue_placer.fits_host(make, spec.devices, topology=spec.topology, pool_free=pool_free,
-                                                host=host, exact_counts=True)
+            for h in hosts:
+                free = st.dev_usable[h] & (self._slot_pool[h] == pidx) & (st.dev_left[h] == st.dev_cap[h])
+                pool_free[h] = int(free.sum())
+            yield pool_free
         finally:
             for a in allocs:
                 st.live[a.seq] = a
-            (st.cpu_free[host], st.mem_free[host], st.pods_used[host], st.dev_left[host], st.dev_mem_left[host],
-             st.affinity[host]) = saved
-            if allocs:
-                st._touch(host)  # score caches keyed by host version see the restored host afresh
+            for h, cpu, mem, pods, left, mem_left, aff in saved:
+                (st.cpu_free[h], st.mem_free[h], st.pods_used[h], st.dev_left[h], st.dev_mem_left[h],
+                 st.affinity[h]) = cpu, mem, pods, left, mem_left, aff
+                st._touch(h)  # score caches keyed by host version see the restored host afresh
 
     def _start(self, job: Job, pool: str, now: float, adm: Admission, reason: str) -> bool:
         chunks = self._place(job, pool)

@@ -77,11 +77,13 @@ def on_preempting(eng: QueueingScheduler, ev: Event) -> None:
     job.reason = ev.reason
     for_job = ev.data.get("for")
     job.preempted_for = str(for_job) if for_job is not None else None
-    host = ev.data.get("host")
-    job.preempted_host = str(host) if host is not None else None
+    # the hosts kept for the preemptor: ``host`` (one), ``hosts`` (a gang's; absent in older journals)
+    host, hosts = ev.data.get("host"), ev.data.get("hosts")
+    job.preempted_hosts = tuple(str(h) for h in hosts) if hosts is not None else (
+        (str(host),) if host is not None else ())
     preemptor = eng.jobs.get(job.preempted_for) if job.preempted_for is not None else None
-    if host is not None and preemptor is not None:
-        preemptor.target_host = str(host)
+    if job.preempted_hosts and preemptor is not None:
+        preemptor.target_hosts = job.preempted_hosts
 
 
 def stop(eng: QueueingScheduler, job: Job, t: float) -> None:
@@ -94,7 +96,7 @@ def stop(eng: QueueingScheduler, job: Job, t: float) -> None:
     eng.meter.stop(job.id, t)
     job.allocs = []
     job.preempted_for = None
-    job.preempted_host = None
+    job.preempted_hosts = ()
     eng._active.pop(job.id, None)
 
 
@@ -194,8 +196,10 @@ def cluster_problem(eng: QueueingScheduler, ev: Event) -> str | None:
                 if not st.dev_usable[h, s]:
                     return f"device {st.dev_ids[h][s]} is not usable at this point of the journal"
         return None
-    if ev.kind == "preempting" and "host" in d and d["host"] not in st.host_index:
-        return f"host {d['host']!r} is not in this cluster"
+    if ev.kind == "preempting":
+        for name in ([d["host"]] if "host" in d else []) + list(d.get("hosts", [])):
+            if name not in st.host_index:
+                return f"host {name!r} is not in this cluster"
     if ev.kind == "health":
         h = st.host_index.get(d["host"])
         if h is None:

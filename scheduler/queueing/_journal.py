@@ -184,6 +184,10 @@ def _labels(v: Any) -> bool:
     return isinstance(v, list) and all(isinstance(x, list) and len(x) == 2 and _str(x[0]) and _str(x[1]) for x in v)
 
 
+def _hosts(v: Any) -> bool:
+    return isinstance(v, list) and len(v) > 0 and all(_str(h) for h in v) and len(set(v)) == len(v)
+
+
 _Check = Callable[[Any], bool]
 _SPEC: dict[str, _Check] = {
     "id": _str, "tenant": _str, "devices": _nat, "pool": _str, "share": _share, "estimate_s": _num,
@@ -207,7 +211,7 @@ _PAYLOADS: dict[str, tuple[dict[str, _Check], dict[str, _Check]]] = {
     "admitted": ({"pool": _str, "borrowing": _bool}, {}),
     "placed": _PLACED,
     "resumed": _PLACED,
-    "preempting": ({"stop_at": _num, "for": _str}, {"host": _str}),
+    "preempting": ({"stop_at": _num, "for": _str}, {"host": _str, "hosts": _hosts}),
     "preempted": ({"mode": lambda v: v in {m.value for m in PreemptMode}, "keep": _num}, {}),
     "demoted": ({"tier": lambda v: _int(v) and v >= 1, "attained_device_s": _num}, {}),
     "promoted": ({"waited_s": lambda v: _num(v) and v >= 0, "base_device_s": lambda v: _num(v) and v >= 0}, {}),

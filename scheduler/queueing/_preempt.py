@@ -1,9 +1,11 @@
 """Preemption: the pre-check, victim choice, signalling victims, grace holds, tier preemption.
 
 :func:`try_preempt` frees devices for a job of a preempting class (or a tenant reclaiming its
-guarantee) at least cost (a job that must run on one host: on one host, checked with the
-placement pipeline, :func:`_host_choice`); :func:`preempt_tier` frees them by preempting its
-own class's later-tier jobs (attained-service tiers).  A victim is told to stop (:func:`signal_victim`, a
+guarantee) at least cost, checked with the placement pipeline: a job that must run on one host
+on one host (:func:`_host_choice`); a gang with the count-based victims when a dry placement on
+their devices succeeds (:func:`_dry_placement`), else host by host (:func:`_gang_choice`), the
+plan's hosts then kept for it.  :func:`preempt_tier` frees them by preempting its own class's
+later-tier jobs (attained-service tiers), under the same checks.  A victim is told to stop (:func:`signal_victim`, a
 ``preempting`` event) and keeps its devices for the grace period; :func:`grace_holds` derives,
 from those events alone, what each waiting preemptor is owed meanwhile, so a rebuilt engine
 holds the same.
@@ -11,10 +13,14 @@ holds the same.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from accel.scheduler import Request
+
+from ._placement import PlacementRefusal
 from ._profile import Profile
 from ._records import CycleResult, GraceHold, Job, PreemptCheck, Reservation
 from ._tenants import Admission, Usage
@@ -43,9 +49,11 @@ def finish_preemption(eng: QueueingScheduler, job: Job, now: float) -> None:
 def grace_holds(eng: QueueingScheduler) -> dict[str, GraceHold]:
     """Queued preemptors whose victims are still in their grace period: the pool the victims
     free, when the last of them stops, and the quota of the preemptor's own tenant they give
-    back, and for a one-host preemptor the host they free.  Derived from the victims'
-    ``preempting`` events, so a rebuilt engine sees the same."""
+    back, and the hosts kept for it (a one-host preemptor's host, or the hosts where the pipeline
+    places a gang whose victims were chosen with it).  Derived from the victims' ``preempting``
+    events, so a rebuilt engine sees the same."""
     out: dict[str, GraceHold] = {}
+    index = eng.state.host_index
     for v in eng._active.values():
         pid = v.preempted_for
         if v.state != JobState.PREEMPTING or pid is None or v.pool is None or v.stop_at is None:
@@ -53,12 +61,14 @@ def grace_holds(eng: QueueingScheduler) -> dict[str, GraceHold]:
         p = eng._waiting.get(pid)
         if p is None:
             continue  # it started some other way, or ended: nothing to hold
-        host = eng.state.host_index.get(v.preempted_host) if v.preempted_host is not None else None
-        h = out.get(pid) or GraceHold(v.pool, v.stop_at, Usage(), host)
+        h = out.get(pid) or GraceHold(v.pool, v.stop_at, Usage())
         freed = h.freed
         if v.pool == h.pool and v.spec.tenant == p.spec.tenant:
             freed = freed.plus(eng._usage(v))
-        out[pid] = GraceHold(h.pool, max(h.end, v.stop_at), freed, h.host if h.host is not None else host)
+        hosts = h.hosts
+        if v.preempted_hosts:
+            hosts = tuple(sorted(set(hosts) | {index[name] for name in v.preempted_hosts}))
+        out[pid] = GraceHold(h.pool, max(h.end, v.stop_at), freed, hosts)
     return out
 
 
@@ -83,20 +93,25 @@ def may_preempt(eng: QueueingScheduler, job: Job) -> bool:
         levels = [j.klass.level for j in eng._active.values()
                   if j.state == JobState.RUNNING and j.spec.preemptible and j.klass.preemptible]
         ctx = eng._pctx = PreemptCheck(min(levels, default=None), any(j.borrowing for j in eng._active.values()))
-    if attempt_key(eng, job) in ctx.failed:
+    if attempt_key(eng, job) in ctx.failed or (not eng.one_host(job.spec) and _count_key(job) in ctx.failed):
         return False
     by_priority = job.klass.preempts and ctx.lowest is not None and ctx.lowest < job.klass.level
     return by_priority or (ctx.borrowers and bool(eng.book.tenant(job.spec.tenant).guaranteed))
 
 
 def attempt_key(eng: QueueingScheduler, job: Job) -> Hashable:
-    """What makes two victim searches of a cycle identical: class, tenant and devices for a job
-    that may be split (the count-based rule); for a one-host job also what the pipeline checks
-    on the host (CPU, memory, share, topology, pool)."""
+    """What makes two victim searches of a cycle identical: class, tenant and devices (the
+    counts) and what the pipeline checks (CPU, memory, topology; for a one-host job also its
+    share and pool).  A job that may be split and failed on the counts alone is recorded under
+    :func:`_count_key`, which every such job of the same counts shares (the count-based rule)."""
     s = job.spec
     if not eng.one_host(s):
-        return (job.klass.level, s.tenant, s.devices)
+        return (job.klass.level, s.tenant, s.devices, s.cpu_milli, s.memory_bytes, s.topology)
     return (job.klass.level, s.tenant, s.devices, s.cpu_milli, s.memory_bytes, s.share, s.topology, s.pool)
+
+
+def _count_key(job: Job) -> Hashable:
+    return (job.klass.level, job.spec.tenant, job.spec.devices)
 
 
 def victim_ok(eng: QueueingScheduler, job: Job, v: Job, pool: str) -> bool:
@@ -123,8 +138,9 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
     tiered walk: higher classes' views); ``on_victim`` is told of each victim before it stops.
     """
     best: tuple[tuple[float, ...], str, list[Job]] | None = None
-    best_host: int | None = None
+    best_hosts: tuple[int, ...] = ()  # hosts kept for it while the victims wind down (none: counted per pool)
     one_host = eng.one_host(job.spec)
+    piped = one_host  # did the pipeline judge some victim set (else only the counts said no)
     d, n, grace = eng.duration(job), job.spec.devices, eng.policy.grace_s
     d_own = d if hold is None else hold
     end_of = end_fn or (lambda v: eng.expected_end(v, now))
@@ -160,33 +176,50 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
             got = _host_choice(eng, job, p, cands, fits, now)
             if got is not None and (best is None or got[0] < best[0]):
                 best = (got[0], p, got[2])
-                best_host = got[1]
+                best_hosts = (got[1],)
             continue
         if not fits(cands):
             continue
+        placed = _dry_placement(eng, job, p, now + grace, end_of)
+        piped = True
+        refused = False  # a count-based set on whose devices the pipeline would still refuse the job
         for chosen in pruned_victims(eng, cands, fits, now):
+            if placed(chosen) is None:
+                refused = True
+                continue
             if not chosen:
-                continue  # it fits once the grace period of earlier victims ends: no new victim
+                break  # it fits once the grace period of earlier victims ends: no new victim
             cost = victim_cost(eng, chosen, now)
             if best is None or cost < best[0]:
-                best = (cost, p, chosen)
+                best, best_hosts = (cost, p, chosen), ()
+        else:
+            if not refused:
+                continue
+            # those victims would be preempted for nothing: also choose them host by host, with
+            # the pipeline, and keep the cheapest set it accepts
+            gang = _gang_choice(eng, p, cands, fits, placed, now)
+            # on a tie in this pool, the set chosen with the pipeline (its hosts are held for the job)
+            if gang is not None and (best is None or gang[0] < best[0] or (gang[0] == best[0] and best[1] == p)):
+                best, best_hosts = (gang[0], p, gang[2]), gang[1]
     if best is None:
         if eng._pctx is not None:
-            eng._pctx.failed.add(attempt_key(eng, job))
+            eng._pctx.failed.add(attempt_key(eng, job) if piped else _count_key(job))
         return False
     _, p, victims = best
     eng._pctx = None  # running set changes: recompute the pre-check
     prof = profiles[p]
     ends = {v.id: end_of(v) for v in victims}
-    where = None if best_host is None else eng.state.host_names[best_host]
+    where = tuple(eng.state.host_names[h] for h in best_hosts)
     for v in sorted(victims, key=lambda x: x.seq):
         if on_victim is not None:
             on_victim(v)
-        why = f"preempted for {job.id} ({job.klass.name})" + ("" if where is None else f" on {where}")
-        signal_victim(eng, job, v, now, why, res, host=where)
+        why = f"preempted for {job.id} ({job.klass.name})" + (f" on {', '.join(where)}" if where else "")
+        signal_victim(eng, job, v, now, why, res, hosts=where)
         prof.add(now + grace, ends[v.id], -v.spec.devices)
-    if best_host is not None and grace > 0:
-        eng._held_hosts[job.id] = (p, best_host)  # what its victims free there is kept for it
+        # one that was to stop before the grace period ends now holds its devices until then
+        prof.add(ends[v.id], now + grace, v.spec.devices)
+    if best_hosts and grace > 0:
+        eng._held_hosts[job.id] = (p, best_hosts)  # what its victims free there is kept for it
     if grace <= 0:
         adm = eng._admit_planned(job, p, {})
         if adm.ok and eng._start(job, p, now, adm, "started by preemption"):
@@ -214,7 +247,7 @@ def _host_choice(eng: QueueingScheduler, job: Job, pool: str, cands: Sequence[Jo
         for a in v.allocs:
             per_host.setdefault(a.host, []).append((v, len(a.devices)))
     best: tuple[tuple[float, ...], int, list[Job]] | None = None
-    held = {h for pid, (p, h) in eng._held_hosts.items() if p == pool and pid != job.id}
+    held = _held_by_others(eng, job, pool)
     for h in sorted(per_host):
         if h in held:
             continue  # kept for another preemptor whose victims are winding down there
@@ -241,6 +274,127 @@ def _host_choice(eng: QueueingScheduler, job: Job, pool: str, cands: Sequence[Jo
     return best
 
 
+def _held_by_others(eng: QueueingScheduler, job: Job, pool: str) -> set[int]:
+    """Hosts of ``pool`` kept for other preemptors whose victims are winding down there."""
+    return {h for pid, (p, hosts) in eng._held_hosts.items() if p == pool and pid != job.id for h in hosts}
+
+
+def _dry_placement(eng: QueueingScheduler, job: Job, pool: str, at: float = -math.inf,
+                   end_of: Callable[[Job], float] | None = None) -> Callable[[Sequence[Job]], tuple[int, ...] | None]:
+    """The pipeline's verdict on a victim set: where it would place ``job`` in ``pool`` (split
+    over hosts when the job may be) once the victims released what they hold, and, with
+    ``end_of``, the active jobs expected to stop by ``at`` (as the counts assume): the hosts of
+    the plan, or ``None`` when it refuses.  On a host kept for another preemptor, the devices that
+    preemptor will take there count as taken.  Nothing changes (:meth:`QueueingScheduler.released`);
+    one dry run per victim set."""
+    spec = job.spec
+    # other preemptors' held hosts: their holds end by the time this job's victims stop (one grace
+    # period), and then each takes its devices there; the rest of those hosts is this job's to use
+    owed = [(hosts, max(eng.jobs[pid].spec.devices, 1)) for pid, (p, hosts) in eng._held_hosts.items()
+            if p == pool and pid != job.id]
+    memo: dict[frozenset[str], tuple[int, ...] | None] = {}
+    ending: list[Job] | None = None
+
+    def make(i: int, k: int, n_chunks: int) -> Request:
+        return eng._chunk_request(spec, pool, i, k, n_chunks)
+
+    def placed(victims: Sequence[Job]) -> tuple[int, ...] | None:
+        nonlocal ending
+        key = frozenset(v.id for v in victims)
+        if key in memo:
+            return memo[key]
+        if ending is None:
+            ending = [] if end_of is None else [v for v in eng._active.values() if end_of(v) <= at + 1e-9]
+        allocs = [a for v in victims for a in v.allocs] + [a for v in ending if v.id not in key for a in v.allocs]
+        with eng.released(allocs, pool) as pool_free:
+            for hosts, left in owed:
+                for h in hosts:
+                    k = min(left, int(pool_free[h]))
+                    pool_free[h] -= k
+                    left -= k
+            got = eng._queue_placer.plan(make, spec.devices, split=not eng.one_host(spec), topology=spec.topology,
+                                         pool_free=pool_free, exact_counts=True)
+        memo[key] = None if isinstance(got, PlacementRefusal) else tuple(sorted({c.host for c in got.chunks}))
+        return memo[key]
+
+    return placed
+
+
+def _gang_choice(eng: QueueingScheduler, pool: str, cands: Sequence[Job], fits: Callable[[Sequence[Job]], bool],
+                 placed: Callable[[Sequence[Job]], tuple[int, ...] | None],
+                 now: float) -> tuple[tuple[float, ...], tuple[int, ...], list[Job]] | None:
+    """Victims for a gang that the pipeline would refuse on the count-based victims' devices:
+    whole hosts' candidates, the hosts that gain the most devices first (then the cheapest), until
+    the pipeline places the job (``placed``) and the counts and quota admit it (``fits``); then
+    pruned in :func:`pruned_victims`' two orders, the cheaper set kept.  Returns its cost, the
+    hosts of the plan (kept for the job through the grace period) and the victims; ``None``: no
+    set works, or none is needed."""
+
+    def ok(victims: Sequence[Job]) -> bool:
+        return fits(victims) and placed(victims) is not None
+
+    if not ok(cands):
+        return None
+    per_host: dict[int, list[Job]] = {}
+    gain: dict[int, int] = {}
+    for v in cands:
+        for a in v.allocs:
+            per_host.setdefault(a.host, []).append(v)
+            gain[a.host] = gain.get(a.host, 0) + len(a.devices)
+    free = eng.host_free[:, eng._pool_index[pool]]
+    # the victims of the first k hosts in that order, each once (a victim may span hosts)
+    flat: list[Job] = []
+    upto: list[int] = []  # upto[k - 1]: how many of ``flat`` the first k hosts hold
+    seen: set[str] = set()
+    for h in sorted(per_host, key=lambda h: (-(int(free[h]) + gain[h]), victim_cost(eng, per_host[h], now), h)):
+        flat += [v for v in per_host[h] if v.id not in seen]
+        seen.update(v.id for v in per_host[h])
+        upto.append(len(flat))
+    k = _fewest(len(upto), lambda k: ok(flat[:upto[k - 1]]))
+    chosen = flat[:upto[k - 1]]
+    best: tuple[tuple[float, ...], list[Job]] | None = None
+    for victims in pruned_victims(eng, chosen, ok, now):
+        if not victims:
+            return None  # the pipeline places it with the victims already winding down
+        cost = victim_cost(eng, victims, now)
+        if best is None or cost < best[0]:
+            best = (cost, victims)
+    assert best is not None
+    hosts = placed(best[1])
+    assert hosts is not None  # ok() held for it
+    return best[0], hosts, best[1]
+
+
+def _first_until(order: Sequence[Job], allowed: Callable[[Job], bool],
+                 ok: Callable[[Sequence[Job]], bool]) -> list[Job] | None:
+    """The first ``allowed`` candidates of ``order`` that ``ok`` accepts (the shortest such
+    prefix), then pruned (smallest first) to a minimal set ``ok`` still accepts; ``None``: not
+    even all of them work."""
+    cands = [v for v in order if allowed(v)]
+    if not cands or not ok(cands):
+        return None
+    chosen = cands[:_fewest(len(cands), lambda k: ok(cands[:k]))]
+    for v in sorted(chosen, key=lambda x: x.spec.devices):
+        rest = [x for x in chosen if x is not v]
+        if rest and ok(rest):
+            chosen = rest
+    return chosen
+
+
+def _fewest(n: int, ok: Callable[[int], bool]) -> int:
+    """The least ``k`` in 1..``n`` with ``ok(k)``, given ``ok(n)``: a binary search (victims only
+    add room, so a longer prefix of a victim order works whenever a shorter one does), which
+    costs a few dry placements where a scan would cost one per candidate."""
+    lo, hi = 0, n
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def pruned_victims(eng: QueueingScheduler, cands: Sequence[Job], fits: Callable[[Sequence[Job]], bool],
                    now: float) -> list[list[Job]]:
     """Two candidate victim sets: all of ``cands``, then each victim dropped (in one of two
@@ -265,13 +419,16 @@ def victim_cost(eng: QueueingScheduler, victims: Sequence[Job], now: float) -> t
 
 
 def signal_victim(eng: QueueingScheduler, job: Job, v: Job, now: float, why: str, res: CycleResult, *,
-                  host: str | None = None) -> None:
+                  hosts: Sequence[str] = ()) -> None:
     """Tell victim ``v`` to stop for ``job``: it keeps its devices for the grace period (none:
-    it stops now).  ``host``: the host it frees for a one-host ``job`` (kept for it meanwhile)."""
+    it stops now).  ``hosts``: where the pipeline places ``job`` once its victims are gone (kept
+    for it meanwhile): journaled as ``host`` when one, as ``hosts`` (a gang's) when several."""
     grace = eng.policy.grace_s
     data: dict[str, object] = {"stop_at": now + grace, "for": job.id}
-    if host is not None:
-        data["host"] = host
+    if len(hosts) == 1:
+        data["host"] = hosts[0]
+    elif hosts:
+        data["hosts"] = list(hosts)
     eng._emit(now, v.id, "preempting", why, data)
     res.preempted.append(v.id)
     if grace <= 0:
@@ -329,20 +486,22 @@ def preempt_tier(eng: QueueingScheduler, job: Job, pool: str, q: int, now: float
 
     single = eng.one_host(job.spec)
     best: list[Job] | None = None
-    best_host: int | None = None
+    best_hosts: tuple[int, ...] = ()  # kept for it while the victims wind down (none: counted per pool)
+    per_host: dict[int, list[tuple[Job, int]]] = {}
+    retry: list[int] = []  # where the counts suffice but the pipeline refused (a gang: -1, the pool)
     scopes: list[tuple[int, int, Iterable[tuple[Job, int]]]]
     if single:  # all on one host: only hosts where some candidate runs
-        per_host: dict[int, list[tuple[Job, int]]] = {}
         for v in order:
             for a in v.allocs:
                 per_host.setdefault(a.host, []).append((v, len(a.devices)))
-        held = {h for pid, (p, h) in eng._held_hosts.items() if p == pool and pid != job.id}
+        held = _held_by_others(eng, job, pool)
         scopes = [(h, int(eng.host_free[h, pidx]), lst) for h, lst in sorted(per_host.items()) if h not in held]
     else:  # lazily: the walk stops as soon as enough devices are found
         scopes = [(-1, eng.pool_free(pool), ((v, v.spec.devices) for v in order))]
     for h, free, lst in scopes:
         need = n - free
         if need <= 0:
+            retry.append(h)  # enough free devices, yet it waits: the pipeline refused it
             continue
         chosen: list[tuple[Job, int]] = []
         got = 0
@@ -362,24 +521,48 @@ def preempt_tier(eng: QueueingScheduler, job: Job, pool: str, q: int, now: float
             continue
         victims = [v for v, _k in chosen]
         if single and not eng.host_fits(job, pool, h, victims):
-            continue  # enough devices there, but the pipeline would not place it (CPU, memory, topology)
-        best, best_host = victims, (h if single else None)
+            retry.append(h)  # enough devices there, but the pipeline would not place it (CPU, memory, topology)
+            continue
+        best, best_hosts = victims, ((h,) if single else ())
+    placed = None if single else _dry_placement(eng, job, pool)
+    if placed is not None and best is not None and placed(best) is None:
+        best, retry = None, [-1]  # the count-based victims would be preempted for nothing
+    if best is None and retry:
+        # victims chosen with the pipeline: in victim order until it places the job, then pruned
+        if placed is not None:
+            free_now = eng.pool_free(pool)
+
+            def gang_ok(vs: Sequence[Job]) -> bool:
+                return free_now + sum(v.spec.devices for v in vs) >= n and placed(vs) is not None
+
+            best = _first_until(list(order), allowed, gang_ok)
+            best_hosts = () if best is None else (placed(best) or ())
+        for h in sorted(retry) if single else ():
+            on_h = dict(per_host[h])
+            free_h = int(eng.host_free[h, pidx])
+
+            def host_ok(vs: Sequence[Job], h: int = h, free_h: int = free_h, on_h: dict[Job, int] = on_h) -> bool:
+                return free_h + sum(on_h[v] for v in vs) >= n and eng.host_fits(job, pool, h, vs)
+
+            got_h = _first_until(list(on_h), allowed, host_ok)
+            if got_h is not None and (best is None or len(got_h) < len(best)):
+                best, best_hosts = got_h, (h,)
     if not best or (check is not None and not check(best)):
         return None
     eng._pctx = None
     grace = eng.policy.grace_s
     for v in best:
         order.remove(v)  # never a candidate again in this walk
-    where = None if best_host is None else eng.state.host_names[best_host]
+    where = tuple(eng.state.host_names[h] for h in best_hosts)
     for v in sorted(best, key=lambda x: x.seq):
         if on_victim is not None:
             on_victim(v)
         journal_demotion(eng, v, now)
         signal_victim(eng, job, v, now, f"preempted for {job.id}: tier {q} goes before tier "
                             f"{eng.tier(v, now)} ({eng.attained(v, now):.0f} device-s attained)"
-                            + ("" if where is None else f" on {where}"), res, host=where)
-    if best_host is not None and grace > 0:
-        eng._held_hosts[job.id] = (pool, best_host)  # what its victims free there is kept for it
+                            + (f" on {', '.join(where)}" if where else ""), res, hosts=where)
+    if best_hosts and grace > 0:
+        eng._held_hosts[job.id] = (pool, best_hosts)  # what its victims free there is kept for it
     if grace <= 0 and eng._start(job, pool, now, adm, "started by preemption"):
         res.started.append(job.id)
         return now

@@ -45,8 +45,10 @@ class Job:
     estimate_at_submit: float | None = None
     tier_seen: int = 0  # the attained-service tier last journaled (``demoted`` events)
     preempted_for: str | None = None  # while in its grace period: the job it was preempted for
-    preempted_host: str | None = None  # and the host it frees for that job (one-host preemptors only)
-    target_host: str | None = None  # a one-host preemptor: the host its victims freed, tried first when placed
+    # and the hosts it frees for that job, kept for it (a one-host preemptor, or a gang whose victims
+    # were chosen with the placement pipeline); empty: counted per pool
+    preempted_hosts: tuple[str, ...] = ()
+    target_hosts: tuple[str, ...] = ()  # such a preemptor: the hosts its victims freed, tried first when placed
     # starvation guard (Policy.promote_after_wait_*): when it last entered the queue, how long
     # its last run lasted, whether it waits promoted, and the attained service its tiers count from
     queued_at: float = 0.0
@@ -109,9 +111,10 @@ class GraceHold:
     pool: str
     end: float
     freed: Usage
-    # a one-host preemptor (same_host, a share, an in-host topology): the host its victims free,
-    # kept for it (other jobs are not placed there) until they stop; ``None``: counted per pool
-    host: int | None = None
+    # the hosts its victims free, kept for it (other jobs are not placed there) until they stop: a
+    # one-host preemptor's host (same_host, a share, an in-host topology), or the hosts where the
+    # pipeline places a gang whose victims were chosen with it; empty: counted per pool
+    hosts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

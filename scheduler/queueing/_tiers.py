@@ -168,6 +168,8 @@ class TierViews:
             end = view_end(self.eng, v, self.now, level, q)
             if end > t:
                 view[v.pool].add(t, end, -v.spec.devices)
+            elif end < t:  # it was to stop before the grace period ends: it now holds them until then
+                view[v.pool].add(end, t, v.spec.devices)
 
     def base(self, level: int, q: int) -> dict[str, Profile]:
         """The view without this walk's bookings."""

@@ -213,16 +213,22 @@ class TieredView:
         if held and not (eng.pool_free(pool) - self.taken[pool] >= n and fit.fits(now, n)):
             return None  # its victims are winding down: no new victims for the same need
         if eng.pool_free(pool) - self.taken[pool] >= n:
-            if not fit.fits(now, n) or not mode.start(job, pool, adm):
+            if not fit.fits(now, n):
                 return None
+            if mode.start(job, pool, adm):
+                if mode.planning:
+                    self.taken[pool] += n  # a planned start leaves the cluster's free counts as they are
+                return now
+            if held or not mode.was_refused(job, pool):
+                return None  # (held: its victims are winding down, no new victims for the same need)
+            # the pipeline refused it where the counts said it fits: victims of its class's later
+            # tiers chosen with the pipeline may make room where it needs it
+        else:
+            grace = eng.policy.grace_s
+            if not fit.own.fits(now + grace, fit.hold, n):
+                return None  # not even by preempting its class's later tiers
             if mode.planning:
-                self.taken[pool] += n  # a planned start leaves the cluster's free counts as they are
-            return now
-        grace = eng.policy.grace_s
-        if not fit.own.fits(now + grace, fit.hold, n):
-            return None  # not even by preempting its class's later tiers
-        if mode.planning:
-            return now + grace  # it would preempt later-tier jobs (planning: victims not chosen)
+                return now + grace  # it would preempt later-tier jobs (planning: victims not chosen)
         level, q = self._level_tier(job)
         vkey = (level, pool, q)
         if vkey not in self.victims:
@@ -260,8 +266,8 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
     view = view_for(eng, now)
     eng._pctx = None
     w = WalkState(grace_holds(eng) if pol.grace_s > 0 else {}, {p: 0.0 for p in eng.pools})
-    # the hosts kept for one-host preemptors in grace: no other job is placed there meanwhile
-    eng._held_hosts = {pid: (h.pool, h.host) for pid, h in w.holds.items() if h.host is not None}
+    # the hosts kept for preemptors in grace: no other job is placed there meanwhile
+    eng._held_hosts = {pid: (h.pool, h.hosts) for pid, h in w.holds.items() if h.hosts}
     mode.begin()
     target = mode.target if isinstance(mode, Plan) else None
     exact = mode.depth if isinstance(mode, Plan) else 0
@@ -314,8 +320,8 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
             continue
         if refused and held is None:
             # enough devices by count, but not where the pipeline needs them (one host, CPU,
-            # memory, topology): a one-host job may preempt on one host to make room there
-            if may_preempt(eng, job) and eng.one_host(spec) and view.preempt(job, refused, mode.res):
+            # memory, topology): victims chosen with the pipeline may make room there
+            if may_preempt(eng, job) and view.preempt(job, refused, mode.res):
                 continue
             # the wait reason is set (placement); no bogus "now" reservation where it was refused
             admissible = [p for p in admissible if p not in refused]

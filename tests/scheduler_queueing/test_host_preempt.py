@@ -6,6 +6,7 @@ from pathlib import Path
 
 from accel.scheduler import Share, TopologyConstraint, TopologyLevel
 from accel.scheduler.queueing import (
+    BackfillMode,
     InClassOrder,
     JobState,
     Journal,
@@ -15,7 +16,9 @@ from accel.scheduler.queueing import (
     QueueingScheduler,
 )
 
-from .conftest import cluster, job
+from .conftest import GIB, cluster, job
+from .test_stateful import CLASSES as STATEFUL_CLASSES
+from .test_stateful import TENANTS
 
 CLASSES = (PriorityClass("prod", 10, InClassOrder.FIFO, preempts=True, preemptible=False),
            PriorityClass("batch", 0, InClassOrder.FIFO))
@@ -190,3 +193,46 @@ def test_a_required_in_host_topology_makes_a_job_one_host() -> None:
     res = eng.cycle(300.0 + GRACE)
     assert "p" in res.started and _hosts(eng, "p") == ["a100-2"]
     _check(eng, 300.0 + GRACE)
+
+
+def test_a_victim_that_was_to_stop_before_the_grace_ends_holds_its_devices_until_then() -> None:
+    """Found by the stateful test: a one-host preemptor took a victim expected to stop before
+    the grace period would end; the views still freed its devices at that earlier time, so a
+    later job was reserved on them and the reservation did not hold."""
+    eng = QueueingScheduler(cluster(3, per_host=4), Policy(
+        classes=STATEFUL_CLASSES, backfill=BackfillMode.EASY, preempt_mode=PreemptMode.REQUEUE, grace_s=GRACE,
+        default_class="batch", plan_depth=8, demote_after_device_s=(300.0,)), tenants=TENANTS)
+    share = Share(400, 8 * GIB)
+    n = 0
+
+    def sub(devices: int, klass: str, tenant: str, now: float, *, shared: bool = False) -> None:
+        nonlocal n
+        n += 1
+        eng.submit(job(f"j{n}", devices, est=30.0, priority_class=klass, tenant=tenant,
+                       share=share if shared else None), now, estimate=n % 3 == 0)
+
+    def cycle(now: float) -> None:
+        eng.cycle(now)
+        eng.verify_reservations(now)
+        eng.check_invariants()
+
+    sub(1, "prod", "a", 0.0, shared=True)
+    cycle(0.0)
+    sub(7, "prod", "a", 0.0)
+    sub(1, "prod", "a", 0.0)
+    for _ in range(4):
+        cycle(0.0)
+    sub(1, "prod", "a", 0.0)
+    cycle(0.0)
+    sub(2, "batch", "a", 0.0)
+    for t in (40.0, 40.0, 50.0, 50.0, 50.0):
+        cycle(t)
+    sub(1, "prod", "a", 50.0)
+    sub(1, "prod", "b", 50.0, shared=True)
+    sub(1, "prod", "a", 50.0)
+    res = eng.cycle(50.0)
+    # j5 (batch, expected to stop at 70) is the victim on a100-0 of the share j7; it now holds
+    # its devices until 80, and j8's reservation is made around that
+    assert "j5" in res.preempted
+    eng.verify_reservations(50.0)
+    eng.check_invariants()

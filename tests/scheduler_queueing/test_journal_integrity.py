@@ -169,6 +169,12 @@ ROW_CASES: list[tuple[str, Callable[[list[Row]], list[Row]], str]] = [
     ("unknown priority class", _with(0, data=json.dumps({"spec": {**json.loads(GOOD[0][4])["spec"],
                                                                   "priority_class": "gold"}})),
      "event 1 (submitted): does not apply to this cluster and policy: unknown priority class 'gold'"),
+    ("preempting for a gang on an unknown host", _insert(5, (20.0, "a", "preempting", "", json.dumps(
+        {"for": "c", "stop_at": 500.0, "hosts": ["a100-1", "nohost"]}))),
+     "event 6 (preempting): host 'nohost' is not in this cluster"),
+    ("preempting for a gang on no host", _insert(5, (20.0, "a", "preempting", "", json.dumps(
+        {"for": "c", "stop_at": 500.0, "hosts": []}))),
+     "event 6 (preempting): payload field hosts has a bad value []"),
     ("health of an unknown host", _insert(8, (3600.0, None, "health", "", json.dumps(
         {"host": "nohost", "slot": 0, "usable": False, "degraded": False, "device": "x"}))),
      "event 9 (health): host 'nohost' is not in this cluster"),
