@@ -30,8 +30,8 @@ from ._types import JobState, PreemptMode
 if TYPE_CHECKING:
     from ._engine import QueueingScheduler
 
-__all__ = ["attempt_key", "claim", "finish_preemption", "grace_holds", "lost_if", "may_preempt", "preempt_tier",
-           "signal_victim", "tier_victims", "try_preempt", "try_preempt_booked", "victim_ok"]
+__all__ = ["attempt_key", "claim", "ends_in_grace", "finish_preemption", "grace_holds", "lost_if", "may_preempt",
+           "preempt_tier", "signal_victim", "tier_victims", "try_preempt", "try_preempt_booked", "victim_ok"]
 
 
 def finish_preemption(eng: QueueingScheduler, job: Job, now: float) -> None:
@@ -114,8 +114,18 @@ def _count_key(job: Job) -> Hashable:
     return (job.klass.level, job.spec.tenant, job.spec.devices)
 
 
-def victim_ok(eng: QueueingScheduler, job: Job, v: Job, pool: str) -> bool:
+def ends_in_grace(eng: QueueingScheduler, v: Job, now: float) -> bool:
+    """Whether running ``v`` is expected to end before a grace period starting now would: it
+    is then never a victim.  Preempted, it would hold its devices until the grace period ends
+    (a job winding down does not complete), so it would free nothing sooner, lose its work, and
+    break the reservations planned on its expected end."""
+    return eng.policy.grace_s > 0 and eng.expected_end(v, now) <= now + eng.policy.grace_s
+
+
+def victim_ok(eng: QueueingScheduler, job: Job, v: Job, pool: str, now: float) -> bool:
     if v.state != JobState.RUNNING or v.pool != pool or not (v.spec.preemptible and v.klass.preemptible):
+        return False
+    if ends_in_grace(eng, v, now):
         return False
     use = eng._usage(v)
     if v.klass.level < job.klass.level and job.klass.preempts:
@@ -145,7 +155,7 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
     d_own = d if hold is None else hold
     end_of = end_fn or (lambda v: eng.expected_end(v, now))
     for p in pools:
-        cands = [v for v in eng.running() if victim_ok(eng, job, v, p)]
+        cands = [v for v in eng.running() if victim_ok(eng, job, v, p, now)]
         if not cands:
             continue
         prof = profiles[p]
@@ -447,7 +457,8 @@ def lost_if(eng: QueueingScheduler, v: Job, now: float) -> float:
 def tier_victims(eng: QueueingScheduler, level: int, pool: str, q: int, now: float) -> deque[Job]:
     """Running jobs a tier-``q`` job of class ``level`` may preempt in ``pool``, in victim order:
     highest tier first, then least work lost, then most devices (fewer victims)."""
-    cands = [v for v in eng._active.values() if v.pool == pool and releasable(eng, v, level, q, now)]
+    cands = [v for v in eng._active.values() if v.pool == pool and releasable(eng, v, level, q, now)
+             and not ends_in_grace(eng, v, now)]
     return deque(sorted(cands, key=lambda v: (-eng.tier(v, now), lost_if(eng, v, now), -v.spec.devices,
                                               -v.seq)))
 

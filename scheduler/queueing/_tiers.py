@@ -103,7 +103,9 @@ def view_end(eng: QueueingScheduler, v: Job, now: float, level: int, q: int) -> 
     if v.state == JobState.PREEMPTING and v.stop_at is not None:
         return v.stop_at
     if releasable(eng, v, level, q, now):
-        return now + eng.policy.grace_s
+        # preempted, it gives its devices back when the grace period ends; one expected to end
+        # sooner is never a victim (:func:`~._preempt.tier_victims`): it frees them then
+        return min(now + eng.policy.grace_s, eng.expected_end(v, now))
     if v.klass.level == level:
         return now + hold(eng, v, v.progress(now), budget(eng, v, now, q))
     return eng.expected_end(v, now)

@@ -15,6 +15,7 @@ from accel.scheduler.queueing import (
     PriorityClass,
     QueueingScheduler,
 )
+from accel.scheduler.queueing._preempt import ends_in_grace
 
 from .conftest import GIB, cluster, job
 from .test_stateful import CLASSES as STATEFUL_CLASSES
@@ -231,8 +232,14 @@ def test_a_victim_that_was_to_stop_before_the_grace_ends_holds_its_devices_until
     sub(1, "prod", "b", 50.0, shared=True)
     sub(1, "prod", "a", 50.0)
     res = eng.cycle(50.0)
-    # j5 (batch, expected to stop at 70) is the victim on a100-0 of the share j7; it now holds
-    # its devices until 80, and j8's reservation is made around that
-    assert "j5" in res.preempted
+    # j5 (batch, expected to stop at 70) was the victim on a100-0 of the share j7 and then held
+    # its devices until the grace period's end, 80, so j8's reservation had to be made around
+    # it.  Now a job expected to end before the grace period would is never a victim (it would
+    # free nothing sooner and lose its work): j5 runs on and j7 waits for it
+    assert "j5" not in res.preempted
+    assert eng.jobs["j5"].state == JobState.RUNNING
+    assert ends_in_grace(eng, eng.jobs["j5"], 50.0)
     eng.verify_reservations(50.0)
     eng.check_invariants()
+    for t in (70.0, 80.0, 100.0):
+        cycle(t)
