@@ -15,7 +15,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 
 from ._errors import InvalidRequestError, SchedulerStateError, UnknownPolicyError
 from ._fgd import TypicalPod, TypicalPods
-from ._policies import AdmitFGDPlusScorer, FGDPlusScorer
+from ._policies import AdmitFGDPlusScorer, DemandFGDPlusScorer, FGDPlusScorer
 from ._replay import (
     ReplayResult,
     TracePod,
@@ -54,6 +54,7 @@ from ._topology import (
 __all__ = [
     "MILLI",
     "AdmitFGDPlusScorer",
+    "DemandFGDPlusScorer",
     "Allocation",
     "BalancedFGDScorer",
     "BestFitScorer",

@@ -29,7 +29,7 @@ SHARED = Path(os.environ.get("ACCEL_SHARED", Path(__file__).resolve().parents[3]
 OPENB = SHARED / "traces" / "openb"
 TRACES = ("default", "gpushare40", "multigpu20", "gpuspec33", "cpu050")
 POLICIES = ("random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd", "fgd-balance", "fgd-plus",
-            "fgd-plus-admit")
+            "fgd-plus-admit", "fgd-plus-demand")
 PUBLISHED_NAME = {"random": "Random", "dot-product": "DotProd", "gpu-clustering": "GpuClustering",
                   "gpu-packing": "GpuPacking", "best-fit": "BestFit", "fgd": "FGD"}
 T = TypeVar("T")
