@@ -54,12 +54,12 @@ from ._topology import (
 __all__ = [
     "MILLI",
     "AdmitFGDPlusScorer",
-    "DemandFGDPlusScorer",
     "Allocation",
     "BalancedFGDScorer",
     "BestFitScorer",
     "ClusterState",
     "Decision",
+    "DemandFGDPlusScorer",
     "DeviceSelector",
     "DeviceSpec",
     "DotProductScorer",

@@ -431,7 +431,8 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
             if holds.sum() > self.keep_hosts * rate * free + 1:
                 continue
             after = ((n_fresh[hosts] - take >= d) & (state.cpu_free[hosts] - req.cpu_milli >= cpu)
-                     & (state.mem_free[hosts] - req.memory_bytes >= mem) & (state.pods_used[hosts] + 1 < state.pods_cap[hosts]))
+                     & (state.mem_free[hosts] - req.memory_bytes >= mem)
+                     & (state.pods_used[hosts] + 1 < state.pods_cap[hosts]))
             pen += np.where(holds[hosts] & ~after, 3 * MAX_SCORE, 0.0)
         return pen
 
