@@ -1,7 +1,7 @@
 """Replay the openb traces with the FGD paper's protocol and compare with the published numbers.
 
     python benchmarks/openb/run_openb.py --quick            # CI smoke: default trace, seed 42
-    python benchmarks/openb/run_openb.py                    # full: 5 traces x 10 seeds x 8 policies
+    python benchmarks/openb/run_openb.py                    # full: 5 traces x 10 seeds x 10 policies
 
 Writes ``curves.csv`` (allocation % per arrived % per run), ``summary.csv`` (mean at 100% and
 130% arrived next to the published mean) and ``alloc_<trace>.png`` (one curve per policy, the
