@@ -364,6 +364,7 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
         self.keep_hosts = keep_hosts
         self.min_group_devices = min_group_devices
         self._whole_per_milli = 0.0
+        self._whole_rate: FloatArray | None = None
         self._refused: set[str] = set()
         self._refused_milli = 0
         # per multi-device type: (devices, cpu, memory, pods per device milli of the workload,
@@ -375,6 +376,23 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
         dev = [r for r in (workload or ()) if r.wants_devices]
         total = float(sum(r.total_milli for r in dev))
         self._whole_per_milli = sum(r.devices for r in dev if r.devices) / total if total else 0.0
+        # with selectors in the workload, each whole-device request's devices are routed to the
+        # classes it admits, in proportion to their devices (as ``constrained_demand`` does);
+        # without, the cluster-wide rate split by devices (the same numbers, kept as computed)
+        n_cls = len(state.classes)
+        ok = state.dev_usable & (state.dev_class >= 0)
+        n_dev = np.bincount(state.dev_class[ok], minlength=n_cls)[:n_cls].astype(np.float64)
+        rate = np.zeros(n_cls)
+        routed = False
+        for r in dev:
+            if not r.devices:
+                continue
+            mask = state.class_mask(r.selector)[:n_cls] if not r.selector.is_empty else np.ones(n_cls, dtype=bool)
+            routed = routed or not bool(mask.all())
+            c = float(n_dev[mask].sum())
+            if c > 0:
+                rate += r.devices * np.where(mask, n_dev, 0.0) / c
+        self._whole_rate = rate / total if routed and total else None
         self._refused = set()
         self._refused_milli = 0
         counts: dict[tuple[int, int, int, DeviceSelector], int] = {}
@@ -402,8 +420,11 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
         n_fresh = np.bincount(state.dev_class[fresh], minlength=n_cls)[:n_cls]
         n_fresh_serving = np.bincount(state.dev_class[fresh & serves_host[:, None]], minlength=n_cls)[:n_cls]
         to_come = max(self.horizon * state.total_milli - self.arrived_estimate(state), 0.0)
-        share = n_ok / max(int(n_ok.sum()), 1)
-        needed = self.need * self._whole_per_milli * to_come * share
+        if self._whole_rate is not None:
+            needed = self.need * to_come * self._whole_rate
+        else:
+            share = n_ok / max(int(n_ok.sum()), 1)
+            needed = self.need * self._whole_per_milli * to_come * share
         if to_come <= 0:  # past the horizon: fgd-plus-admit's rule
             past: BoolArray = n_fresh < self.fresh_below * n_ok
             return past

@@ -10,6 +10,7 @@ from accel.scheduler import (
     AdmitFGDPlusScorer,
     ClusterState,
     DemandFGDPlusScorer,
+    DeviceSelector,
     DeviceSpec,
     HostSpec,
     Request,
@@ -121,3 +122,18 @@ def test_a_kept_host_still_takes_a_pod_that_fits_nowhere_else() -> None:
     assert a is not None and a.host_name.startswith("big")
     # only one big host left that holds a huge pod; the other huge pod has no host
     assert int(np.count_nonzero(state.dev_left[:2].sum(axis=1) == 8000)) == 1
+
+
+def test_with_selectors_the_need_goes_to_the_models_pods_may_use() -> None:
+    # 4 G2 + 4 T4 devices; every whole-device pod of the workload is T4-only: all the whole
+    # devices still needed are T4's (8,000 to come x 1.6 x 20/28,100 = 9.1 > 4 untouched), none G2's
+    def host(name: str, model: str) -> HostSpec:
+        return HostSpec(name, 64_000, 256 * GIB, (DeviceSpec(id=f"{name}/0", vendor="nvidia", model=model),))
+    state = ClusterState.from_specs([host(f"g{i}", "G2") for i in range(4)] + [host(f"t{i}", "T4") for i in range(4)])
+    t4 = DeviceSelector(models=("T4",))
+    workload = ([Request(f"w{i}", cpu_milli=1000, devices=1, selector=t4) for i in range(20)]
+                + [Request(f"b{i}", cpu_milli=1000, share=Share(810)) for i in range(10)])
+    sched = Scheduler(state, "fgd-plus-demand", workload=workload, seed=1)
+    assert sched.decide(Request("big-t4", cpu_milli=1000, share=Share(810), selector=t4)).host is None
+    big = sched.place(Request("big", cpu_milli=1000, share=Share(810)))
+    assert big is not None and big.host_name.startswith("g")
