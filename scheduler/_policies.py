@@ -323,21 +323,22 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
     Like ``fgd-plus-admit`` it may **refuse a request that fits**.  Two changes:
 
     * **Demand-aware admission.**  A stranding share (see ``stranded_below``) on an untouched
-      device of model ``m``, on a host with a median whole-device pod's CPU and memory, is
-      refused while the untouched devices of ``m`` on such hosts are fewer than the whole devices
-      the pods still to come are expected to need there:
-      ``need x D x (whole devices per device milli of the workload) x (m's share of the usable
-      devices)``, where ``D`` = ``horizon`` x capacity - the demand arrived so far.  The policy
-      estimates the arrived demand as what is allocated plus what it refused itself (pods that
-      fit nowhere never reach a scorer, so their demand is missed; that is one reason to keep
-      hosts for multi-device pods, below).  A refused 810 share gains 190 milli when a
-      whole-device pod later takes the kept device and loses 810 when nothing does, so the rule
-      should make the untouched devices run out just at the horizon; ``need`` > 1 covers the
-      untouched devices that shares take too.  ``need`` = 1.6 was chosen on openb ``default``
-      seeds 42..51 (1.5 / 1.55 / 1.65 / 1.7: within 0.05 points, 1.8: -1.2 points, refusing
-      far too much); ``horizon`` = 1.0 is where the FGD protocol reads its main number (arrived
-      demand = capacity).  Past the horizon ``fgd-plus-admit``'s rule applies instead (fewer than
-      ``fresh_below`` of the model's devices untouched).
+      device of model ``m``, on a host with a median whole-device pod's CPU and memory, is refused
+      while the untouched devices of ``m`` on such hosts are fewer than the whole devices the pods
+      still to come are expected to need there: ``need x D x (whole devices per device milli of
+      the workload) x (m's share of the usable devices)`` (with selectors in the workload, each
+      whole-device request's devices count on the models it admits, split by their device counts),
+      where ``D`` = ``horizon`` x capacity - the demand arrived so far.  The policy estimates the
+      arrived demand as what is allocated plus what it refused itself (pods that fit nowhere never
+      reach a scorer, so their demand is missed; that is one reason to keep hosts for multi-device
+      pods, below).  A refused 810 share gains 190 milli when a whole-device pod later takes the
+      kept device and loses 810 when nothing does, so the rule should make the untouched devices
+      run out just at the horizon; ``need`` > 1 covers the untouched devices that shares take too.
+      ``need`` = 1.6 was chosen on openb ``default`` seeds 42..51 (1.5 / 1.55 / 1.65 / 1.7: within
+      0.07 points, 1.8: -1.2 points, refusing far too much); ``horizon`` = 1.0 is where the FGD
+      protocol reads its main number (arrived demand = capacity).  Past the horizon
+      ``fgd-plus-admit``'s rule applies instead (fewer than ``fresh_below`` of the model's devices
+      untouched).
     * **Hosts kept for multi-device pods.**  For each multi-device request type of the workload
       (``devices >= min_group_devices``, by CPU, memory and selector), while the hosts that
       could still hold one (enough untouched devices, CPU, memory and a pod slot) number at most
