@@ -368,9 +368,14 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
         self._whole_rate: FloatArray | None = None
         self._refused: set[str] = set()
         self._refused_milli = 0
-        # per multi-device type: (devices, cpu, memory, pods per device milli of the workload,
-        # hosts an empty one of which holds it)
-        self._groups: list[tuple[int, int, int, float, BoolArray]] = []
+        # per multi-device type (one row each): devices, CPU, memory, pods per device milli of
+        # the workload, and the hosts an empty one of which holds it (types x hosts)
+        self._g_dev = self._g_cpu = self._g_mem = np.zeros(0, dtype=np.int64)
+        self._g_rate = np.zeros(0)
+        self._g_able = np.zeros((0, 0), dtype=bool)
+        # which hosts could still hold each type, kept per host version (only placed-on hosts change)
+        self._g_holds = np.zeros((0, 0), dtype=bool)
+        self._g_seen = np.zeros(0, dtype=np.int64)
 
     def attach(self, state: ClusterState, workload: Sequence[Request] | None, seed: int) -> None:
         super().attach(state, workload, seed)
@@ -401,13 +406,19 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
             if r.devices >= self.min_group_devices:
                 key = (r.devices, r.cpu_milli, r.memory_bytes, r.selector)
                 counts[key] = counts.get(key, 0) + 1
-        self._groups = []
         has_dev = state.host_class >= 0
-        for (d, cpu, mem, sel), n in counts.items():
-            allowed = state.class_mask(sel)[np.maximum(state.host_class, 0)] & has_dev
-            usable = (state.dev_usable & (state.dev_class >= 0)).sum(axis=1)
-            able = allowed & (usable >= d) & (state.cpu_cap >= cpu) & (state.mem_cap >= mem) & (state.pods_cap >= 1)
-            self._groups.append((d, cpu, mem, n / total, able))
+        usable = (state.dev_usable & (state.dev_class >= 0)).sum(axis=1)
+        keys = list(counts)
+        self._g_dev = np.array([k[0] for k in keys], dtype=np.int64)
+        self._g_cpu = np.array([k[1] for k in keys], dtype=np.int64)
+        self._g_mem = np.array([k[2] for k in keys], dtype=np.int64)
+        self._g_rate = np.array([counts[k] / total for k in keys], dtype=np.float64)
+        self._g_able = np.array(
+            [state.class_mask(k[3])[np.maximum(state.host_class, 0)] & has_dev & (usable >= k[0])
+             & (state.cpu_cap >= k[1]) & (state.mem_cap >= k[2]) & (state.pods_cap >= 1) for k in keys],
+            dtype=bool).reshape(len(keys), state.n_hosts)
+        self._g_holds = np.zeros_like(self._g_able)
+        self._g_seen = np.full(state.n_hosts, -1, dtype=np.int64)
 
     def arrived_estimate(self, state: ClusterState) -> int:
         """Demand arrived so far as this policy can see it: allocated + refused by itself."""
@@ -434,9 +445,43 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
 
     def _keep_hosts_penalty(self, state: ClusterState, req: Request, hosts: IntArray,
                             slots: IntArray, fresh: BoolArray) -> FloatArray:
+        """Per host: ``3 x MAX_SCORE`` per kept multi-device type the placement would break."""
         pen = np.zeros(len(hosts))
-        if not self._groups:
+        if not len(self._g_dev):
             return pen
+        # every type at once (types x hosts): which hosts could still hold one now; only hosts
+        # whose version moved are recomputed (all of them when the scheduler runs uncached)
+        stale = (np.flatnonzero(self._g_seen != state.version) if self.incremental
+                 else np.arange(state.n_hosts, dtype=np.int64))
+        if len(stale):
+            nf = fresh[stale].sum(axis=1)
+            self._g_holds[:, stale] = (self._g_able[:, stale] & (nf[None, :] >= self._g_dev[:, None])
+                                       & (state.cpu_free[stale][None, :] >= self._g_cpu[:, None])
+                                       & (state.mem_free[stale][None, :] >= self._g_mem[:, None])
+                                       & (state.pods_used[stale] < state.pods_cap[stale])[None, :])
+            self._g_seen[stale] = state.version[stale]
+        holds = self._g_holds
+        free = float(state.total_milli - state.used_milli())
+        kept = holds.sum(axis=1) <= self.keep_hosts * self._g_rate * free + 1
+        # a pod of the kept type itself may take the host
+        kept &= ~((self._g_dev == req.devices) & (self._g_cpu == req.cpu_milli) & (self._g_mem == req.memory_bytes))
+        if not kept.any():
+            return pen
+        if req.devices:
+            take = np.full(len(hosts), req.devices, dtype=np.int64)
+        elif req.share is not None:
+            take = ((slots >= 0) & fresh[hosts, np.maximum(slots, 0)]).astype(np.int64)
+        else:
+            take = np.zeros(len(hosts), dtype=np.int64)
+        g = np.flatnonzero(kept)
+        n_fresh = fresh[hosts].sum(axis=1)
+        after = (((n_fresh - take)[None, :] >= self._g_dev[g, None])
+                 & ((state.cpu_free[hosts] - req.cpu_milli)[None, :] >= self._g_cpu[g, None])
+                 & ((state.mem_free[hosts] - req.memory_bytes)[None, :] >= self._g_mem[g, None])
+                 & (state.pods_used[hosts] + 1 < state.pods_cap[hosts])[None, :])
+        broken = (holds[g][:, hosts] & ~after).sum(axis=0)
+        pen += 3 * MAX_SCORE * broken
+        return pen
         n_fresh = fresh.sum(axis=1)
         if req.devices:
             take = np.full(len(hosts), req.devices, dtype=np.int64)
