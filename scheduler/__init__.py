@@ -15,7 +15,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 
 from ._errors import InvalidRequestError, SchedulerStateError, UnknownPolicyError
 from ._fgd import TypicalPod, TypicalPods
-from ._policies import AdmitFGDPlusScorer, FGDPlusScorer
+from ._policies import AdmitFGDPlusScorer, DemandFGDPlusScorer, FGDPlusScorer
 from ._replay import (
     ReplayResult,
     TracePod,
@@ -59,6 +59,7 @@ __all__ = [
     "BestFitScorer",
     "ClusterState",
     "Decision",
+    "DemandFGDPlusScorer",
     "DeviceSelector",
     "DeviceSpec",
     "DotProductScorer",

@@ -1,7 +1,7 @@
 """Replay the openb traces with the FGD paper's protocol and compare with the published numbers.
 
     python benchmarks/openb/run_openb.py --quick            # CI smoke: default trace, seed 42
-    python benchmarks/openb/run_openb.py                    # full: 5 traces x 10 seeds x 8 policies
+    python benchmarks/openb/run_openb.py                    # full: 5 traces x 10 seeds x 10 policies
 
 Writes ``curves.csv`` (allocation % per arrived % per run), ``summary.csv`` (mean at 100% and
 130% arrived next to the published mean) and ``alloc_<trace>.png`` (one curve per policy, the
@@ -29,7 +29,7 @@ SHARED = Path(os.environ.get("ACCEL_SHARED", Path(__file__).resolve().parents[3]
 OPENB = SHARED / "traces" / "openb"
 TRACES = ("default", "gpushare40", "multigpu20", "gpuspec33", "cpu050")
 POLICIES = ("random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd", "fgd-balance", "fgd-plus",
-            "fgd-plus-admit")
+            "fgd-plus-admit", "fgd-plus-demand")
 PUBLISHED_NAME = {"random": "Random", "dot-product": "DotProd", "gpu-clustering": "GpuClustering",
                   "gpu-packing": "GpuPacking", "best-fit": "BestFit", "fgd": "FGD"}
 T = TypeVar("T")

@@ -107,15 +107,17 @@ def test_score_cache_does_not_change_results(openb_dir: Path, policy: str) -> No
     assert fast.rescored_hosts < slow.rescored_hosts
 
 
-def test_fgd_plus_uncached_baseline_gives_the_same_results(openb_dir: Path) -> None:
+@pytest.mark.parametrize("policy", ["fgd-plus", "fgd-plus-demand"])
+def test_fgd_plus_uncached_baseline_gives_the_same_results(openb_dir: Path, policy: str) -> None:
     """fgd-plus is not cached by the scheduler (its reservation term is cluster-wide) but keeps
-    its own per-host cache, which the uncached baseline turns off: the results stay identical."""
+    its own per-host cache, which the uncached baseline turns off: the results stay identical
+    (fgd-plus-demand inherits the cache)."""
     hosts = load_openb_nodes(openb_dir / "openb_node_list_gpu_node.csv")
     pods = load_openb_pods(openb_dir / "openb_pod_list_gpuspec33.csv")
     order = openb_order(pods, CAPACITY, seed=3)[:400]
     wl = [p.request for p in pods]
-    fast = replay(hosts, order, "fgd-plus", workload=wl, seed=3)
-    slow = replay(hosts, order, "fgd-plus", workload=wl, seed=3, cache=False)
+    fast = replay(hosts, order, policy, workload=wl, seed=3)
+    slow = replay(hosts, order, policy, workload=wl, seed=3, cache=False)
     assert np.array_equal(fast.used_milli, slow.used_milli)
     assert np.array_equal(fast.placed, slow.placed)
 

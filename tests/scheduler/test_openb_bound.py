@@ -135,7 +135,8 @@ def instances(draw: st.DrawFn) -> tuple[list[HostSpec], list[Request]]:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(inst=instances(), policy=st.sampled_from(["random", "best-fit", "fgd", "gpu-packing"]), seed=st.integers(0, 9))
+@given(inst=instances(), policy=st.sampled_from(["random", "best-fit", "fgd", "gpu-packing", "fgd-plus-demand"]),
+       seed=st.integers(0, 9))
 def test_no_placement_beats_the_bound(bound: ModuleType, inst: tuple[list[HostSpec], list[Request]],
                                       policy: str, seed: int) -> None:
     hosts, reqs = inst
@@ -148,7 +149,7 @@ def test_no_placement_beats_the_bound(bound: ModuleType, inst: tuple[list[HostSp
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.sampled_from([0, 300, 450, 600, 810, 1000, 2000]), min_size=30, max_size=60),
-       policy=st.sampled_from(["best-fit", "fgd", "fgd-plus-admit"]))
+       policy=st.sampled_from(["best-fit", "fgd", "fgd-plus-admit", "fgd-plus-demand"]))
 def test_binned_bound_dominates_the_replay_metric(bound: ModuleType, sizes: list[int], policy: str) -> None:
     # 3 hosts x 2 GPUs; the metric's bins as run_openb.py computes them (binned_allocation)
     hosts = [host(f"h{i}", 2, cpu=6000) for i in range(3)]
