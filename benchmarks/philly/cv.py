@@ -35,6 +35,10 @@ point and its choice) and ``cv_grid.csv`` (the whole true-duration table, in-sam
     python benchmarks/philly/cv.py --vcs 0e4a51,103959,11cb48,2869ce,51b7ef,7f04ca,e13805,ed69ec,6c71a0 \
         --eval-only 6c71a0 --guards off --workers 2    # the committed run (README.md)
 
+``--history-at TIERS``: a diagnostic the objective cannot see (it scores JCT with true
+durations): the history estimator replayed at those thresholds on every training VC, their
+in-sample JCT and start-estimate error in ``cv_history_grid.csv``; no fold reads them.
+
 ``--eval-only VC,...``: those VCs are held out and evaluated with the choice made on all the
 other VCs (which never saw them), but no fold trains on them, so their grid is not replayed
 (FIFO, the chosen point with each estimator and the guard comparison only): the way to add the
@@ -412,6 +416,10 @@ def main(argv: list[str] | None = None) -> int:
                          "other VCs, but used for choosing in no fold (their grid is not replayed)")
     ap.add_argument("--rho", type=_rho, default=RHO, help="target offered load of the sizing rule")
     ap.add_argument("--estimators", default="true,history", help="true,history or true")
+    ap.add_argument("--history-at", type=_tiers, default=(),
+                    help="diagnostic: also replay the history estimator at these tier thresholds (guard off) on "
+                         "every training VC and write their in-sample JCT and estimate error to "
+                         "cv_history_grid.csv; no fold reads them")
     ap.add_argument("--workers", type=_workers, default=1, help="replays in parallel (processes)")
     ap.add_argument("--traces", default=str(run_philly.TRACES))
     ap.add_argument("--out", default=str(HERE / "results"))
@@ -420,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     ests = [e for e in args.estimators.split(",") if e]
     if "true" not in ests or not set(ests) <= {"true", "history"}:
         ap.error(f"argument --estimators: {args.estimators!r} must be 'true' or 'true,history'")
+    if args.history_at and "history" not in ests:
+        ap.error("argument --history-at: needs the history estimator (--estimators true,history)")
     traces = Path(args.traces)
     if not traces.is_dir():
         ap.error(f"argument --traces: {traces} is not a directory")
@@ -550,8 +560,23 @@ def main(argv: list[str] | None = None) -> int:
                               "log_gain": round(scores[(vc, pt)], 6) if pt else 0.0,
                               "max_queued_h": _h(mm["max_queued_s"]), "est_err_median": _r(mm["est_err_median"]),
                               "waited_1min": int(mm["waited_1min"]), "wall_s": round(runs[k].wall_s, 1)})
+    # the diagnostic history grid (in-sample: the estimate error the JCT objective cannot see)
+    hist_rows: list[dict[str, object]] = []
+    if args.history_at:
+        hkeys = {(vc, t): key(vc, Params(t, None), "history") for t in args.history_at for vc in train}
+        runs.update(ensure(list(hkeys.values()), str(traces), cache, args.workers, sizes))
+        for t in args.history_at:
+            for vc in [*train, None]:  # None: the training VCs pooled
+                sel = [vc] if vc else train
+                hm = metrics([o for v in sel for o in runs[hkeys[(v, t)]].outcomes])
+                fifo_jct = metrics([o for v in sel for o in runs[key(v, None, "true")].outcomes])["avg_jct_s"]
+                hist_rows.append({"vc": vc or "pooled", "tier_s": t, "n": int(hm["n"]),
+                                  "avg_jct_h": _h(hm["avg_jct_s"]), "gain": round(fifo_jct / hm["avg_jct_s"], 4),
+                                  "est_err_median": _r(hm["est_err_median"]), "waited_1min": int(hm["waited_1min"])})
     out.mkdir(parents=True, exist_ok=True)
     suffix = "_quick" if args.quick else ""
+    if hist_rows:
+        run_philly._write(out / f"cv_history_grid{suffix}.csv", hist_rows)
     run_philly._write(out / f"cv_per_vc{suffix}.csv", per_vc)
     run_philly._write(out / f"cv_pooled{suffix}.csv", pooled)
     run_philly._write(out / f"cv_folds{suffix}.csv", fold_rows)

@@ -273,6 +273,30 @@ def test_no_tier_point_runs_demotes_nothing_and_is_named_in_the_outputs(
     assert all(math.isfinite(float(g["log_gain"])) for g in grid_rows)
 
 
+@pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces absent")
+def test_history_at_is_a_diagnostic_no_fold_reads(cv: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["--quick", "--jobs-per-vc", "40", "--guards", "off", "--traces", str(TRACES)]
+    assert cv.main([*base, "--out", str(tmp_path / "plain")]) == 0
+    assert cv.main([*base, "--out", str(tmp_path / "diag"), "--history-at", "900,3600,inf"]) == 0
+    capsys.readouterr()
+    assert not (tmp_path / "plain" / "cv_history_grid_quick.csv").exists()
+    for name in ("cv_folds_quick.csv", "cv_per_vc_quick.csv", "cv_grid_quick.csv"):
+        def strip(rows: list[dict[str, str]]) -> list[dict[str, str]]:  # wall time differs between runs
+            return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
+        assert strip(_rows(tmp_path / "plain" / name)) == strip(_rows(tmp_path / "diag" / name))
+    hist = _rows(tmp_path / "diag" / "cv_history_grid_quick.csv")
+    assert [(r["vc"], r["tier_s"]) for r in hist] == [
+        (vc, t) for t in ("900.0", "3600.0", "inf") for vc in [*cv.QUICK_VCS, "pooled"]]
+    assert all(int(r["n"]) == (120 if r["vc"] == "pooled" else 40) for r in hist)
+    # at a VC's chosen point the diagnostic row is that VC's held-out history run
+    for r in _rows(tmp_path / "diag" / "cv_per_vc_quick.csv"):
+        h = next(x for x in hist if x["vc"] == r["vc"] and float(x["tier_s"]) == float(r["tier_s"]))
+        assert (h["avg_jct_h"], h["est_err_median"]) == (r["avg_jct_h_history"], r["est_err_median_history"])
+    with pytest.raises(SystemExit):
+        cv.main([*base, "--out", str(tmp_path / "x"), "--history-at", "900", "--estimators", "true"])
+    assert "argument --history-at" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("bad", [["--rho", "1.5"], ["--tiers", "0"], ["--tiers", "900,inf,900"],
                                  ["--guards", "x"], ["--vcs", "nope,0e4a51"],
                                  ["--estimators", "history"], ["--vcs", "0e4a51"],
