@@ -33,7 +33,8 @@ point and its choice) and ``cv_grid.csv`` (the whole true-duration table, in-sam
     python benchmarks/philly/cv.py --quick     # 3 VCs x 200 jobs, small grid: seconds
     python benchmarks/philly/cv.py             # 10 VCs, whole traces: core-hours (README.md)
     python benchmarks/philly/cv.py --vcs 0e4a51,103959,11cb48,2869ce,51b7ef,7f04ca,e13805,ed69ec,6c71a0 \
-        --eval-only 6c71a0 --guards off --workers 2    # the committed run (README.md)
+        --eval-only 6c71a0 --tiers 300,900,3600,14400,57600,230400,921600,inf --guards off \
+        --history-at 900,230400 --workers 2    # the committed run (README.md)
 
 ``--history-at TIERS``: a diagnostic the objective cannot see (it scores JCT with true
 durations): the history estimator replayed at those thresholds on every training VC, their
