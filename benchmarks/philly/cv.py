@@ -6,6 +6,10 @@ leave-one-VC-out cross-validation and only out-of-fold numbers are reported:
 
 1. Every VC is replayed once under FIFO and once per grid point (tier threshold x guard ratio)
    with true durations declared, on its whole trace, on a cluster sized by the rule below.
+   The tier grid ends in the *no-tier* point ``inf`` (``NO_TIERS``): the same policy (FIFO
+   inside the class, conservative backfill, the same reservations) with no demotion, so no job
+   is ever preempted; it is what a threshold beyond every job's attained service would give,
+   and lets the CV say whether tiers help at all.
 2. Fold k (one per VC): on the *other* VCs, the grid point with the largest mean of
    ``log(FIFO avg JCT / avg JCT)`` wins (ties: the first in grid order).  The objective uses
    the true-duration runs only: the tiered order reads no estimate (estimates shape only the
@@ -28,8 +32,13 @@ point and its choice) and ``cv_grid.csv`` (the whole true-duration table, in-sam
 
     python benchmarks/philly/cv.py --quick     # 3 VCs x 200 jobs, small grid: seconds
     python benchmarks/philly/cv.py             # 10 VCs, whole traces: core-hours (README.md)
-    python benchmarks/philly/cv.py --vcs 0e4a51,103959,11cb48,2869ce,51b7ef,7f04ca,e13805,ed69ec \
-        --guards off --workers 2               # the first committed run (8 VCs)
+    python benchmarks/philly/cv.py --vcs 0e4a51,103959,11cb48,2869ce,51b7ef,7f04ca,e13805,ed69ec,6c71a0 \
+        --eval-only 6c71a0 --tiers 300,900,3600,14400,57600,230400,921600,inf --guards off \
+        --history-at 900,230400 --workers 2    # the committed run (README.md)
+
+``--history-at TIERS``: a diagnostic the objective cannot see (it scores JCT with true
+durations): the history estimator replayed at those thresholds on every training VC, their
+in-sample JCT and start-estimate error in ``cv_history_grid.csv``; no fold reads them.
 
 ``--eval-only VC,...``: those VCs are held out and evaluated with the choice made on all the
 other VCs (which never saw them), but no fold trains on them, so their grid is not replayed
@@ -69,7 +78,11 @@ from accel.scheduler.queueing import (  # noqa: E402
     uniform_cluster,
 )
 
-TIERS_GRID: tuple[float, ...] = (300.0, 900.0, 3600.0, 14400.0)
+# ``NO_TIERS`` (math.inf) is the grid's end point "tiers off": the same policy (FIFO inside the
+# class, conservative backfill, the same reservations) with no demotion, hence no preemption.
+# 921,600 was added by the x4 rule of README.md (folds chose 230,400, then the top finite point)
+NO_TIERS = math.inf
+TIERS_GRID: tuple[float, ...] = (300.0, 900.0, 3600.0, 14400.0, 57600.0, 230400.0, 921600.0, NO_TIERS)
 GUARD_GRID: tuple[float | None, ...] = (None, 8.0)
 RHO = 0.8
 BASE_DEVICES = 64
@@ -92,9 +105,19 @@ class Params:
     def policy(self) -> str:
         return "default" if self.guard_ratio is None else "default-guard"
 
+    @property
+    def tiers(self) -> tuple[float, ...]:
+        """The policy's ``demote_after_device_s``: one threshold, or none for ``NO_TIERS``."""
+        return () if math.isinf(self.tier_s) else (self.tier_s,)
+
     def label(self) -> str:
         guard = "off" if self.guard_ratio is None else f"{self.guard_ratio:g}"
-        return f"tier {self.tier_s:g} / guard {guard}"
+        return f"{tier_label(self.tier_s)} / guard {guard}"
+
+
+def tier_label(tier_s: float) -> str:
+    """``tier 900`` for a threshold, ``no tiers (inf)`` for the ``NO_TIERS`` end point."""
+    return "no tiers (inf)" if math.isinf(tier_s) else f"tier {tier_s:g}"
 
 
 def grid(tiers: Sequence[float], guards: Sequence[float | None]) -> list[Params]:
@@ -214,7 +237,8 @@ def simulate(key: RunKey, traces: str) -> Run:
     else:
         if key.tier_s is None:
             raise InvalidRequestError(f"run {key.filename()}: a tiered policy needs a tier threshold")
-        policy = replace(run_philly.tiered_policy((key.tier_s,), key.overhead_s),
+        tiers = () if math.isinf(key.tier_s) else (key.tier_s,)  # NO_TIERS: no demotion at all
+        policy = replace(run_philly.tiered_policy(tiers, key.overhead_s),
                          promote_after_wait_ratio=key.guard_ratio)
     eng = QueueingScheduler(uniform_cluster(key.devices // 8, 8), policy, durations=model)
     sim = Simulator(eng, jobs, HistoryEstimator(model) if model is not None else None,
@@ -333,6 +357,21 @@ def _floats(text: str) -> tuple[float, ...]:
     return vals
 
 
+def _tiers(text: str) -> tuple[float, ...]:
+    """Tier thresholds: finite numbers > 0, and ``inf`` (or ``off``) for the no-tier end point."""
+    vals: list[float] = []
+    for part in (x.strip() for x in text.split(",") if x.strip()):
+        try:
+            vals.append(NO_TIERS if part.lower() in ("inf", "off") else _floats(part)[0])
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"{text!r}: {part!r} is neither a finite number > 0 nor 'inf'") from None
+    if not vals:
+        raise argparse.ArgumentTypeError(f"{text!r}: give at least one tier threshold or 'inf'")
+    if len(set(vals)) < len(vals):
+        raise argparse.ArgumentTypeError(f"{text!r}: a tier threshold is given twice")
+    return tuple(vals)
+
+
 def _guards(text: str) -> tuple[float | None, ...]:
     out: list[float | None] = []
     for part in (x.strip() for x in text.split(",") if x.strip()):
@@ -368,7 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vcs", default=None, help="comma-separated VC ids (default: every trace file)")
     ap.add_argument("--jobs-per-vc", type=run_philly._non_negative(int), default=None,
                     help="first N jobs per VC (default: all; --quick: 150)")
-    ap.add_argument("--tiers", type=_floats, default=None, help="tier thresholds to try, device-seconds")
+    ap.add_argument("--tiers", type=_tiers, default=None,
+                    help="tier thresholds to try, device-seconds; 'inf' = the no-tier end point (no demotion)")
     ap.add_argument("--guards", type=_guards, default=None, help="guard ratios to try ('off' = no guard)")
     ap.add_argument("--guard-report", type=run_philly._positive_or_off, default=run_philly.PROMOTE_RATIO,
                     help="also replay each held-out VC at its fold's tier with this guard ratio (or without the "
@@ -378,6 +418,10 @@ def main(argv: list[str] | None = None) -> int:
                          "other VCs, but used for choosing in no fold (their grid is not replayed)")
     ap.add_argument("--rho", type=_rho, default=RHO, help="target offered load of the sizing rule")
     ap.add_argument("--estimators", default="true,history", help="true,history or true")
+    ap.add_argument("--history-at", type=_tiers, default=(),
+                    help="diagnostic: also replay the history estimator at these tier thresholds (guard off) on "
+                         "every training VC and write their in-sample JCT and estimate error to "
+                         "cv_history_grid.csv; no fold reads them")
     ap.add_argument("--workers", type=_workers, default=1, help="replays in parallel (processes)")
     ap.add_argument("--traces", default=str(run_philly.TRACES))
     ap.add_argument("--out", default=str(HERE / "results"))
@@ -386,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
     ests = [e for e in args.estimators.split(",") if e]
     if "true" not in ests or not set(ests) <= {"true", "history"}:
         ap.error(f"argument --estimators: {args.estimators!r} must be 'true' or 'true,history'")
+    if args.history_at and "history" not in ests:
+        ap.error("argument --history-at: needs the history estimator (--estimators true,history)")
     traces = Path(args.traces)
     if not traces.is_dir():
         ap.error(f"argument --traces: {traces} is not a directory")
@@ -516,8 +562,23 @@ def main(argv: list[str] | None = None) -> int:
                               "log_gain": round(scores[(vc, pt)], 6) if pt else 0.0,
                               "max_queued_h": _h(mm["max_queued_s"]), "est_err_median": _r(mm["est_err_median"]),
                               "waited_1min": int(mm["waited_1min"]), "wall_s": round(runs[k].wall_s, 1)})
+    # the diagnostic history grid (in-sample: the estimate error the JCT objective cannot see)
+    hist_rows: list[dict[str, object]] = []
+    if args.history_at:
+        hkeys = {(vc, t): key(vc, Params(t, None), "history") for t in args.history_at for vc in train}
+        runs.update(ensure(list(hkeys.values()), str(traces), cache, args.workers, sizes))
+        for t in args.history_at:
+            for vc in [*train, None]:  # None: the training VCs pooled
+                sel = [vc] if vc else train
+                hm = metrics([o for v in sel for o in runs[hkeys[(v, t)]].outcomes])
+                fifo_jct = metrics([o for v in sel for o in runs[key(v, None, "true")].outcomes])["avg_jct_s"]
+                hist_rows.append({"vc": vc or "pooled", "tier_s": t, "n": int(hm["n"]),
+                                  "avg_jct_h": _h(hm["avg_jct_s"]), "gain": round(fifo_jct / hm["avg_jct_s"], 4),
+                                  "est_err_median": _r(hm["est_err_median"]), "waited_1min": int(hm["waited_1min"])})
     out.mkdir(parents=True, exist_ok=True)
     suffix = "_quick" if args.quick else ""
+    if hist_rows:
+        run_philly._write(out / f"cv_history_grid{suffix}.csv", hist_rows)
     run_philly._write(out / f"cv_per_vc{suffix}.csv", per_vc)
     run_philly._write(out / f"cv_pooled{suffix}.csv", pooled)
     run_philly._write(out / f"cv_folds{suffix}.csv", fold_rows)

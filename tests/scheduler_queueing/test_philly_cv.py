@@ -231,7 +231,74 @@ def test_eval_only_vc_is_reported_but_not_replayed_on_the_grid(cv: Any, tmp_path
     assert [int(r["n"]) for r in _rows(tmp_path / "cv_pooled_quick.csv")] == [120, 120]
 
 
-@pytest.mark.parametrize("bad", [["--rho", "1.5"], ["--tiers", "0"], ["--guards", "x"], ["--vcs", "nope,0e4a51"],
+def test_no_tier_point_is_a_grid_point_with_a_clear_name(cv: Any) -> None:
+    assert cv.TIERS_GRID[-1] == cv.NO_TIERS == math.inf and list(cv.TIERS_GRID[:-1]) == sorted(cv.TIERS_GRID[:-1])
+    p = cv.Params(cv.NO_TIERS, None)
+    assert p.tiers == () and cv.Params(900.0, 8.0).tiers == (900.0,)
+    assert p.label() == "no tiers (inf) / guard off" and cv.Params(900.0, 8.0).label() == "tier 900 / guard 8"
+    key = cv.RunKey("0e4a51", p.policy, p.tier_s, None, "true", 64, None)
+    assert key.filename() == "0e4a51_true_tinf-goff_d64_nall.json.gz"
+    assert cv._tiers("300, 900,INF") == (300.0, 900.0, cv.NO_TIERS) and cv._tiers("off") == (cv.NO_TIERS,)
+    for bad in ("900,900", "inf,inf", "nan", "-1", "x", ""):
+        with pytest.raises(Exception, match=repr(bad).replace("(", r"\(")):
+            cv._tiers(bad)
+
+
+@pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces absent")
+def test_no_tier_point_runs_demotes_nothing_and_is_named_in_the_outputs(
+        cv: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--tiers ...,inf``: the same policy without demotion (run_philly's tiered policy with no
+    thresholds, so no job is ever preempted), cached, chosen from like any point, named 'inf'."""
+    import run_philly
+
+    key = cv.RunKey("2869ce", "default", cv.NO_TIERS, None, "true", 64, 120)
+    mine = cv.simulate(key, str(TRACES)).outcomes
+    task = run_philly.Task("2869ce", "default", "true", 64, 120, str(TRACES), (), ())
+    assert mine == run_philly.run_one(task)[1]
+    assert len(mine) == 120 and all(o.lost_s == 0.0 for o in mine)
+    # the tiered point does preempt on the same jobs: the two points are different policies
+    tiered = cv.simulate(cv.RunKey("2869ce", "default", 900.0, None, "true", 64, 120), str(TRACES)).outcomes
+    assert any(o.lost_s > 0 for o in tiered) and tiered != mine
+
+    argv = ["--quick", "--jobs-per-vc", "40", "--tiers", "900,inf", "--guards", "off", "--traces", str(TRACES),
+            "--out", str(tmp_path)]
+    assert cv.main(argv) == 0
+    capsys.readouterr()
+    grid_rows = _rows(tmp_path / "cv_grid_quick.csv")
+    folds = _rows(tmp_path / "cv_folds_quick.csv")
+    assert {(g["vc"], g["tier_s"]) for g in grid_rows if g["policy"] != "fifo"} == {
+        (vc, t) for vc in cv.QUICK_VCS for t in ("900.0", "inf")}
+    assert {r["tier_s"] for r in folds} == {"900.0", "inf"}
+    assert len(list((tmp_path / "cache").rglob("*_true_tinf-goff_*.json.gz"))) == len(cv.QUICK_VCS)
+    assert all(math.isfinite(float(g["log_gain"])) for g in grid_rows)
+
+
+@pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces absent")
+def test_history_at_is_a_diagnostic_no_fold_reads(cv: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["--quick", "--jobs-per-vc", "40", "--guards", "off", "--traces", str(TRACES)]
+    assert cv.main([*base, "--out", str(tmp_path / "plain")]) == 0
+    assert cv.main([*base, "--out", str(tmp_path / "diag"), "--history-at", "900,3600,inf"]) == 0
+    capsys.readouterr()
+    assert not (tmp_path / "plain" / "cv_history_grid_quick.csv").exists()
+    for name in ("cv_folds_quick.csv", "cv_per_vc_quick.csv", "cv_grid_quick.csv"):
+        def strip(rows: list[dict[str, str]]) -> list[dict[str, str]]:  # wall time differs between runs
+            return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
+        assert strip(_rows(tmp_path / "plain" / name)) == strip(_rows(tmp_path / "diag" / name))
+    hist = _rows(tmp_path / "diag" / "cv_history_grid_quick.csv")
+    assert [(r["vc"], r["tier_s"]) for r in hist] == [
+        (vc, t) for t in ("900.0", "3600.0", "inf") for vc in [*cv.QUICK_VCS, "pooled"]]
+    assert all(int(r["n"]) == (120 if r["vc"] == "pooled" else 40) for r in hist)
+    # at a VC's chosen point the diagnostic row is that VC's held-out history run
+    for r in _rows(tmp_path / "diag" / "cv_per_vc_quick.csv"):
+        h = next(x for x in hist if x["vc"] == r["vc"] and float(x["tier_s"]) == float(r["tier_s"]))
+        assert (h["avg_jct_h"], h["est_err_median"]) == (r["avg_jct_h_history"], r["est_err_median_history"])
+    with pytest.raises(SystemExit):
+        cv.main([*base, "--out", str(tmp_path / "x"), "--history-at", "900", "--estimators", "true"])
+    assert "argument --history-at" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", [["--rho", "1.5"], ["--tiers", "0"], ["--tiers", "900,inf,900"],
+                                 ["--guards", "x"], ["--vcs", "nope,0e4a51"],
                                  ["--estimators", "history"], ["--vcs", "0e4a51"],
                                  ["--workers", "0"], ["--eval-only", "nope"],
                                  ["--eval-only", "0e4a51,2869ce"]])
