@@ -482,26 +482,6 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
         broken = (holds[g][:, hosts] & ~after).sum(axis=0)
         pen += 3 * MAX_SCORE * broken
         return pen
-        n_fresh = fresh.sum(axis=1)
-        if req.devices:
-            take = np.full(len(hosts), req.devices, dtype=np.int64)
-        elif req.share is not None:
-            take = ((slots >= 0) & fresh[hosts, np.maximum(slots, 0)]).astype(np.int64)
-        else:
-            take = np.zeros(len(hosts), dtype=np.int64)
-        free = float(state.total_milli - state.used_milli())
-        slot_left = state.pods_used < state.pods_cap
-        for d, cpu, mem, rate, able in self._groups:
-            if (req.devices, req.cpu_milli, req.memory_bytes) == (d, cpu, mem):
-                continue  # a pod of the kept type itself may take the host
-            holds = able & (n_fresh >= d) & (state.cpu_free >= cpu) & (state.mem_free >= mem) & slot_left
-            if holds.sum() > self.keep_hosts * rate * free + 1:
-                continue
-            after = ((n_fresh[hosts] - take >= d) & (state.cpu_free[hosts] - req.cpu_milli >= cpu)
-                     & (state.mem_free[hosts] - req.memory_bytes >= mem)
-                     & (state.pods_used[hosts] + 1 < state.pods_cap[hosts]))
-            pen += np.where(holds[hosts] & ~after, 3 * MAX_SCORE, 0.0)
-        return pen
 
     def score(self, state: ClusterState, req: Request, hosts: IntArray) -> tuple[FloatArray, IntArray]:
         base, slots = FGDPlusScorer.score(self, state, req, hosts)
