@@ -18,28 +18,13 @@ from accel.scheduler import (
     available_scorers,
     make_scorer,
 )
-
-# 190 milli left by an 810 share is stranded (1 of 41 device requests fits there, under 5%);
-# 550 left by a 450 share is not (11 of 41)
-WORKLOAD = ([Request(f"w{i}", cpu_milli=1000, devices=1) for i in range(20)]
-            + [Request(f"b{i}", cpu_milli=1000, share=Share(810)) for i in range(10)]
-            + [Request(f"h{i}", cpu_milli=1000, share=Share(450)) for i in range(10)]
-            + [Request("s0", cpu_milli=1000, share=Share(100))])
-
-
-def _cluster(n: int = 8) -> ClusterState:
-    return ClusterState.from_specs([
-        HostSpec(f"n{i}", 64_000, 256 << 30, (DeviceSpec(id=f"n{i}/0", vendor="nvidia", model="G2"),))
-        for i in range(n)])
+from tests.scheduler._stranding import WORKLOAD
+from tests.scheduler._stranding import fill_whole as _fill_whole
+from tests.scheduler._stranding import one_device_hosts as _cluster
 
 
 def _sched(state: ClusterState, policy: str = "fgd-plus-admit") -> Scheduler:
     return Scheduler(state, policy, workload=WORKLOAD, seed=1)
-
-
-def _fill_whole(sched: Scheduler, n: int) -> None:
-    for i in range(n):
-        assert sched.place(Request(f"fill{i}", cpu_milli=1000, devices=1)) is not None
 
 
 def test_registered_and_exported() -> None:

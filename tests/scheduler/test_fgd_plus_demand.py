@@ -19,25 +19,9 @@ from accel.scheduler import (
     available_scorers,
     make_scorer,
 )
-
-GIB = 1 << 30
-# 20 whole devices, 10 x 810, 10 x 450, 1 x 100 = 32,700 milli: 20 / 32,700 whole devices per milli;
-# 190 milli left by an 810 share is stranded (1 of 41 device requests fits there, under 5%)
-WORKLOAD = ([Request(f"w{i}", cpu_milli=1000, devices=1) for i in range(20)]
-            + [Request(f"b{i}", cpu_milli=1000, share=Share(810)) for i in range(10)]
-            + [Request(f"h{i}", cpu_milli=1000, share=Share(450)) for i in range(10)]
-            + [Request("s0", cpu_milli=1000, share=Share(100))])
-
-
-def _cluster(n: int = 8) -> ClusterState:
-    return ClusterState.from_specs([
-        HostSpec(f"n{i}", 64_000, 256 * GIB, (DeviceSpec(id=f"n{i}/0", vendor="nvidia", model="G2"),))
-        for i in range(n)])
-
-
-def _fill_whole(sched: Scheduler, n: int) -> None:
-    for i in range(n):
-        assert sched.place(Request(f"fill{i}", cpu_milli=1000, devices=1)) is not None
+from tests.scheduler._stranding import GIB, WORKLOAD
+from tests.scheduler._stranding import fill_whole as _fill_whole
+from tests.scheduler._stranding import one_device_hosts as _cluster
 
 
 def test_registered_and_exported() -> None:
