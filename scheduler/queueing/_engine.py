@@ -68,7 +68,7 @@ from ._meter import Bill, Meter, PriceTable, Segment
 from ._placement import IN_HOST_LEVELS, PlacementPlan, PlacementRefusal, QueuePlacer
 from ._preempt import finish_preemption
 from ._profile import Profile
-from ._records import CycleResult, Job, PreemptCheck, Reservation
+from ._records import CycleResult, Job, PreemptCheck, Reservation, WaitingJobs
 from ._tenants import Admission, Tenant, TenantBook, Usage
 from ._tiers import next_wakeup as tiers_next_wakeup
 from ._tiers import promote_at as guard_promote_at
@@ -121,7 +121,12 @@ class QueueingScheduler:
         self._req_cache: dict[tuple[str, int], Request] = {}  # requests built by _place, used by _on_placed
         self._ratios: deque[float] = deque(maxlen=max(1, self.policy.calibrate_window))
         self._pctx: PreemptCheck | None = None  # this cycle's preemption pre-check (built when first needed)
-        self._waiting: dict[str, Job] = {}
+        self._waiting = WaitingJobs()
+        # The queue order kept between calls when every class orders FIFO (see ``queue``):
+        # (key, job) sorted by key, and each listed job's key.
+        self._order: list[tuple[tuple[float, ...], Job]] = []
+        self._order_keys: dict[str, tuple[float, ...]] = {}
+        self._order_kept = all(c.order == InClassOrder.FIFO for c in self.policy.classes)
         # one-host preemptors whose victims are winding down -> (pool, host) kept for them: other
         # jobs are not placed there (set by each walk from the journaled ``preempting`` events)
         self._held_hosts: dict[str, tuple[str, int]] = {}
@@ -314,6 +319,12 @@ class QueueingScheduler:
         """Queued (and suspended) jobs in the order the next cycle examines them; with ``upto`` (a
         waiting job's id), only the jobs up to and including that one (what an estimate walks)."""
         t = self.now if now is None else now
+        if self._order_kept:
+            order = self._kept_order(t)
+            target_key = self._order_keys.get(upto) if upto is not None else None
+            if target_key is not None:
+                order = order[:bisect.bisect_right(order, target_key, key=_first)]
+            return [j for _, j in order]
         keyed = [(self.order_key(j, t), j) for j in self._waiting.values()]
         target = self._waiting.get(upto) if upto is not None else None
         if target is not None:
@@ -322,6 +333,43 @@ class QueueingScheduler:
             keyed = [kj for kj in keyed if kj[0] <= last]
         keyed.sort(key=_first)
         return [j for _, j in keyed]
+
+    def _kept_order(self, now: float) -> list[tuple[tuple[float, ...], Job]]:
+        """The waiting jobs in queue order, kept up to date from the waiting set's changes.
+
+        Exact when every class orders FIFO: a waiting job's key is then (class level, tier,
+        promoted, 0, submit sequence), and each term is fixed while the job waits.  The tier of a
+        job holding no devices is a function of its kept work, lost work and service base
+        (``tier``), and those, the promoted flag and the class change only through events that
+        also set or remove the job in ``_waiting`` (preemption, failure, requeue, promotion), so
+        a key computed when the job was last set stays the key ``order_key`` would give at any
+        later instant until it is set or removed again.  (SHORTEST reads the duration model and
+        FAIR the decayed usage, which move while a job waits: those orders are sorted afresh.)
+        """
+        changed = self._waiting.take_changed()
+        if not changed:
+            return self._order
+        order, keys, waiting = self._order, self._order_keys, self._waiting
+        if len(changed) * 8 > len(order) + 64:
+            # many changes (recovery, a burst of submissions): one sort is cheaper than inserts
+            keys.clear()
+            keyed = [(self.order_key(j, now), j) for j in waiting.values()]
+            for k, j in keyed:
+                keys[j.id] = k
+            keyed.sort(key=_first)
+            self._order = keyed
+            return keyed
+        for jid in changed:
+            old = keys.pop(jid, None)
+            if old is not None:
+                i = bisect.bisect_left(order, old, key=_first)  # keys are unique (they end with seq)
+                del order[i]
+        for jid in changed:
+            job = waiting.get(jid)
+            if job is not None:
+                k = keys[jid] = self.order_key(job, now)
+                bisect.insort(order, (k, job), key=_first)
+        return order
 
     def running(self) -> list[Job]:
         """Jobs holding devices, in submit order."""

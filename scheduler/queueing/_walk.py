@@ -268,10 +268,20 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
     out: dict[str, WaitEstimate] = {}
     planning = mode.planning
     for_job, start_now, book = view.for_job, view.start_now, view.book  # bound once: the loop runs per queued job
+    # past the reservation depth a cycle tells most jobs only why they wait: see _Settled
+    settled = _Settled(eng, view, now) if not planning and pol.backfill != BackfillMode.NONE else None
+    easy = pol.backfill == BackfillMode.EASY
     for job in eng.queue(now, upto=target):  # an estimate stops at its target: the jobs after it are not needed
         if not planning and pol.max_tests is not None and w.tests >= pol.max_tests:
             break
         w.tests += 1
+        if settled is not None and (len(w.easy_reserved) == len(eng.pools) if easy
+                                    else w.reservations >= pol.plan_depth):
+            why = settled.reason(job, w)
+            if why is not None:
+                job.wait = why
+                continue
+            settled.reset()  # the full examination below may start, preempt or claim quota
         spec, n = job.spec, job.spec.devices
         own, hold = for_job(job)
         pools = eng._pools_for(spec)
@@ -379,3 +389,91 @@ def _hold(eng: QueueingScheduler, view: View, mode: Mode, w: WalkState, job: Job
         mode.reserve(job, pool, t)
     w.reservations += 1
     w.easy_reserved.add(pool)
+
+
+class _Settled:
+    """A cycle's shortcut for the jobs it can only tell why they wait.
+
+    Once a cycle has made every reservation it may (conservative: ``plan_depth``; EASY: one in
+    every pool), a later job changes nothing unless it starts now, preempts, or holds a grace
+    hold: it is only given its wait reason.  :meth:`reason` gives that reason without the
+    per-job fit work, or ``None`` when the job may do more (the walk then examines it in full).
+
+    Why this is exact: :meth:`reason` answers only when, in every pool that admits the job, the
+    view's own tests in ``start_now`` must fail on counts alone (a plain view fits a job now only
+    if ``n`` devices are free now; a tiered view starts it from free devices only if its own
+    view has ``n`` free now, and by preempting later tiers only if that view has ``n`` free at
+    the end of the grace period, an upper bound on its minimum over the hold), no victim search
+    could run (``may_preempt`` is false) and it holds no grace hold.  Such a job is then given
+    what the full walk gives it (quota when no pool admits it; EASY: reservation or capacity
+    from its view's free devices; conservative: priority) and changes nothing the walk reads,
+    so every number kept here (free devices, view counts, admissions) stays what the full walk
+    would see at the next job.  Any job examined in full may change them: :meth:`reset`.
+    """
+
+    __slots__ = ("admitted", "eng", "free", "now", "pools", "view")
+
+    def __init__(self, eng: QueueingScheduler, view: View, now: float) -> None:
+        self.eng, self.view, self.now = eng, view, now
+        self.pools: dict[str, list[str]] = {}  # JobSpec.pool -> the pools a job of it may use
+        # (level, tier, pool) -> free devices now in the cluster, free now in the job's view,
+        # free in its view at the end of the grace period (tiered); plain: free now, 0, 0
+        self.free: dict[tuple[int, int, str], tuple[int, int, int]] = {}
+        self.admitted: dict[tuple[object, ...], bool] = {}
+
+    def reset(self) -> None:
+        self.free.clear()
+        self.admitted.clear()
+
+    def _free(self, level: int, q: int, pool: str) -> tuple[int, int, int]:
+        key = (level, q, pool)
+        got = self.free.get(key)
+        if got is None:
+            view, eng = self.view, self.eng
+            if isinstance(view, TieredView):
+                own = view.views.get(level, q)[pool]
+                got = (eng.pool_free(pool) - view.taken[pool], own.free_now,
+                       own.free_at(self.now + eng.policy.grace_s))
+            elif isinstance(view, PlainView):
+                got = (view.profiles[pool].free_now, 0, 0)
+            else:
+                raise TypeError(f"no shortcut for a {type(view).__name__}")
+            self.free[key] = got
+        return got
+
+    def reason(self, job: Job, w: WalkState) -> WaitReason | None:
+        eng, spec = self.eng, job.spec
+        if job.id in w.holds:
+            return None
+        pools = self.pools.get(spec.pool)
+        if pools is None:
+            pools = self.pools[spec.pool] = eng._pools_for(spec)
+        tiered = isinstance(self.view, TieredView)
+        level, q = (job.klass.level, eng.tier(job, self.now)) if tiered else (0, 0)
+        n = spec.devices
+        admissible: list[str] = []
+        for p in pools:
+            key = (spec.tenant, p, n, spec.share, spec.compute_milli)  # all that admission reads of the job
+            ok = self.admitted.get(key)
+            if ok is None:
+                ok = self.admitted[key] = eng._admit_planned(job, p, w.plan_usage).ok
+            if not ok:
+                continue
+            admissible.append(p)
+            cluster, own_now, own_after_grace = self._free(level, q, p)
+            if tiered:
+                if (own_now >= n) if cluster >= n else (own_after_grace >= n):
+                    return None  # it may start, or start by preempting later tiers: examine it
+            elif cluster >= n:
+                return None
+        # ``may_preempt`` is asked exactly when the full walk would ask it (it builds the cycle's
+        # pre-check from the running set at that moment): after the starts failed, or for a
+        # job no pool admits when its class preempts
+        if (admissible or job.klass.preempts) and may_preempt(eng, job):
+            return None
+        if not admissible:
+            return WaitReason.QUOTA
+        if eng.policy.backfill == BackfillMode.EASY:
+            own, _hold = self.view.for_job(job)
+            return WaitReason.RESERVATION if max(own[p].free_now for p in admissible) >= n else WaitReason.CAPACITY
+        return WaitReason.PRIORITY
