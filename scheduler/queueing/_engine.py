@@ -36,7 +36,7 @@ import dataclasses
 import math
 import statistics
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -127,6 +127,9 @@ class QueueingScheduler:
         self._order: list[tuple[tuple[float, ...], Job]] = []
         self._order_keys: dict[str, tuple[float, ...]] = {}
         self._order_kept = all(c.order == InClassOrder.FIFO for c in self.policy.classes)
+        # each waiting job's (class level, tier), and how many waiting jobs have each
+        self._wait_tier: dict[str, tuple[int, int]] = {}
+        self._tier_count: dict[tuple[int, int], int] = {}
         # one-host preemptors whose victims are winding down -> (pool, host) kept for them: other
         # jobs are not placed there (set by each walk from the journaled ``preempting`` events)
         self._held_hosts: dict[str, tuple[str, int]] = {}
@@ -325,6 +328,7 @@ class QueueingScheduler:
             if target_key is not None:
                 order = order[:bisect.bisect_right(order, target_key, key=_first)]
             return [j for _, j in order]
+        self._sync_waiting(t)  # the kept tiers (waiting_tiers) still follow the waiting set
         keyed = [(self.order_key(j, t), j) for j in self._waiting.values()]
         target = self._waiting.get(upto) if upto is not None else None
         if target is not None:
@@ -335,7 +339,8 @@ class QueueingScheduler:
         return [j for _, j in keyed]
 
     def _kept_order(self, now: float) -> list[tuple[tuple[float, ...], Job]]:
-        """The waiting jobs in queue order, kept up to date from the waiting set's changes.
+        """The waiting jobs in queue order, kept up to date from the waiting set's changes
+        (:meth:`_sync_waiting`).
 
         Exact when every class orders FIFO: a waiting job's key is then (class level, tier,
         promoted, 0, submit sequence), and each term is fixed while the job waits.  The tier of a
@@ -346,30 +351,57 @@ class QueueingScheduler:
         later instant until it is set or removed again.  (SHORTEST reads the duration model and
         FAIR the decayed usage, which move while a job waits: those orders are sorted afresh.)
         """
+        self._sync_waiting(now)
+        return self._order
+
+    def waiting_tiers(self, now: float | None = None) -> Collection[tuple[int, int]]:
+        """The (class level, tier) of every waiting job, each once: a waiting job's tier is fixed
+        while it waits (see :meth:`_kept_order`), so this is kept, not recomputed per call."""
+        self._sync_waiting(self.now if now is None else now)
+        return self._tier_count.keys()
+
+    def _sync_waiting(self, now: float) -> None:
+        """Bring the kept (class level, tier) counts and, for FIFO classes, the kept order up to
+        date with the jobs set in or removed from ``_waiting`` since the last call."""
         changed = self._waiting.take_changed()
         if not changed:
-            return self._order
+            return
         order, keys, waiting = self._order, self._order_keys, self._waiting
-        if len(changed) * 8 > len(order) + 64:
-            # many changes (recovery, a burst of submissions): one sort is cheaper than inserts
+        tiers, count, kept = self._wait_tier, self._tier_count, self._order_kept
+        if len(changed) * 8 > len(tiers) + 64:
+            # many changes (recovery, a burst of submissions): one pass and one sort are cheaper
             keys.clear()
-            keyed = [(self.order_key(j, now), j) for j in waiting.values()]
-            for k, j in keyed:
-                keys[j.id] = k
-            keyed.sort(key=_first)
-            self._order = keyed
-            return keyed
+            tiers.clear()
+            count.clear()
+            for j in waiting.values():
+                lt = tiers[j.id] = (j.klass.level, self.tier(j, now))
+                count[lt] = count.get(lt, 0) + 1
+            if kept:
+                keyed = [(self.order_key(j, now), j) for j in waiting.values()]
+                for k, j in keyed:
+                    keys[j.id] = k
+                keyed.sort(key=_first)
+                self._order = keyed
+            return
         for jid in changed:
+            lt = tiers.pop(jid, None)
+            if lt is not None:
+                left = count[lt] - 1
+                if left:
+                    count[lt] = left
+                else:
+                    del count[lt]
             old = keys.pop(jid, None)
             if old is not None:
-                i = bisect.bisect_left(order, old, key=_first)  # keys are unique (they end with seq)
-                del order[i]
+                del order[bisect.bisect_left(order, old, key=_first)]  # keys are unique (they end with seq)
         for jid in changed:
             job = waiting.get(jid)
             if job is not None:
-                k = keys[jid] = self.order_key(job, now)
-                bisect.insort(order, (k, job), key=_first)
-        return order
+                lt = tiers[jid] = (job.klass.level, self.tier(job, now))
+                count[lt] = count.get(lt, 0) + 1
+                if kept:
+                    k = keys[jid] = self.order_key(job, now)
+                    bisect.insort(order, (k, job), key=_first)
 
     def running(self) -> list[Job]:
         """Jobs holding devices, in submit order."""

@@ -120,9 +120,8 @@ def next_wakeup(eng: QueueingScheduler, now: float | None = None) -> float | Non
     if not eng.policy.demote_after_device_s or not eng._waiting:
         return promote if math.isfinite(promote) and promote > t else None
     lowest: dict[int, int] = {}
-    for j in eng._waiting.values():
-        q = eng.tier(j, t)
-        lowest[j.klass.level] = min(q, lowest.get(j.klass.level, q))
+    for level, q in eng.waiting_tiers(t):  # kept by the engine: a waiting job's tier is fixed while it waits
+        lowest[level] = min(q, lowest.get(level, q))
     best = promote
     for v in eng._active.values():
         if v.state != JobState.RUNNING or v.klass.level not in lowest:
@@ -296,6 +295,10 @@ class TierFit:
 
     def earliest(self, n: int, after: float | None = None) -> float:
         t = self.own.now if after is None else after
+        if not self.higher:
+            # one profile: its earliest start from ``t`` is a fixed point (asked again from
+            # there it answers the same instant), so the loop below would only repeat it
+            return self.own.earliest(n, self.hold, after=t)
         for _ in range(10_000):  # each round moves t to a later breakpoint of one of the profiles
             t0 = t
             t = self.own.earliest(n, self.hold, after=t)

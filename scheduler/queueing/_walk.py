@@ -189,7 +189,7 @@ class TieredView:
     def __init__(self, eng: QueueingScheduler, now: float) -> None:
         self.eng, self.now = eng, now
         # every view the walk will use, built now from the state before anything changes
-        self.views = TierViews(eng, now, {(j.klass.level, eng.tier(j, now)) for j in eng._waiting.values()})
+        self.views = TierViews(eng, now, eng.waiting_tiers(now))
         self.taken: dict[str, int] = {p: 0 for p in eng.pools}  # planning: devices its starts took
         # victim candidates per (class, pool, tier): only shrink during a walk (later tiers start after)
         self.victims: dict[tuple[int, str, int], deque[Job]] = {}
@@ -411,19 +411,26 @@ class _Settled:
     would see at the next job.  Any job examined in full may change them: :meth:`reset`.
     """
 
-    __slots__ = ("admitted", "eng", "free", "now", "pools", "view")
+    __slots__ = ("admitted", "eng", "free", "known", "now", "pools", "tiered", "view")
 
     def __init__(self, eng: QueueingScheduler, view: View, now: float) -> None:
         self.eng, self.view, self.now = eng, view, now
+        self.tiered = isinstance(view, TieredView)
+        if not self.tiered and not isinstance(view, PlainView):
+            raise TypeError(f"no shortcut for a {type(view).__name__}")
         self.pools: dict[str, list[str]] = {}  # JobSpec.pool -> the pools a job of it may use
         # (level, tier, pool) -> free devices now in the cluster, free now in the job's view,
         # free in its view at the end of the grace period (tiered); plain: free now, 0, 0
         self.free: dict[tuple[int, int, str], tuple[int, int, int]] = {}
         self.admitted: dict[tuple[object, ...], bool] = {}
+        # everything the answer reads of a job but its id and its victim search, -> (it may
+        # start: examine it; some pool admits it; its reason if it only waits)
+        self.known: dict[tuple[object, ...], tuple[bool, bool, WaitReason]] = {}
 
     def reset(self) -> None:
         self.free.clear()
         self.admitted.clear()
+        self.known.clear()
 
     def _free(self, level: int, q: int, pool: str) -> tuple[int, int, int]:
         key = (level, q, pool)
@@ -434,22 +441,36 @@ class _Settled:
                 own = view.views.get(level, q)[pool]
                 got = (eng.pool_free(pool) - view.taken[pool], own.free_now,
                        own.free_at(self.now + eng.policy.grace_s))
-            elif isinstance(view, PlainView):
-                got = (view.profiles[pool].free_now, 0, 0)
             else:
-                raise TypeError(f"no shortcut for a {type(view).__name__}")
+                assert isinstance(view, PlainView)
+                got = (view.profiles[pool].free_now, 0, 0)
             self.free[key] = got
         return got
 
     def reason(self, job: Job, w: WalkState) -> WaitReason | None:
-        eng, spec = self.eng, job.spec
         if job.id in w.holds:
             return None
+        eng, spec = self.eng, job.spec
+        level, q = (job.klass.level, eng.tier(job, self.now)) if self.tiered else (job.klass.level, 0)
+        sig = (level, q, spec.pool, spec.tenant, spec.devices, spec.share, spec.compute_milli)
+        got = self.known.get(sig)
+        if got is None:
+            got = self.known[sig] = self._judge(job, level, q, w)
+        may_start, admissible, why = got
+        if may_start:
+            return None
+        # ``may_preempt`` is asked exactly when the full walk would ask it (it builds the cycle's
+        # pre-check from the running set at that moment): after the starts failed, or for a
+        # job no pool admits when its class preempts
+        if (admissible or job.klass.preempts) and may_preempt(eng, job):
+            return None
+        return why
+
+    def _judge(self, job: Job, level: int, q: int, w: WalkState) -> tuple[bool, bool, WaitReason]:
+        eng, spec = self.eng, job.spec
         pools = self.pools.get(spec.pool)
         if pools is None:
             pools = self.pools[spec.pool] = eng._pools_for(spec)
-        tiered = isinstance(self.view, TieredView)
-        level, q = (job.klass.level, eng.tier(job, self.now)) if tiered else (0, 0)
         n = spec.devices
         admissible: list[str] = []
         for p in pools:
@@ -461,19 +482,13 @@ class _Settled:
                 continue
             admissible.append(p)
             cluster, own_now, own_after_grace = self._free(level, q, p)
-            if tiered:
-                if (own_now >= n) if cluster >= n else (own_after_grace >= n):
-                    return None  # it may start, or start by preempting later tiers: examine it
-            elif cluster >= n:
-                return None
-        # ``may_preempt`` is asked exactly when the full walk would ask it (it builds the cycle's
-        # pre-check from the running set at that moment): after the starts failed, or for a
-        # job no pool admits when its class preempts
-        if (admissible or job.klass.preempts) and may_preempt(eng, job):
-            return None
+            if (((own_now >= n) if cluster >= n else (own_after_grace >= n)) if self.tiered
+                    else cluster >= n):
+                return True, True, WaitReason.NONE  # it may start (or preempt later tiers): examine it
         if not admissible:
-            return WaitReason.QUOTA
+            return False, False, WaitReason.QUOTA
         if eng.policy.backfill == BackfillMode.EASY:
             own, _hold = self.view.for_job(job)
-            return WaitReason.RESERVATION if max(own[p].free_now for p in admissible) >= n else WaitReason.CAPACITY
-        return WaitReason.PRIORITY
+            free = max(own[p].free_now for p in admissible)
+            return False, True, WaitReason.RESERVATION if free >= n else WaitReason.CAPACITY
+        return False, True, WaitReason.PRIORITY

@@ -117,10 +117,8 @@ def test_shortcuts_decide_what_the_full_walk_decides(seed: int, monkeypatch: pyt
 
 def _sorted_afresh(self: QueueingScheduler, now: float) -> list[tuple[tuple[float, ...], Job]]:
     """The order without the kept list: every waiting job's key computed now, then sorted."""
-    self._waiting.take_changed()
-    keyed = sorted(((self.order_key(j, now), j) for j in self._waiting.values()), key=lambda kj: kj[0])
-    self._order_keys = {j.id: k for k, j in keyed}
-    return keyed
+    self._sync_waiting(now)
+    return sorted(((self.order_key(j, now), j) for j in self._waiting.values()), key=lambda kj: kj[0])
 
 
 def test_kept_order_follows_promotion_preemption_and_requeue() -> None:
@@ -154,6 +152,7 @@ def test_kept_order_follows_promotion_preemption_and_requeue() -> None:
         eng.cycle(t)
         fresh = sorted(eng._waiting.values(), key=lambda j: eng.order_key(j, t))
         assert eng.queue(t) == fresh
+        assert set(eng.waiting_tiers(t)) == {(j.klass.level, eng.tier(j, t)) for j in eng._waiting.values()}
         promoted = sum(1 for e in eng.journal.events() if e.kind == "promoted")
         preempted = sum(1 for e in eng.journal.events() if e.kind == "preempted")
         requeued = sum(1 for e in eng.journal.events() if e.kind == "failed" and e.data.get("requeue"))
