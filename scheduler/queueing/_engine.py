@@ -384,13 +384,13 @@ class QueueingScheduler:
                 self._order = keyed
             return
         for jid in changed:
-            lt = tiers.pop(jid, None)
-            if lt is not None:
-                left = count[lt] - 1
+            was = tiers.pop(jid, None)
+            if was is not None:
+                left = count[was] - 1
                 if left:
-                    count[lt] = left
+                    count[was] = left
                 else:
-                    del count[lt]
+                    del count[was]
             old = keys.pop(jid, None)
             if old is not None:
                 del order[bisect.bisect_left(order, old, key=_first)]  # keys are unique (they end with seq)
