@@ -139,7 +139,7 @@ class TierViews:
     class until it leaves the view's tier, against any other class for its whole duration.  It
     is not booked on its own class's earlier-tier views: those jobs may preempt it."""
 
-    __slots__ = ("_active", "_base", "_bookings", "_holds", "_views", "eng", "now")
+    __slots__ = ("_active", "_base", "_bookings", "_holds", "_pairs", "_views", "eng", "now")
 
     def __init__(self, eng: QueueingScheduler, now: float, keys: Iterable[tuple[int, int]] = ()) -> None:
         self.eng, self.now = eng, now
@@ -150,6 +150,7 @@ class TierViews:
         self._holds: dict[tuple[Job, int, int], tuple[float, float, float, float | None, float]] = {}
         self._views: dict[tuple[int, int], dict[str, Profile]] = {}
         self._bookings: list[tuple[str, float, Job]] = []
+        self._pairs: dict[tuple[Job, str], tuple[int, float, float, float, float | None, TierFit]] = {}
         # a walk builds its views up front: one built later from the live state would count
         # the walk's own starts twice (running, and booked)
         for level, q in sorted(keys):
@@ -251,10 +252,21 @@ class TierViews:
     def pair(self, job: Job, pool: str) -> TierFit:
         """What ``job`` must fit: its own view for its tier hold, and every higher class's view
         already planned (their reservations) for its whole duration."""
+        # A walk asks this twice for each job it plans (to start it, then for its earliest
+        # start): the fit is made of the views' profiles (changed in place, never replaced), the
+        # job's tier and hold (fixed while it waits: see ``hold``) and its duration (the model
+        # learns only from finished jobs), so it is kept while the set of views is the same.
+        key = (job, pool)
+        seen = self._pairs.get(key)
+        if seen is not None and seen[0] == len(self._views) and seen[1] == job.work_s \
+                and seen[2] == job.lost_s and seen[3] == job.service_base and seen[4] == job.started_at:
+            return seen[5]
         level, q = job.klass.level, self.eng.tier(job, self.now)
         own = self.get(level, q)[pool]
         higher = [v[pool] for (lv, _q), v in self._views.items() if lv > level]
-        return TierFit(own, higher, self.hold(job, level, q), self.eng.duration(job))
+        fit = TierFit(own, higher, self.hold(job, level, q), self.eng.duration(job))
+        self._pairs[key] = (len(self._views), job.work_s, job.lost_s, job.service_base, job.started_at, fit)
+        return fit
 
     def fits_after(self, job: Job, pool: str, victims: Sequence[Job]) -> bool:
         """Would ``job`` fit every higher class's view for its whole duration from the end of the

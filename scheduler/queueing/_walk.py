@@ -269,7 +269,7 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
     planning = mode.planning
     for_job, start_now, book = view.for_job, view.start_now, view.book  # bound once: the loop runs per queued job
     # past the reservation depth a cycle tells most jobs only why they wait: see _Settled
-    settled = _Settled(eng, view, now) if not planning and pol.backfill != BackfillMode.NONE else None
+    settled = _Settled(eng, view, now, mode.res) if not planning and pol.backfill != BackfillMode.NONE else None
     easy = pol.backfill == BackfillMode.EASY
     for job in eng.queue(now, upto=target):  # an estimate stops at its target: the jobs after it are not needed
         if not planning and pol.max_tests is not None and w.tests >= pol.max_tests:
@@ -281,7 +281,6 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
             if why is not None:
                 job.wait = why
                 continue
-            settled.reset()  # the full examination below may start, preempt or claim quota
         spec, n = job.spec, job.spec.devices
         own, hold = for_job(job)
         pools = eng._pools_for(spec)
@@ -408,13 +407,17 @@ class _Settled:
     what the full walk gives it (quota when no pool admits it; EASY: reservation or capacity
     from its view's free devices; conservative: priority) and changes nothing the walk reads,
     so every number kept here (free devices, view counts, admissions) stays what the full walk
-    would see at the next job.  Any job examined in full may change them: :meth:`reset`.
+    would see at the next job.  A job examined in full may change them, and does so only by
+    starting a job, preempting, or booking a reservation or grace hold (which also claims quota):
+    each of those lengthens the cycle's started or preempted list or counts a reservation, so
+    the numbers kept here are dropped whenever one of those counts moved.
     """
 
-    __slots__ = ("admitted", "eng", "free", "known", "now", "pools", "tiered", "view")
+    __slots__ = ("admitted", "eng", "free", "known", "now", "pools", "res", "seen", "tiered", "view")
 
-    def __init__(self, eng: QueueingScheduler, view: View, now: float) -> None:
-        self.eng, self.view, self.now = eng, view, now
+    def __init__(self, eng: QueueingScheduler, view: View, now: float, res: CycleResult) -> None:
+        self.eng, self.view, self.now, self.res = eng, view, now, res
+        self.seen: tuple[int, int, int] = (-1, -1, -1)  # (started, preempted, reservations) the numbers are for
         self.tiered = isinstance(view, TieredView)
         if not self.tiered and not isinstance(view, PlainView):
             raise TypeError(f"no shortcut for a {type(view).__name__}")
@@ -450,6 +453,10 @@ class _Settled:
     def reason(self, job: Job, w: WalkState) -> WaitReason | None:
         if job.id in w.holds:
             return None
+        now_seen = (len(self.res.started), len(self.res.preempted), w.reservations)
+        if now_seen != self.seen:
+            self.reset()
+            self.seen = now_seen
         eng, spec = self.eng, job.spec
         level, q = (job.klass.level, eng.tier(job, self.now)) if self.tiered else (job.klass.level, 0)
         sig = (level, q, spec.pool, spec.tenant, spec.devices, spec.share, spec.compute_milli)
