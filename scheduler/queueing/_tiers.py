@@ -123,12 +123,18 @@ def next_wakeup(eng: QueueingScheduler, now: float | None = None) -> float | Non
     for level, q in eng.waiting_tiers(t):  # kept by the engine: a waiting job's tier is fixed while it waits
         lowest[level] = min(q, lowest.get(level, q))
     best = promote
+    th = eng.policy.demote_after_device_s
     for v in eng._active.values():
         if v.state != JobState.RUNNING or v.klass.level not in lowest:
             continue
-        q = eng.tier(v, t)
+        # QueueingScheduler.tier and budget() written out on one reading of the attained
+        # service (term for term the same arithmetic): this runs over every running job per cycle
+        att = eng.attained(v, t)
+        q = bisect.bisect_right(th, att - v.service_base + 1e-6)
         if q >= lowest[v.klass.level]:
-            best = min(best, t + budget(eng, v, t, q))
+            left = math.inf if q >= len(th) else \
+                max(0.0, (th[q] - att + v.service_base) / (v.spec.compute_milli / 1000.0))
+            best = min(best, t + left)
     return best if math.isfinite(best) and best > t else None
 
 
