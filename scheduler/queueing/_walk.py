@@ -399,11 +399,13 @@ class _Settled:
     per-job fit work, or ``None`` when the job may do more (the walk then examines it in full).
 
     Why this is exact: :meth:`reason` answers only when, in every pool that admits the job, the
-    view's own tests in ``start_now`` must fail on counts alone (a plain view fits a job now only
-    if ``n`` devices are free now; a tiered view starts it from free devices only if its own
-    view has ``n`` free now, and by preempting later tiers only if that view has ``n`` free at
-    the end of the grace period, an upper bound on its minimum over the hold), no victim search
-    could run (``may_preempt`` is false) and it holds no grace hold.  Such a job is then given
+    view's own tests in ``start_now`` must fail: a plain view starts a job only if ``n`` devices
+    are free now and stay free for its duration; a tiered view starts it from free devices only
+    if the cluster has ``n`` free and its own view has ``n`` free from now for its tier hold
+    (:meth:`Profile.clear_until` says until when, exactly as ``fits`` reads the profile), and by
+    preempting later tiers only if that view has ``n`` free at the end of the grace period (an
+    upper bound on its minimum over the hold); and no victim search could run (``may_preempt``
+    is false) and it holds no grace hold.  Such a job is then given
     what the full walk gives it (quota when no pool admits it; EASY: reservation or capacity
     from its view's free devices; conservative: priority) and changes nothing the walk reads,
     so every number kept here (free devices, view counts, admissions) stays what the full walk
@@ -423,12 +425,13 @@ class _Settled:
             raise TypeError(f"no shortcut for a {type(view).__name__}")
         self.pools: dict[str, list[str]] = {}  # JobSpec.pool -> the pools a job of it may use
         # (level, tier, pool) -> free devices now in the cluster, free now in the job's view,
-        # free in its view at the end of the grace period (tiered); plain: free now, 0, 0
+        # free in its view at the end of the grace period (tiered); plain: free now twice, 0
         self.free: dict[tuple[int, int, str], tuple[int, int, int]] = {}
         self.admitted: dict[tuple[object, ...], bool] = {}
-        # everything the answer reads of a job but its id and its victim search, -> (it may
-        # start: examine it; some pool admits it; its reason if it only waits)
-        self.known: dict[tuple[object, ...], tuple[bool, bool, WaitReason]] = {}
+        # everything the answer reads of a job but its id, its hold and its victim search ->
+        # (it may start: examine it; per pool with enough free now, until when they stay free;
+        # some pool admits it; its reason if it only waits)
+        self.known: dict[tuple[object, ...], tuple[bool, tuple[float, ...], bool, WaitReason]] = {}
 
     def reset(self) -> None:
         self.free.clear()
@@ -446,7 +449,8 @@ class _Settled:
                        own.free_at(self.now + eng.policy.grace_s))
             else:
                 assert isinstance(view, PlainView)
-                got = (view.profiles[pool].free_now, 0, 0)
+                free = view.profiles[pool].free_now
+                got = (free, free, 0)  # a plain view starts a job on its profile alone
             self.free[key] = got
         return got
 
@@ -458,14 +462,22 @@ class _Settled:
             self.reset()
             self.seen = now_seen
         eng, spec = self.eng, job.spec
-        level, q = (job.klass.level, eng.tier(job, self.now)) if self.tiered else (job.klass.level, 0)
+        view = self.view
+        level, q = (job.klass.level, eng.tier(job, self.now)) if isinstance(view, TieredView) \
+            else (job.klass.level, 0)
         sig = (level, q, spec.pool, spec.tenant, spec.devices, spec.share, spec.compute_milli)
         got = self.known.get(sig)
         if got is None:
             got = self.known[sig] = self._judge(job, level, q, w)
-        may_start, admissible, why = got
+        may_start, until, admissible, why = got
         if may_start:
             return None
+        if until:
+            # enough devices free now in some pool: it starts there iff they stay free for its hold
+            hold = view.views.hold(job, level, q) if isinstance(view, TieredView) else eng.duration(job)
+            end = self.now + hold
+            if any(end <= u for u in until):
+                return None
         # ``may_preempt`` is asked exactly when the full walk would ask it (it builds the cycle's
         # pre-check from the running set at that moment): after the starts failed, or for a
         # job no pool admits when its class preempts
@@ -473,13 +485,16 @@ class _Settled:
             return None
         return why
 
-    def _judge(self, job: Job, level: int, q: int, w: WalkState) -> tuple[bool, bool, WaitReason]:
+    def _judge(self, job: Job, level: int, q: int, w: WalkState) -> tuple[bool, tuple[float, ...], bool, WaitReason]:
+        """For a job of this shape: it may start or preempt (examine it), the pools where it
+        fits now if its hold ends by the given instant, whether a pool admits it, its reason."""
         eng, spec = self.eng, job.spec
         pools = self.pools.get(spec.pool)
         if pools is None:
             pools = self.pools[spec.pool] = eng._pools_for(spec)
         n = spec.devices
         admissible: list[str] = []
+        until: list[float] = []
         for p in pools:
             key = (spec.tenant, p, n, spec.share, spec.compute_milli)  # all that admission reads of the job
             ok = self.admitted.get(key)
@@ -489,13 +504,23 @@ class _Settled:
                 continue
             admissible.append(p)
             cluster, own_now, own_after_grace = self._free(level, q, p)
-            if (((own_now >= n) if cluster >= n else (own_after_grace >= n)) if self.tiered
-                    else cluster >= n):
-                return True, True, WaitReason.NONE  # it may start (or preempt later tiers): examine it
+            if cluster < n:
+                if self.tiered and own_after_grace >= n:
+                    return True, (), True, WaitReason.NONE  # it may start by preempting later tiers
+            elif own_now >= n:
+                until.append(self._clear(level, q, p, n))
         if not admissible:
-            return False, False, WaitReason.QUOTA
+            return False, (), False, WaitReason.QUOTA
         if eng.policy.backfill == BackfillMode.EASY:
             own, _hold = self.view.for_job(job)
             free = max(own[p].free_now for p in admissible)
-            return False, True, WaitReason.RESERVATION if free >= n else WaitReason.CAPACITY
-        return False, True, WaitReason.PRIORITY
+            return False, tuple(until), True, WaitReason.RESERVATION if free >= n else WaitReason.CAPACITY
+        return False, tuple(until), True, WaitReason.PRIORITY
+
+    def _clear(self, level: int, q: int, pool: str, n: int) -> float:
+        """How long ``n`` devices stay free from now in the profile a job of (level, tier) starts on."""
+        view = self.view
+        if isinstance(view, TieredView):
+            return view.views.get(level, q)[pool].clear_until(n)
+        assert isinstance(view, PlainView)
+        return view.profiles[pool].clear_until(n)

@@ -29,6 +29,7 @@ from accel.scheduler.queueing import (
     Tenant,
     _walk,
 )
+from accel.scheduler.queueing._profile import Profile
 from accel.scheduler.queueing._records import Job
 
 GIB = 1024**3
@@ -157,3 +158,20 @@ def test_kept_order_follows_promotion_preemption_and_requeue() -> None:
         preempted = sum(1 for e in eng.journal.events() if e.kind == "preempted")
         requeued = sum(1 for e in eng.journal.events() if e.kind == "failed" and e.data.get("requeue"))
     assert promoted > 0 and preempted > 0 and requeued > 0, (promoted, preempted, requeued)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_clear_until_answers_what_fits_answers(seed: int) -> None:
+    """``fits(now, d, n)`` is ``free_now >= n and now + d <= clear_until(n)``, on profiles with
+    releases, bookings now (deferred), later bookings and given-back devices."""
+    rng = random.Random(seed)
+    now = rng.choice((0.0, 1234.5))
+    prof = Profile(now, rng.randint(0, 6), [(now + rng.choice((0.0, 10.0, 60.0, 300.0, 1e4)), rng.randint(1, 4))
+                                            for _ in range(rng.randint(0, 8))])
+    for _ in range(rng.randint(0, 8)):
+        at = now if rng.random() < 0.5 else now + rng.choice((5.0, 60.0, 300.0))
+        prof.add(at, at + rng.choice((30.0, 60.0, 600.0, 5000.0)), rng.choice((1, 2, -1)))
+        for n in range(1, 8):
+            for d in (1.0, 30.0, 59.0, 60.0, 61.0, 300.0, 1e5):
+                fits = prof.fits(now, d, n)
+                assert fits == (prof.free_now >= n and now + d <= prof.clear_until(n)), (n, d)
