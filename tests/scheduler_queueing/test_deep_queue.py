@@ -53,7 +53,7 @@ def _policy(seed: int) -> Policy:
                                band_ratio=4.0)),
         backfill=(BackfillMode.CONSERVATIVE, BackfillMode.EASY)[seed // 2 % 2],
         preempt_mode=PreemptMode.SUSPEND, grace_s=(0.0, 120.0)[seed % 3 == 1],
-        demote_after_device_s=(3600.0,) if seed % 5 != 4 else (), plan_depth=(3, 8)[seed % 2],
+        demote_after_device_s=(3600.0,) if seed not in (3, 4) else (), plan_depth=(3, 8)[seed % 2],
         default_class="batch", preempt_overhead_s=30.0,
         promote_after_wait_ratio=4.0 if seed % 4 == 1 else None)
 
