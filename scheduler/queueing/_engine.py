@@ -38,7 +38,7 @@ import dataclasses
 import math
 import statistics
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -70,7 +70,7 @@ from ._meter import Bill, Meter, PriceTable, Segment
 from ._placement import IN_HOST_LEVELS, PlacementPlan, PlacementRefusal, QueuePlacer
 from ._preempt import finish_preemption
 from ._profile import Profile
-from ._records import CycleResult, Job, PreemptCheck, Reservation
+from ._records import CycleResult, Job, PreemptCheck, Reservation, WaitingJobs
 from ._tenants import Admission, Tenant, TenantBook, Usage
 from ._tiers import next_wakeup as tiers_next_wakeup
 from ._tiers import promote_at as guard_promote_at
@@ -123,7 +123,15 @@ class QueueingScheduler:
         self._req_cache: dict[tuple[str, int], Request] = {}  # requests built by _place, used by _on_placed
         self._ratios: deque[float] = deque(maxlen=max(1, self.policy.calibrate_window))
         self._pctx: PreemptCheck | None = None  # this cycle's preemption pre-check (built when first needed)
-        self._waiting: dict[str, Job] = {}
+        self._waiting = WaitingJobs()
+        # The queue order kept between calls when every class orders FIFO (see ``queue``):
+        # (key, job) sorted by key, and each listed job's key.
+        self._order: list[tuple[tuple[float, ...], Job]] = []
+        self._order_keys: dict[str, tuple[float, ...]] = {}
+        self._order_kept = all(c.order == InClassOrder.FIFO for c in self.policy.classes)
+        # each waiting job's (class level, tier), and how many waiting jobs have each
+        self._wait_tier: dict[str, tuple[int, int]] = {}
+        self._tier_count: dict[tuple[int, int], int] = {}
         # preemptors whose victims are winding down -> (pool, hosts) kept for them (one host for a
         # one-host job, a gang's hosts when its victims were chosen with the pipeline): other jobs
         # are not placed there (set by each walk from the journaled ``preempting`` events)
@@ -317,6 +325,13 @@ class QueueingScheduler:
         """Queued (and suspended) jobs in the order the next cycle examines them; with ``upto`` (a
         waiting job's id), only the jobs up to and including that one (what an estimate walks)."""
         t = self.now if now is None else now
+        if self._order_kept:
+            order = self._kept_order(t)
+            target_key = self._order_keys.get(upto) if upto is not None else None
+            if target_key is not None:
+                order = order[:bisect.bisect_right(order, target_key, key=_first)]
+            return [j for _, j in order]
+        self._sync_waiting(t)  # the kept tiers (waiting_tiers) still follow the waiting set
         keyed = [(self.order_key(j, t), j) for j in self._waiting.values()]
         target = self._waiting.get(upto) if upto is not None else None
         if target is not None:
@@ -325,6 +340,71 @@ class QueueingScheduler:
             keyed = [kj for kj in keyed if kj[0] <= last]
         keyed.sort(key=_first)
         return [j for _, j in keyed]
+
+    def _kept_order(self, now: float) -> list[tuple[tuple[float, ...], Job]]:
+        """The waiting jobs in queue order, kept up to date from the waiting set's changes
+        (:meth:`_sync_waiting`).
+
+        Exact when every class orders FIFO: a waiting job's key is then (class level, tier,
+        promoted, 0, submit sequence), and each term is fixed while the job waits.  The tier of a
+        job holding no devices is a function of its kept work, lost work and service base
+        (``tier``), and those, the promoted flag and the class change only through events that
+        also set or remove the job in ``_waiting`` (preemption, failure, requeue, promotion), so
+        a key computed when the job was last set stays the key ``order_key`` would give at any
+        later instant until it is set or removed again.  (SHORTEST reads the duration model and
+        FAIR the decayed usage, which move while a job waits: those orders are sorted afresh.)
+        """
+        self._sync_waiting(now)
+        return self._order
+
+    def waiting_tiers(self, now: float | None = None) -> Collection[tuple[int, int]]:
+        """The (class level, tier) of every waiting job, each once: a waiting job's tier is fixed
+        while it waits (see :meth:`_kept_order`), so this is kept, not recomputed per call."""
+        self._sync_waiting(self.now if now is None else now)
+        return self._tier_count.keys()
+
+    def _sync_waiting(self, now: float) -> None:
+        """Bring the kept (class level, tier) counts and, for FIFO classes, the kept order up to
+        date with the jobs set in or removed from ``_waiting`` since the last call."""
+        changed = self._waiting.take_changed()
+        if not changed:
+            return
+        order, keys, waiting = self._order, self._order_keys, self._waiting
+        tiers, count, kept = self._wait_tier, self._tier_count, self._order_kept
+        if len(changed) * 8 > len(tiers) + 64:
+            # many changes (recovery, a burst of submissions): one pass and one sort are cheaper
+            keys.clear()
+            tiers.clear()
+            count.clear()
+            for j in waiting.values():
+                lt = tiers[j.id] = (j.klass.level, self.tier(j, now))
+                count[lt] = count.get(lt, 0) + 1
+            if kept:
+                keyed = [(self.order_key(j, now), j) for j in waiting.values()]
+                for k, j in keyed:
+                    keys[j.id] = k
+                keyed.sort(key=_first)
+                self._order = keyed
+            return
+        for jid in changed:
+            was = tiers.pop(jid, None)
+            if was is not None:
+                left = count[was] - 1
+                if left:
+                    count[was] = left
+                else:
+                    del count[was]
+            old = keys.pop(jid, None)
+            if old is not None:
+                del order[bisect.bisect_left(order, old, key=_first)]  # keys are unique (they end with seq)
+        for jid in changed:
+            job = waiting.get(jid)
+            if job is not None:
+                lt = tiers[jid] = (job.klass.level, self.tier(job, now))
+                count[lt] = count.get(lt, 0) + 1
+                if kept:
+                    k = keys[jid] = self.order_key(job, now)
+                    bisect.insort(order, (k, job), key=_first)
 
     def running(self) -> list[Job]:
         """Jobs holding devices, in submit order."""

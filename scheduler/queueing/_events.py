@@ -63,6 +63,8 @@ def on_promoted(eng: QueueingScheduler, ev: Event) -> None:
     job.promoted = True
     job.service_base = float(ev.data["base_device_s"])
     job.tier_seen = 0
+    if job.id in eng._waiting:
+        eng._waiting[job.id] = job  # set again: its queue order key changed (the engine's kept order)
 
 
 def on_demoted(eng: QueueingScheduler, ev: Event) -> None:

@@ -116,6 +116,24 @@ class Profile:
         j = max(j, i + 1)
         return int(self.fs[max(i, 0):j].min())
 
+    def free_at(self, t: float) -> int:
+        """Devices free at the instant ``t`` (an upper bound on :meth:`min_over` from ``t``), read
+        without flushing the deferred bookings (each holds its devices over ``[now, end)``)."""
+        t = max(t, self.now)
+        i = max(int(np.searchsorted(self.ts, t, side="right")) - 1, 0)
+        return int(self.fs[i]) - sum(n for end, n in self._deferred if end > t)
+
+    def clear_until(self, n: int) -> float:
+        """How long ``n`` devices stay free from now: the start of the first later segment with
+        fewer than ``n`` free (``inf``: none).  With ``free_now >= n``, ``fits(now, d, n)`` holds
+        exactly when ``now + d <= clear_until(n)``: :meth:`min_over` from now covers the
+        segments that start before ``now + d``."""
+        if self._monotone:
+            return INF  # free(t) never decreases: fits answers from the free devices now alone
+        self._flush()
+        short = np.flatnonzero(self.fs[1:] < n)
+        return float(self.ts[short[0] + 1]) if len(short) else INF
+
     def fits_with(self, start: float, duration: float, n: int, extra: Iterable[tuple[float, int]]) -> bool:
         """:meth:`fits`, as if ``k`` more devices were free from ``start`` until ``end`` for each
         ``(end, k)`` of ``extra`` (devices a preemption would give back), without copying."""

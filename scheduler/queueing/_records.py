@@ -9,7 +9,7 @@ preemptor's :class:`GraceHold` while its victims wind down, and a cycle's
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator, MutableMapping, ValuesView
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -18,7 +18,7 @@ from accel.scheduler import Allocation
 from ._tenants import Usage
 from ._types import JobSpec, JobState, PriorityClass, WaitReason
 
-__all__ = ["CycleResult", "GraceHold", "Job", "PreemptCheck", "Reservation"]
+__all__ = ["CycleResult", "GraceHold", "Job", "PreemptCheck", "Reservation", "WaitingJobs"]
 
 
 @dataclass(slots=True, eq=False)  # a mutable record: equal only to itself
@@ -126,3 +126,51 @@ class PreemptCheck:
     lowest: int | None
     borrowers: bool
     failed: set[Hashable] = field(default_factory=set)  # see _preempt.attempt_key
+
+
+class WaitingJobs(MutableMapping[str, Job]):
+    """The engine's waiting (queued and suspended) jobs by id, remembering which ids were set or
+    removed since :meth:`take_changed` was last called.
+
+    Every change to the waiting set goes through ``__setitem__`` / ``__delitem__`` (``pop``
+    included), so the engine can keep its queue order incrementally (``QueueingScheduler.queue``)
+    without being able to miss one; setting an id that is already waiting says "its order key
+    may have changed" (a promotion)."""
+
+    __slots__ = ("_changed", "_jobs")
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, Job] = {}
+        self._changed: set[str] = set()
+
+    def __getitem__(self, key: str) -> Job:
+        return self._jobs[key]
+
+    def __setitem__(self, key: str, job: Job) -> None:
+        self._jobs[key] = job
+        self._changed.add(key)
+
+    def __delitem__(self, key: str) -> None:
+        del self._jobs[key]
+        self._changed.add(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._jobs)
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._jobs
+
+    # the dict's own views and lookups: a deep queue is read at every walk
+    def values(self) -> ValuesView[Job]:
+        return self._jobs.values()
+
+    def get(self, key: str, default: Job | None = None) -> Job | None:  # type: ignore[override]
+        return self._jobs.get(key, default)
+
+    def take_changed(self) -> set[str]:
+        """The ids set or removed since the last call (and forget them)."""
+        out, self._changed = self._changed, set()
+        return out

@@ -122,16 +122,21 @@ def next_wakeup(eng: QueueingScheduler, now: float | None = None) -> float | Non
     if not eng.policy.demote_after_device_s or not eng._waiting:
         return promote if math.isfinite(promote) and promote > t else None
     lowest: dict[int, int] = {}
-    for j in eng._waiting.values():
-        q = eng.tier(j, t)
-        lowest[j.klass.level] = min(q, lowest.get(j.klass.level, q))
+    for level, q in eng.waiting_tiers(t):  # kept by the engine: a waiting job's tier is fixed while it waits
+        lowest[level] = min(q, lowest.get(level, q))
     best = promote
+    th = eng.policy.demote_after_device_s
     for v in eng._active.values():
         if v.state != JobState.RUNNING or v.klass.level not in lowest:
             continue
-        q = eng.tier(v, t)
+        # QueueingScheduler.tier and budget() written out on one reading of the attained
+        # service (term for term the same arithmetic): this runs over every running job per cycle
+        att = eng.attained(v, t)
+        q = bisect.bisect_right(th, att - v.service_base + 1e-6)
         if q >= lowest[v.klass.level]:
-            best = min(best, t + budget(eng, v, t, q))
+            left = math.inf if q >= len(th) else \
+                max(0.0, (th[q] - att + v.service_base) / (v.spec.compute_milli / 1000.0))
+            best = min(best, t + left)
     return best if math.isfinite(best) and best > t else None
 
 
@@ -142,7 +147,7 @@ class TierViews:
     class until it leaves the view's tier, against any other class for its whole duration.  It
     is not booked on its own class's earlier-tier views: those jobs may preempt it."""
 
-    __slots__ = ("_active", "_base", "_bookings", "_holds", "_views", "eng", "now")
+    __slots__ = ("_active", "_base", "_bookings", "_holds", "_pairs", "_views", "eng", "now")
 
     def __init__(self, eng: QueueingScheduler, now: float, keys: Iterable[tuple[int, int]] = ()) -> None:
         self.eng, self.now = eng, now
@@ -153,6 +158,7 @@ class TierViews:
         self._holds: dict[tuple[Job, int, int], tuple[float, float, float, float | None, float]] = {}
         self._views: dict[tuple[int, int], dict[str, Profile]] = {}
         self._bookings: list[tuple[str, float, Job]] = []
+        self._pairs: dict[tuple[Job, str], tuple[int, float, float, float, float | None, TierFit]] = {}
         # a walk builds its views up front: one built later from the live state would count
         # the walk's own starts twice (running, and booked)
         for level, q in sorted(keys):
@@ -256,10 +262,21 @@ class TierViews:
     def pair(self, job: Job, pool: str) -> TierFit:
         """What ``job`` must fit: its own view for its tier hold, and every higher class's view
         already planned (their reservations) for its whole duration."""
+        # A walk asks this twice for each job it plans (to start it, then for its earliest
+        # start): the fit is made of the views' profiles (changed in place, never replaced), the
+        # job's tier and hold (fixed while it waits: see ``hold``) and its duration (the model
+        # learns only from finished jobs), so it is kept while the set of views is the same.
+        key = (job, pool)
+        seen = self._pairs.get(key)
+        if seen is not None and seen[0] == len(self._views) and seen[1] == job.work_s \
+                and seen[2] == job.lost_s and seen[3] == job.service_base and seen[4] == job.started_at:
+            return seen[5]
         level, q = job.klass.level, self.eng.tier(job, self.now)
         own = self.get(level, q)[pool]
         higher = [v[pool] for (lv, _q), v in self._views.items() if lv > level]
-        return TierFit(own, higher, self.hold(job, level, q), self.eng.duration(job))
+        fit = TierFit(own, higher, self.hold(job, level, q), self.eng.duration(job))
+        self._pairs[key] = (len(self._views), job.work_s, job.lost_s, job.service_base, job.started_at, fit)
+        return fit
 
     def fits_after(self, job: Job, pool: str, victims: Sequence[Job]) -> bool:
         """Would ``job`` fit every higher class's view for its whole duration from the end of the
@@ -300,6 +317,10 @@ class TierFit:
 
     def earliest(self, n: int, after: float | None = None) -> float:
         t = self.own.now if after is None else after
+        if not self.higher:
+            # one profile: its earliest start from ``t`` is a fixed point (asked again from
+            # there it answers the same instant), so the loop below would only repeat it
+            return self.own.earliest(n, self.hold, after=t)
         for _ in range(10_000):  # each round moves t to a later breakpoint of one of the profiles
             t0 = t
             t = self.own.earliest(n, self.hold, after=t)

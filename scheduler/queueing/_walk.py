@@ -189,7 +189,7 @@ class TieredView:
     def __init__(self, eng: QueueingScheduler, now: float) -> None:
         self.eng, self.now = eng, now
         # every view the walk will use, built now from the state before anything changes
-        self.views = TierViews(eng, now, {(j.klass.level, eng.tier(j, now)) for j in eng._waiting.values()})
+        self.views = TierViews(eng, now, eng.waiting_tiers(now))
         self.taken: dict[str, int] = {p: 0 for p in eng.pools}  # planning: devices its starts took
         # victim candidates per (class, pool, tier): only shrink during a walk (later tiers start after)
         self.victims: dict[tuple[int, str, int], deque[Job]] = {}
@@ -274,10 +274,19 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
     out: dict[str, WaitEstimate] = {}
     planning = mode.planning
     for_job, start_now, book = view.for_job, view.start_now, view.book  # bound once: the loop runs per queued job
+    # past the reservation depth a cycle tells most jobs only why they wait: see _Settled
+    settled = _Settled(eng, view, now, mode.res) if not planning and pol.backfill != BackfillMode.NONE else None
+    easy = pol.backfill == BackfillMode.EASY
     for job in eng.queue(now, upto=target):  # an estimate stops at its target: the jobs after it are not needed
         if not planning and pol.max_tests is not None and w.tests >= pol.max_tests:
             break
         w.tests += 1
+        if settled is not None and (len(w.easy_reserved) == len(eng.pools) if easy
+                                    else w.reservations >= pol.plan_depth):
+            why = settled.reason(job, w)
+            if why is not None:
+                job.wait = why
+                continue
         spec, n = job.spec, job.spec.devices
         own, hold = for_job(job)
         pools = eng._pools_for(spec)
@@ -385,3 +394,139 @@ def _hold(eng: QueueingScheduler, view: View, mode: Mode, w: WalkState, job: Job
         mode.reserve(job, pool, t)
     w.reservations += 1
     w.easy_reserved.add(pool)
+
+
+class _Settled:
+    """A cycle's shortcut for the jobs it can only tell why they wait.
+
+    Once a cycle has made every reservation it may (conservative: ``plan_depth``; EASY: one in
+    every pool), a later job changes nothing unless it starts now, preempts, or holds a grace
+    hold: it is only given its wait reason.  :meth:`reason` gives that reason without the
+    per-job fit work, or ``None`` when the job may do more (the walk then examines it in full).
+
+    Why this is exact: :meth:`reason` answers only when, in every pool that admits the job, the
+    view's own tests in ``start_now`` must fail: a plain view starts a job only if ``n`` devices
+    are free now and stay free for its duration; a tiered view starts it from free devices only
+    if the cluster has ``n`` free and its own view has ``n`` free from now for its tier hold
+    (:meth:`Profile.clear_until` says until when, exactly as ``fits`` reads the profile), and by
+    preempting later tiers only if that view has ``n`` free at the end of the grace period (an
+    upper bound on its minimum over the hold); and no victim search could run (``may_preempt``
+    is false) and it holds no grace hold.  Such a job is then given
+    what the full walk gives it (quota when no pool admits it; EASY: reservation or capacity
+    from its view's free devices; conservative: priority) and changes nothing the walk reads,
+    so every number kept here (free devices, view counts, admissions) stays what the full walk
+    would see at the next job.  A job examined in full may change them, and does so only by
+    starting a job, preempting, or booking a reservation or grace hold (which also claims quota):
+    each of those lengthens the cycle's started or preempted list or counts a reservation, so
+    the numbers kept here are dropped whenever one of those counts moved.
+    """
+
+    __slots__ = ("admitted", "eng", "free", "known", "now", "pools", "res", "seen", "tiered", "view")
+
+    def __init__(self, eng: QueueingScheduler, view: View, now: float, res: CycleResult) -> None:
+        self.eng, self.view, self.now, self.res = eng, view, now, res
+        self.seen: tuple[int, int, int] = (-1, -1, -1)  # (started, preempted, reservations) the numbers are for
+        self.tiered = isinstance(view, TieredView)
+        if not self.tiered and not isinstance(view, PlainView):
+            raise TypeError(f"no shortcut for a {type(view).__name__}")
+        self.pools: dict[str, list[str]] = {}  # JobSpec.pool -> the pools a job of it may use
+        # (level, tier, pool) -> free devices now in the cluster, free now in the job's view,
+        # free in its view at the end of the grace period (tiered); plain: free now twice, 0
+        self.free: dict[tuple[int, int, str], tuple[int, int, int]] = {}
+        self.admitted: dict[tuple[object, ...], bool] = {}
+        # everything the answer reads of a job but its id, its hold and its victim search ->
+        # (it may start: examine it; per pool with enough free now, until when they stay free;
+        # some pool admits it; its reason if it only waits)
+        self.known: dict[tuple[object, ...], tuple[bool, tuple[float, ...], bool, WaitReason]] = {}
+
+    def reset(self) -> None:
+        self.free.clear()
+        self.admitted.clear()
+        self.known.clear()
+
+    def _free(self, level: int, q: int, pool: str) -> tuple[int, int, int]:
+        key = (level, q, pool)
+        got = self.free.get(key)
+        if got is None:
+            view, eng = self.view, self.eng
+            if isinstance(view, TieredView):
+                own = view.views.get(level, q)[pool]
+                got = (eng.pool_free(pool) - view.taken[pool], own.free_now,
+                       own.free_at(self.now + eng.policy.grace_s))
+            else:
+                assert isinstance(view, PlainView)
+                free = view.profiles[pool].free_now
+                got = (free, free, 0)  # a plain view starts a job on its profile alone
+            self.free[key] = got
+        return got
+
+    def reason(self, job: Job, w: WalkState) -> WaitReason | None:
+        if job.id in w.holds:
+            return None
+        now_seen = (len(self.res.started), len(self.res.preempted), w.reservations)
+        if now_seen != self.seen:
+            self.reset()
+            self.seen = now_seen
+        eng, spec = self.eng, job.spec
+        view = self.view
+        level, q = (job.klass.level, eng.tier(job, self.now)) if isinstance(view, TieredView) \
+            else (job.klass.level, 0)
+        sig = (level, q, spec.pool, spec.tenant, spec.devices, spec.share, spec.compute_milli)
+        got = self.known.get(sig)
+        if got is None:
+            got = self.known[sig] = self._judge(job, level, q, w)
+        may_start, until, admissible, why = got
+        if may_start:
+            return None
+        if until:
+            # enough devices free now in some pool: it starts there iff they stay free for its hold
+            hold = view.views.hold(job, level, q) if isinstance(view, TieredView) else eng.duration(job)
+            end = self.now + hold
+            if any(end <= u for u in until):
+                return None
+        # ``may_preempt`` is asked exactly when the full walk would ask it (it builds the cycle's
+        # pre-check from the running set at that moment): after the starts failed, or for a
+        # job no pool admits when its class preempts
+        if (admissible or job.klass.preempts) and may_preempt(eng, job):
+            return None
+        return why
+
+    def _judge(self, job: Job, level: int, q: int, w: WalkState) -> tuple[bool, tuple[float, ...], bool, WaitReason]:
+        """For a job of this shape: it may start or preempt (examine it), the pools where it
+        fits now if its hold ends by the given instant, whether a pool admits it, its reason."""
+        eng, spec = self.eng, job.spec
+        pools = self.pools.get(spec.pool)
+        if pools is None:
+            pools = self.pools[spec.pool] = eng._pools_for(spec)
+        n = spec.devices
+        admissible: list[str] = []
+        until: list[float] = []
+        for p in pools:
+            key = (spec.tenant, p, n, spec.share, spec.compute_milli)  # all that admission reads of the job
+            ok = self.admitted.get(key)
+            if ok is None:
+                ok = self.admitted[key] = eng._admit_planned(job, p, w.plan_usage).ok
+            if not ok:
+                continue
+            admissible.append(p)
+            cluster, own_now, own_after_grace = self._free(level, q, p)
+            if cluster < n:
+                if self.tiered and own_after_grace >= n:
+                    return True, (), True, WaitReason.NONE  # it may start by preempting later tiers
+            elif own_now >= n:
+                until.append(self._clear(level, q, p, n))
+        if not admissible:
+            return False, (), False, WaitReason.QUOTA
+        if eng.policy.backfill == BackfillMode.EASY:
+            own, _hold = self.view.for_job(job)
+            free = max(own[p].free_now for p in admissible)
+            return False, tuple(until), True, WaitReason.RESERVATION if free >= n else WaitReason.CAPACITY
+        return False, tuple(until), True, WaitReason.PRIORITY
+
+    def _clear(self, level: int, q: int, pool: str, n: int) -> float:
+        """How long ``n`` devices stay free from now in the profile a job of (level, tier) starts on."""
+        view = self.view
+        if isinstance(view, TieredView):
+            return view.views.get(level, q)[pool].clear_until(n)
+        assert isinstance(view, PlainView)
+        return view.profiles[pool].clear_until(n)
