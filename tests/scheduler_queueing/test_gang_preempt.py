@@ -27,10 +27,8 @@ from accel.scheduler.queueing import (
 from accel.scheduler.queueing._preempt import grace_holds
 
 from .conftest import GIB, cluster, job
+from .test_host_preempt import CLASSES, GRACE
 
-CLASSES = (PriorityClass("prod", 10, InClassOrder.FIFO, preempts=True, preemptible=False),
-           PriorityClass("batch", 0, InClassOrder.FIFO))
-GRACE = 30.0
 DAY = 86_400.0
 HOG = 100_000  # milli-CPU of a host's 128,000 that a non-preemptible job keeps: 28,000 left
 
