@@ -40,6 +40,39 @@ from accel.scheduler.queueing import (
 SIZES = [1] * 70 + [2] * 10 + [4] * 10 + [8] * 8 + [16] * 2
 
 
+def build(hosts: int, queued: int, *, fill: float = 0.9, mode: BackfillMode = BackfillMode.EASY,
+          tiers: tuple[float, ...] = (), t_q: float = 1.0, seed: int = 0,
+          journal: Path | None = None) -> QueueingScheduler:
+    """The benchmark's engine, ready for the measured cycle at ``t_q + 1``: ``hosts`` x 8 devices
+    filled to ``fill`` by jobs started at 0, then ``queued`` jobs submitted at ``t_q`` (every
+    tenth in the class ``prod``).  ``benchmarks/scheduler_speed/engine_ab.py`` builds its
+    ``cycle`` workloads with it too."""
+    rng = random.Random(seed)
+    cap = hosts * 8
+    eng = QueueingScheduler(uniform_cluster(hosts, 8), Policy(
+        classes=(PriorityClass("prod", 10, InClassOrder.FIFO, preempts=False),
+                 PriorityClass("batch", 0, InClassOrder.SHORTEST, band_ratio=4.0)),
+        backfill=mode, default_class="batch", demote_after_device_s=tiers, preempt_mode=PreemptMode.SUSPEND),
+        tenants=[Tenant("a", guaranteed={"P100": Quota(devices=cap // 2)}),
+                 Tenant("b", guaranteed={"P100": Quota(devices=cap // 4)}),
+                 Tenant("c", max_running_jobs=20_000)], journal=journal)
+    with eng.batch():
+        used, i = 0, 0
+        while used < fill * cap:
+            n = rng.choice(SIZES)
+            eng.submit(JobSpec(id=f"run{i}", tenant=rng.choice("abc"), devices=n,
+                               estimate_s=rng.uniform(600, 86400)), 0.0)
+            used += n
+            i += 1
+        eng.cycle(0.0)
+    with eng.batch():
+        for k in range(queued):
+            eng.submit(JobSpec(id=f"q{k}", tenant=rng.choice("abc"), devices=rng.choice(SIZES),
+                               estimate_s=rng.uniform(60, 86400),
+                               priority_class="prod" if k % 10 == 0 else "batch"), t_q)
+    return eng
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", type=int, default=5000)
@@ -53,38 +86,15 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     tiers = tuple(float(x) for x in args.tiers.split(",") if x)
     t_q = 1.0 + args.age
-    classes = (PriorityClass("prod", 10, InClassOrder.FIFO, preempts=False),
-               PriorityClass("batch", 0, InClassOrder.SHORTEST, band_ratio=4.0))
-    cap = args.hosts * 8
-    tenants = [Tenant("a", guaranteed={"P100": Quota(devices=cap // 2)}),
-               Tenant("b", guaranteed={"P100": Quota(devices=cap // 4)}),
-               Tenant("c", max_running_jobs=20_000)]
     times, started, reserved = [], [], []
     second = []
     for rep in range(args.repeat):
-        rng = random.Random(rep)
         with tempfile.TemporaryDirectory() as tmp:
             journal = None if args.memory_journal else Path(tmp) / "sched.db"
             t0 = time.perf_counter()
-            eng = QueueingScheduler(uniform_cluster(args.hosts, 8), Policy(
-                classes=classes, backfill=BackfillMode(args.mode), default_class="batch",
-                demote_after_device_s=tiers, preempt_mode=PreemptMode.SUSPEND),
-                tenants=tenants, journal=journal)
-            build = time.perf_counter() - t0
-            with eng.batch():
-                used, i = 0, 0
-                while used < args.fill * cap:
-                    n = rng.choice(SIZES)
-                    eng.submit(JobSpec(id=f"run{i}", tenant=rng.choice("abc"), devices=n,
-                                       estimate_s=rng.uniform(600, 86400)), 0.0)
-                    used += n
-                    i += 1
-                eng.cycle(0.0)
-            with eng.batch():
-                for k in range(args.queued):
-                    eng.submit(JobSpec(id=f"q{k}", tenant=rng.choice("abc"), devices=rng.choice(SIZES),
-                                       estimate_s=rng.uniform(60, 86400),
-                                       priority_class="prod" if k % 10 == 0 else "batch"), t_q)
+            eng = build(args.hosts, args.queued, fill=args.fill, mode=BackfillMode(args.mode), tiers=tiers,
+                        t_q=t_q, seed=rep, journal=journal)
+            build_s = time.perf_counter() - t0
             queued = len(eng.queue())
             t0 = time.perf_counter()
             res = eng.cycle(t_q + 1.0)
@@ -94,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             eng.cycle(t_q + 2.0)
             second.append(time.perf_counter() - t0)
-            print(f"rep {rep}: build {build:.2f} s, running {len(eng.running())}, queued before {queued}, "
+            print(f"rep {rep}: setup (engine, fill, queue) {build_s:.2f} s, running {len(eng.running())}, "
+                  f"queued before {queued}, "
                   f"cycle {times[-1] * 1000:.0f} ms (started {started[-1]}, preempted {len(res.preempted)}, "
                   f"reservations {reserved[-1]}), "
                   f"next cycle {second[-1] * 1000:.0f} ms, free devices {eng.pool_free('P100')}")

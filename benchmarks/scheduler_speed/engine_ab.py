@@ -64,46 +64,17 @@ def layout(src: Path, dest: Path) -> Path:
 def worker(workload: str, tree: Path, args: argparse.Namespace) -> dict[str, float]:
     """Run one workload in this process (imports come from ``PYTHONPATH``); wall and CPU seconds."""
     if workload in ("cycle", "cycle-tiers"):
-        import random
+        # cycle_bench's workload, built by this checkout's copy of it (identical for both trees:
+        # the engine under test comes from ``PYTHONPATH``)
+        sys.path.insert(0, str(ROOT / "benchmarks" / "philly"))
+        import cycle_bench
 
-        from accel.scheduler.queueing import (
-            BackfillMode,
-            InClassOrder,
-            JobSpec,
-            Policy,
-            PreemptMode,
-            PriorityClass,
-            QueueingScheduler,
-            Quota,
-            Tenant,
-            uniform_cluster,
-        )
-        sizes = [1] * 70 + [2] * 10 + [4] * 10 + [8] * 8 + [16] * 2
-        rng = random.Random(0)
-        cap = args.hosts * 8
+        from accel.scheduler.queueing import BackfillMode
+
         tiered = workload == "cycle-tiers"
         t_q = 4001.0 if tiered else 1.0
-        eng = QueueingScheduler(uniform_cluster(args.hosts, 8), Policy(
-            classes=(PriorityClass("prod", 10, InClassOrder.FIFO),
-                     PriorityClass("batch", 0, InClassOrder.SHORTEST, band_ratio=4.0)),
-            backfill=BackfillMode.CONSERVATIVE if tiered else BackfillMode.EASY, default_class="batch",
-            demote_after_device_s=(3600.0,) if tiered else (), preempt_mode=PreemptMode.SUSPEND),
-            tenants=[Tenant("a", guaranteed={"P100": Quota(devices=cap // 2)}),
-                     Tenant("b", guaranteed={"P100": Quota(devices=cap // 4)}),
-                     Tenant("c", max_running_jobs=20_000)])
-        with eng.batch():
-            used, i = 0, 0
-            while used < 0.9 * cap:
-                n = rng.choice(sizes)
-                eng.submit(JobSpec(id=f"run{i}", tenant=rng.choice("abc"), devices=n,
-                                   estimate_s=rng.uniform(600, 86400)), 0.0)
-                used, i = used + n, i + 1
-            eng.cycle(0.0)
-        with eng.batch():
-            for k in range(args.queued):
-                eng.submit(JobSpec(id=f"q{k}", tenant=rng.choice("abc"), devices=rng.choice(sizes),
-                                   estimate_s=rng.uniform(60, 86400),
-                                   priority_class="prod" if k % 10 == 0 else "batch"), t_q)
+        mode = BackfillMode.CONSERVATIVE if tiered else BackfillMode.EASY
+        eng = cycle_bench.build(args.hosts, args.queued, mode=mode, tiers=(3600.0,) if tiered else (), t_q=t_q, seed=0)
         w0, c0 = time.perf_counter(), time.process_time()
         eng.cycle(t_q + 1.0)
         eng.cycle(t_q + 2.0)
