@@ -27,23 +27,10 @@ from accel.scheduler.queueing import (
 from accel.scheduler.queueing._preempt import grace_holds
 
 from .conftest import GIB, cluster, job
-from .test_host_preempt import CLASSES, GRACE
+from .test_host_preempt import GRACE, _check, _hosts, _policy
 
 DAY = 86_400.0
 HOG = 100_000  # milli-CPU of a host's 128,000 that a non-preemptible job keeps: 28,000 left
-
-
-def _policy() -> Policy:
-    return Policy(classes=CLASSES, grace_s=GRACE, preempt_mode=PreemptMode.REQUEUE)
-
-
-def _hosts(eng: QueueingScheduler, jid: str) -> list[str]:
-    return sorted({a.host_name for a in eng.jobs[jid].allocs})
-
-
-def _check(eng: QueueingScheduler, now: float) -> None:
-    eng.check_invariants()
-    eng.verify_reservations(now)
 
 
 def _preempting(eng: QueueingScheduler, jid: str) -> dict[str, object]:
