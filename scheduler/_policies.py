@@ -30,11 +30,13 @@ state; with no selector in the workload every pressure is 0 and the policy equal
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
+from ._errors import InvalidRequestError
 from ._fgd import FragMeasure, TypicalPods
 from ._request import DeviceSelector, Request
 from ._scorers import MAX_SCORE, NEG_INF, BalancedFGDScorer, _gpu_left_total, register_scorer
@@ -231,6 +233,17 @@ class FGDPlusScorer(BalancedFGDScorer):
         return base - self.reserve * rel * displaced, slots
 
 
+def _check_param(scorer: str, name: str, value: float, *, low: float = 0.0, high: float = math.inf,
+                 low_open: bool = False) -> None:
+    """A scorer parameter must be a finite number in range; a NaN or a negative fraction would
+    silently make every refusal rule true or false."""
+    ok = isinstance(value, (int, float)) and math.isfinite(value) and value <= high \
+        and (value > low if low_open else value >= low)
+    if not ok:
+        bound = f"{'>' if low_open else '>='} {low:g}" + (f" and <= {high:g}" if math.isfinite(high) else "")
+        raise InvalidRequestError(f"{scorer}: {name} must be a finite number {bound}, got {value!r}")
+
+
 class AdmitFGDPlusScorer(FGDPlusScorer):
     """``fgd-plus-admit``: ``fgd-plus`` + admission control that keeps free devices for whole-device pods.
 
@@ -268,6 +281,8 @@ class AdmitFGDPlusScorer(FGDPlusScorer):
 
     def __init__(self, *, fresh_below: float = 0.2, stranded_below: float = 0.05, **kwargs: float) -> None:
         super().__init__(**kwargs)
+        _check_param(self.name, "fresh_below", fresh_below, high=1.0)
+        _check_param(self.name, "stranded_below", stranded_below, high=1.0)
         self.fresh_below = fresh_below
         self.stranded_below = stranded_below
         self._share_milli = np.zeros(0, dtype=np.int64)
@@ -360,6 +375,12 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
                  min_group_devices: int = 2, fresh_below: float = 0.2, stranded_below: float = 0.05,
                  **kwargs: float) -> None:
         super().__init__(fresh_below=fresh_below, stranded_below=stranded_below, **kwargs)
+        _check_param(self.name, "need", need)
+        _check_param(self.name, "horizon", horizon, low_open=True)
+        _check_param(self.name, "keep_hosts", keep_hosts)
+        if isinstance(min_group_devices, bool) or not isinstance(min_group_devices, int) or min_group_devices < 2:
+            raise InvalidRequestError(f"{self.name}: min_group_devices must be an integer >= 2, "
+                                      f"got {min_group_devices!r}")
         self.need = need
         self.horizon = horizon
         self.keep_hosts = keep_hosts

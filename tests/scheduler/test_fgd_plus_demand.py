@@ -5,6 +5,7 @@ multi-device pods that only few hosts can hold."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from accel.scheduler import (
     AdmitFGDPlusScorer,
@@ -13,6 +14,7 @@ from accel.scheduler import (
     DeviceSelector,
     DeviceSpec,
     HostSpec,
+    InvalidRequestError,
     Request,
     Scheduler,
     Share,
@@ -121,3 +123,19 @@ def test_with_selectors_the_need_goes_to_the_models_pods_may_use() -> None:
     assert sched.decide(Request("big-t4", cpu_milli=1000, share=Share(810), selector=t4)).host is None
     big = sched.place(Request("big", cpu_milli=1000, share=Share(810)))
     assert big is not None and big.host_name.startswith("g")
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"need": -0.1}, {"need": float("nan")}, {"horizon": 0.0}, {"horizon": float("inf")},
+    {"keep_hosts": -1.0}, {"min_group_devices": 1}, {"min_group_devices": 2.5},
+    {"fresh_below": 1.5}, {"stranded_below": float("nan")},
+])
+def test_bad_parameters_are_refused_with_the_parameter_named(kwargs: dict[str, float]) -> None:
+    name = next(iter(kwargs))
+    with pytest.raises(InvalidRequestError, match=f"fgd-plus-demand: {name} must be"):
+        DemandFGDPlusScorer(**kwargs)
+
+
+def test_admit_names_itself_in_a_bad_parameter_error() -> None:
+    with pytest.raises(InvalidRequestError, match="fgd-plus-admit: fresh_below must be"):
+        AdmitFGDPlusScorer(fresh_below=-0.2)
