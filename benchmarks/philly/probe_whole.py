@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -46,9 +47,18 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.policy == "default" and args.tier is None:
         ap.error("--policy default needs --tier")
+    for name, value in (("--tier", args.tier), ("--guard", args.guard), ("--every", args.every)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            ap.error(f"argument {name}: must be a finite number > 0, got {value}")
+    for name, count in (("--devices", args.devices), ("--limit", args.limit)):
+        if count is not None and count < 1:
+            ap.error(f"argument {name}: must be at least 1, got {count}")
+    trace = Path(args.traces) / f"trace_{args.vc}.csv"
+    if not trace.is_file():
+        ap.error(f"argument --vc: no trace file {trace}")
     # cv.py sizes a VC on its whole trace (a --limit check keeps the whole trace's size)
     devices = args.devices if args.devices is not None else \
-        cv.size_cluster(load_philly(Path(args.traces) / f"trace_{args.vc}.csv"))
+        cv.size_cluster(load_philly(trace))
     key = cv.RunKey(args.vc, args.policy, None if args.policy == "fifo" else args.tier,
                     None if args.policy == "fifo" else args.guard, args.estimator, devices, args.limit)
     built: dict[str, Any] = {}
