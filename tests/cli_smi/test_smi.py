@@ -201,3 +201,14 @@ def test_bugreport_scenario_errors(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not (tmp_path / "r").exists()
+
+
+def test_model_names_keep_si_and_the_header_unit_under_nounits(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ls", "--backend", "ascend", "-o", "scenario=910b-8", "-i", "0", "--query",
+                 "memory_total_bytes,utilization_ratio,temperature_celsius,timestamp",
+                 "--format", "csv,nounits"]) == EXIT_OK
+    header, row = capsys.readouterr().out.splitlines()
+    assert header == "memory_total_bytes [B], utilization_ratio [ratio], temperature_celsius [C], timestamp"
+    cells = row.split(", ")
+    assert cells[:3] == [str(65536 * 2**20), "0", "43"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d.*", cells[3])  # the model's ISO 8601 time
