@@ -12,7 +12,8 @@ reads.  ``--query-gpu`` is ``--query``; ``accel ps --query-compute-apps=pid,proc
 used_memory`` (or ``--query``) prints nvidia-smi's process CSV.  The line formats follow real
 ``nvidia-smi -L`` output (``GPU 0: NVIDIA GeForce RTX 3060 Ti (UUID: GPU-1d8b...)`` in
 LeStefduSud/myscripts ``mining/nvidia-commands.sh``; ``  MIG 1g.10gb     Device  0: (UUID:
-MIG-...)`` in NVIDIA's k8s-dra-driver demo notes, found with the ``search`` tool).
+MIG-...)`` under its GPU line in public MIG set-up notes, among them a k8s-dra-driver demo
+README; found with the ``search`` tool).
 """
 
 from __future__ import annotations
