@@ -15,6 +15,11 @@ nodes' ``cpulist`` / ``meminfo``.  ``accel ls --replay BUNDLE`` uses that copy a
 root.  Not copied: the amdgpu DRM attributes under ``class/drm`` (the AMD backend's own sysfs
 reader), and no tarball form (a directory, which ``tar`` packs as it is).
 
+Without hardware, ``accel bugreport --backend ascend -o scenario=910b-8 --out DIR`` records a
+shipped replay scenario of a CLI plugin (:func:`scenario_runner`): the flow a user with a
+misparsing device follows, end to end, on recorded ``npu-smi`` output (the bundle replays to the
+same inventory as the scenario itself).
+
 No environment variables and no hostname are written: only argv, exit status, stdout and
 stderr of each run (what the replay needs), and the manifest fields.
 """
@@ -32,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError
-from .tools import Recording, RecordingRunner, StrPath
+from .tools import Recording, RecordingRunner, ReplayRunner, StrPath
 
-__all__ = ["DEFAULT_MAX_BYTES", "RecordingRunner", "SysfsCopy", "collect_sysfs", "write_bundle"]
+__all__ = ["DEFAULT_MAX_BYTES", "RecordingRunner", "SysfsCopy", "collect_sysfs", "scenario_runner", "write_bundle"]
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 """The default size cap of a bundle (64 MiB of recordings and manifest)."""
@@ -111,6 +116,38 @@ def collect_sysfs(root: Path, bus_ids: Iterable[str]) -> SysfsCopy:
             if data is not None:
                 out.files[f"devices/system/node/{name}/{attr}"] = data
     return out
+
+
+def scenario_runner(backend: str, name: str) -> ReplayRunner:
+    """A :class:`~accel.tools.ReplayRunner` over ``backend``'s shipped replay scenario ``name``.
+
+    The plugin's entry-point object names its package (``package``, as every CLI plugin built on
+    :mod:`accel.plugins._cli` does); its scenarios are the directories of recordings under
+    ``<package>/scenarios/``.  A backend whose scenarios are not tool recordings (``nvidia``'s
+    are a fake NVML library, ``sim`` runs nothing), an unknown backend or scenario: a
+    :class:`~accel.errors.ConfigError` saying which, with the names that exist.
+    """
+    from importlib import resources
+    from importlib.metadata import entry_points
+
+    from .plugin import ENTRY_POINT_GROUP
+
+    found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == backend]
+    if not found:
+        raise ConfigError(f"bugreport: no backend {backend!r} is installed (see `accel plugins`)")
+    package = getattr(found[0].load(), "package", None)
+    root = Path(str(resources.files(package))) / "scenarios" if isinstance(package, str) else None
+    names = []
+    if root is not None and root.is_dir():
+        names = sorted(p.name for p in root.iterdir() if p.is_dir() and any(p.glob("*.json")))
+    if not names:
+        raise ConfigError(f"bugreport: backend {backend!r} ships no tool-recording scenarios (its scenario option, if "
+                          "any, is a fake library: nothing runs a tool to record); try e.g. "
+                          "`accel bugreport --backend ascend -o scenario=910b-8 --out DIR`")
+    if name not in names:
+        raise ConfigError(f"bugreport: no replay scenario {name!r} of backend {backend!r}; shipped: {', '.join(names)}")
+    assert root is not None
+    return ReplayRunner(root / name)
 
 
 def _recording_json(rec: Recording) -> bytes:

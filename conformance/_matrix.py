@@ -135,21 +135,90 @@ def _versions(col: dict[str, Any]) -> tuple[str, str, str]:
     return version, api, drivers
 
 
-def render_markdown(matrix: dict[str, Any]) -> str:
-    """GitHub-flavoured Markdown: a backends table, one table per section, capabilities, notes."""
+#: Outcomes named run by run in a requirement's line (the others are only counted).
+_NAMED: Final = (Status.FAIL.value, Status.ERROR.value, Status.NOT_RUN.value, Status.OVERRIDDEN.value,
+                 Status.XFAIL.value)
+_ORDER: Final = [s.value for s in (Status.PASS, Status.FAIL, Status.ERROR, Status.XFAIL, Status.OVERRIDDEN,
+                                   Status.SKIP, Status.NOT_APPLICABLE, Status.NOT_RUN)]
+
+
+def _counts(statuses: Sequence[str]) -> str:
+    """``"44 pass, 3 xfail, 1 skip"``: every outcome that occurs, in a fixed order."""
+    found = {st: statuses.count(st) for st in _ORDER if st in statuses}
+    return ", ".join(f"{n} {st}" for st, n in found.items()) or "-"
+
+
+def _certification(cols: Sequence[dict[str, Any]]) -> str:
+    certs = [c["certification"] for c in cols if c["certification"] is not None]
+    if not certs:
+        return "-"
+    return "passed" if all(cert["passed"] for cert in certs) else "FAILED"
+
+
+def _summary_md(matrix: dict[str, Any]) -> list[str]:
+    """One line per plugin, then the whole: what a reader wants first."""
     cols = matrix["columns"]
-    labels = [c["label"] for c in cols]
+    by_plugin: dict[str, list[dict[str, Any]]] = {}
+    for c in cols:
+        by_plugin.setdefault((c["plugin"] or {}).get("name", "?"), []).append(c)
+    out = ["| Plugin | Runs | Certification | Result | Runs with a failure or known deviation |",
+           "|---|---|---|---|---|"]
+    every: list[str] = []
+    for name, group in by_plugin.items():
+        labels = {c["label"] for c in group}
+        statuses = [r["cells"][lbl]["status"] for r in matrix["rows"] for lbl in labels]
+        every += statuses
+        flagged = sorted(lbl for lbl in labels
+                         if any(r["cells"][lbl]["status"] in _NAMED for r in matrix["rows"]))
+        version = f"{name} {(group[0]['plugin'] or {}).get('version', '?')}"
+        out.append(f"| {_md(version)} | {len(group)} | {_certification(group)} | {_counts(statuses)} | "
+                   f"{_md(', '.join(flagged)) or '-'} |")
+    failed = every.count(Status.FAIL.value) + every.count(Status.ERROR.value)
+    cert = _certification(cols)
+    head = [f"{len(cols)} runs of {len(by_plugin)} plugins against {len(matrix['rows'])} requirements: "
+            f"{failed} failed or errored, {every.count(Status.XFAIL.value)} known deviations (strict xfail). "
+            + ("Certification: not run here (these are the shipped scenarios; `accel conformance run --certify` "
+               "certifies one backend)." if cert == "-" else f"Certification: {cert}."), ""]
+    return head + out
+
+
+def render_markdown(matrix: dict[str, Any]) -> str:
+    """GitHub-flavoured Markdown that reads at a laptop's width: a summary per plugin first, one
+    line per requirement (runs named only where they did not pass), the backends table, the
+    capabilities, the notes.  The full run-by-requirement grid is ``matrix.html``."""
+    cols = matrix["columns"]
     out = [
         "# accel conformance matrix",
         "",
         f"Generated {matrix['generated_at']} by {matrix['generated_by']} from recorded test results "
-        "(do not edit by hand).",
+        "(do not edit by hand). Every run against every requirement, as a grid: [matrix.html](matrix.html) "
+        "(and `matrix.json`).",
         "",
-        "Legend: `+` pass, `-` fail, `E` error, `N/A` capability not declared, `skip` skipped (reason below), "
-        "`xfail` known deviation (strict), `override` suite test overridden (not counted as a pass), "
-        "`?` not run.",
+        "## Summary",
+        "",
+        *_summary_md(matrix),
+        "",
+        "## Requirements",
+        "",
+        "One line per requirement: how the runs went, and which runs did not pass (a skip or `n/a` is "
+        "only counted: `n/a` is a capability the plugin does not declare, the reason of a skip is under "
+        "[Notes](#notes)). `xfail` is a known deviation, marked strict: it fails the run once fixed.",
+    ]
+    for sec in matrix["sections"]:
+        rows = [r for r in matrix["rows"] if r["section"] == sec["id"]]
+        out += ["", f"### {sec['title']}", "", sec["doc"], "",
+                "| Requirement | Level | Capability | Result | Not passing |", "|---|---|---|---|---|"]
+        for r in rows:
+            statuses = [r["cells"][c["label"]]["status"] for c in cols]
+            named = [f"{st}: " + ", ".join(c["label"] for c in cols if r["cells"][c["label"]]["status"] == st)
+                     for st in _NAMED if st in statuses]
+            out.append(f"| `{r['id']}` {_md(r['doc'])} | {r['level']} | {r['capability'] or '-'} | "
+                       f"{_counts(statuses)} | {_md('; '.join(named)) or '-'} |")
+    out += [
         "",
         "## Backends",
+        "",
+        "One row per run: a plugin on one of its shipped scenarios.",
         "",
         "| Run | Plugin | Plugin API | Driver | Devices | Models | Certification | Summary |",
         "|---|---|---|---|---|---|---|---|",
@@ -163,25 +232,18 @@ def render_markdown(matrix: dict[str, Any]) -> str:
         out.append(f"| {_md(c['label'])} | {_md(version)} | {api} | {_md(drivers)} | "
                    f"{c['device_count'] if c['device_count'] is not None else '-'} | {_md(models)} | {cert_text} | "
                    f"{summary} |")
-    for sec in matrix["sections"]:
-        rows = [r for r in matrix["rows"] if r["section"] == sec["id"]]
-        out += ["", f"## {sec['title']}", "", sec["doc"], "",
-                "| Requirement | Level | Capability | " + " | ".join(_md(lbl) for lbl in labels) + " |",
-                "|---|---|---|" + "---|" * len(labels)]
-        for r in rows:
-            cells = " | ".join(_cell_md(r["cells"][lbl]) for lbl in labels)
-            out.append(f"| `{r['id']}` {_md(r['doc'])} | {r['level']} | {r['capability'] or '-'} | {cells} |")
     out += ["", "## Declared against measured capabilities", "",
-            "`+` declared and every gated row passed, `-` declared but a gated row failed, `!` declaration and "
-            "observation disagree, `N/A` not declared.", "",
-            "| Capability | " + " | ".join(_md(lbl) for lbl in labels) + " |", "|---|" + "---|" * len(labels)]
+            "Per capability: the runs whose plugin declares it, and every run where declaration and "
+            "measurement disagree (`-` declared but a gated row failed, `!` declared and not observed, or "
+            "observed and not declared).", "",
+            "| Capability | Declared by | Disagreements |", "|---|---|---|"]
     for cap in matrix["capabilities"]:
-        cells = " | ".join(
-            f"{cap['cells'][lbl]['verdict']} ({cap['cells'][lbl]['rows_passed']}/{cap['cells'][lbl]['rows_total']})"
-            if cap["cells"][lbl]["rows_total"] else cap["cells"][lbl]["verdict"]
-            for lbl in labels
-        )
-        out.append(f"| `{cap['capability']}` | {cells} |")
+        cells = cap["cells"]
+        declared = sum(1 for c in cols if cells[c["label"]]["declared"])
+        mismatches = [f"{c['label']} {cells[c['label']]['verdict']} ({cells[c['label']]['note']})"
+                      for c in cols if cells[c["label"]]["mismatch"]]
+        out.append(f"| `{cap['capability']}` {_md(cap['doc'])} | {declared} of {len(cols)} runs | "
+                   f"{_md('; '.join(mismatches)) or '-'} |")
     out += ["", "## Notes", ""]
     for c in cols:
         notes = []

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..discovery import DiscoveryReport, EntryStatus, Session, discover, open_session
 from ..errors import BackendUnavailableError, ConfigError, DeviceError, ProfileError
-from ..model import Device, Health, HostInventory, Problem, Telemetry, json_schema, validate
+from ..model import Device, Domain, Health, HostInventory, Problem, Telemetry, json_schema, validate
 from ..plugin import BackendConfig
 from ..sim import ENV_PROFILE
 from . import EXIT_NO_DEVICES, EXIT_OK, EXIT_PARTIAL, EXIT_UNHEALTHY, _registry, _render, dump
@@ -203,41 +203,79 @@ def _query_rows(inv: HostInventory, samples: Sequence[Telemetry]) -> list[tuple[
     return [(d, by_id.get(d.id)) for d in inv.devices]
 
 
+def _ls_once(args: argparse.Namespace, session: Session, query: tuple[list[Any], Any] | None, shown: int) -> int:
+    """One ``accel ls`` read and print (``shown``: earlier reads of ``--loop``, which print no
+    second CSV header)."""
+    full = session.inventory()
+    inv = _selected(full, args)
+    if not inv.devices and _no_devices(session, inv):
+        if args.json and query is None:
+            print(inv.model_dump_json(indent=2))
+        return EXIT_NO_DEVICES
+    _warn_problems(inv)
+    if query is not None:
+        from ._query import render
+
+        samples = session.telemetry([d.id for d in inv.devices])
+        print(render(query[0], _query_rows(inv, samples), query[1], header=shown == 0), flush=True)
+    elif args.list_gpus:
+        from ._smi import list_gpus
+
+        print(list_gpus(inv, _positions(full)), flush=True)
+    elif args.json:
+        print(inv.model_dump_json(indent=2), flush=True)
+    else:
+        print(_render.device_table(inv, _positions(full)), flush=True)
+    return _read_code(inv)
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
     query = _query(args)
+    if getattr(args, "list_gpus", False) and (query is not None or args.json):
+        raise ConfigError("-L/--list-gpus prints its own lines: not with --query or --json")
+    loop = getattr(args, "loop", None)
+    if getattr(args, "count", 0) and loop is None:
+        raise ConfigError("--count needs -l/--loop SECONDS")
     with _session(args) as session:
-        full = session.inventory()
-        inv = _selected(full, args)
-        if query is not None:
-            from ._query import render
+        shown, worst = 0, EXIT_OK
+        while True:
+            if shown and loop is not None:
+                time.sleep(loop)
+            code = _ls_once(args, session, query, shown)
+            shown += 1
+            if code == EXIT_NO_DEVICES:
+                return code
+            worst = max(worst, code)  # one partial read makes the whole run partial
+            if loop is None or (args.count and shown >= args.count):
+                return worst
 
-            if not inv.devices and _no_devices(session, inv):
-                return EXIT_NO_DEVICES
-            _warn_problems(inv)
-            samples = session.telemetry([d.id for d in inv.devices]) if inv.devices else ()
-            print(render(query[0], _query_rows(inv, samples), query[1]))
-            return _read_code(inv)
-        if not inv.devices and _no_devices(session, inv):
-            if args.json:
-                print(inv.model_dump_json(indent=2))
-            return EXIT_NO_DEVICES
-        _warn_problems(inv)
-        if args.json:
-            print(inv.model_dump_json(indent=2))
-            return _read_code(inv)
-        print(_render.device_table(inv, _positions(full)))
-        return _read_code(inv)
+
+def _ps_query(args: argparse.Namespace, inv: HostInventory, full: HostInventory) -> None:
+    from ._query import parse_format, parse_process_query, render
+
+    fields, fmt = parse_process_query(args.query), parse_format(args.query_format)
+    devices, position = {d.id: d for d in full.devices}, _positions(full)
+    # nvidia-smi's order: by device (its place in `accel ls`), then pid.
+    ordered = sorted(inv.processes, key=lambda p: (position.get(p.device_id, len(position)), p.pid))
+    rows = [(p, devices.get(p.device_id)) for p in ordered]
+    text = render(fields, rows, fmt)
+    if text:
+        print(text)
 
 
 def cmd_ps(args: argparse.Namespace) -> int:
     """Processes on every device (like ``nvidia-smi``'s process table, for every vendor)."""
+    if getattr(args, "query", None) is None and getattr(args, "query_format", "csv") != "csv":
+        raise ConfigError("--format needs --query FIELD,...")
     with _session(args) as session:
         full = session.inventory()
         inv = _selected(full, args)
         if not inv.devices and _no_devices(session, inv):
             return EXIT_NO_DEVICES
         _warn_problems(inv)
-        if args.json:
+        if getattr(args, "query", None) is not None:
+            _ps_query(args, inv, full)
+        elif args.json:
             print(dump([p.model_dump(mode="json") for p in inv.processes]))
         elif inv.processes:
             print(_render.process_table(inv, _positions(full)))
@@ -271,9 +309,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         return _read_code(inv)
 
 
+def _domains_of(full: HostInventory, inv: HostInventory) -> list[Domain]:
+    """The domains with a member among ``inv``'s devices or partitions, whole (an NVLink island
+    of eight is shown as eight even when ``-i 0,1`` selects two of them)."""
+    selected = {d.id for d in inv.devices} | {p.id for p in inv.partitions}
+    return [d for d in full.domains if selected & set(d.members)]
+
+
 def cmd_topo(args: argparse.Namespace) -> int:
     with _session(args) as session:
-        inv = _selected(session.inventory(), args)
+        full = session.inventory()
+        inv = _selected(full, args)
+        domains = _domains_of(full, inv)
         _warn_problems(inv)
         matrix = inv.distance_matrix()
         if args.json:
@@ -284,7 +331,7 @@ def cmd_topo(args: argparse.Namespace) -> int:
                 "labels": [[matrix.label(i, j) for j in range(n)] for i in range(n)],
                 "pcie": [[matrix.pcie_levels[i][j].value for j in range(n)] for i in range(n)],
                 "links": [link.model_dump(mode="json") for link in inv.links],
-                "domains": [d.model_dump(mode="json") for d in inv.domains],
+                "domains": [d.model_dump(mode="json") for d in domains],
                 "numa": {d.id: d.numa_node for d in inv.devices},
                 "cpu_affinity": {d.id: d.cpu_affinity for d in inv.devices},
                 "problems": [p.model_dump(mode="json") for p in inv.problems],
@@ -293,7 +340,7 @@ def cmd_topo(args: argparse.Namespace) -> int:
             return _read_code(inv) if inv.devices else EXIT_NO_DEVICES
         if _no_devices(session, inv):
             return EXIT_NO_DEVICES
-        print(_render.topo_text(inv, matrix))
+        print(_render.topo_text(inv, matrix, positions=_positions(full), domains=domains))
         return _read_code(inv)
 
 
@@ -492,16 +539,26 @@ def cmd_bugreport(args: argparse.Namespace) -> int:
     import dataclasses
 
     from .. import __version__
-    from .._bugreport import RecordingRunner, SysfsCopy, collect_sysfs, write_bundle
+    from .._bugreport import RecordingRunner, SysfsCopy, collect_sysfs, scenario_runner, write_bundle
     from ..tools import SubprocessRunner
 
-    if "scenario" in _parse_options(getattr(args, "option", []) or []) or getattr(args, "sim", None):
-        raise ConfigError("bugreport records real tool runs (or a --replay directory); a shipped scenario or the "
-                          "simulator is already reproducible by name")
+    if getattr(args, "sim", None):
+        raise ConfigError("bugreport records vendor tool runs; the simulator runs none (`--sim NAME` is already "
+                          "reproducible by name)")
     if args.max_bytes <= 0:
         raise ConfigError("--max-bytes must be positive")
     backends, configs, base = _configs(args)
-    recorder = RecordingRunner(base.runner or SubprocessRunner())
+    scenario = base.options.get("scenario")
+    source = base.runner
+    if scenario is not None:
+        # A shipped replay scenario: the flow to try without hardware (docs: getting started).
+        if source is not None or not backends or len(backends) != 1:
+            raise ConfigError("bugreport -o scenario=NAME records one backend's shipped scenario: give exactly one "
+                              "--backend and no --replay, e.g. `accel bugreport --backend ascend -o scenario=910b-8 "
+                              "--out DIR`")
+        source = scenario_runner(backends[0], scenario)
+        base = dataclasses.replace(base, options={k: v for k, v in base.options.items() if k != "scenario"})
+    recorder = RecordingRunner(source or SubprocessRunner())
     base = dataclasses.replace(base, runner=recorder)
     configs = {name: dataclasses.replace(cfg, runner=recorder) for name, cfg in configs.items()}
     session = open_session(configs, default_config=base, backends=backends)

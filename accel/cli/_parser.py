@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, NoReturn
 
-from . import _registry
+from . import _registry, _smi
 from ._options import check_numeric_options, number, text
 
 __all__ = ["CORE_COMMANDS", "UsageError", "build_parser"]
@@ -57,9 +57,10 @@ def _selection_args(p: argparse.ArgumentParser) -> None:
 
 
 def _query_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--query", metavar="FIELD[,FIELD...]", type=text("a field list"),
-                   help="print these fields as CSV (model names such as memory_total_bytes, or "
-                   "nvidia-smi's such as memory.total; SI base units; [N/A] when not read)")
+    p.add_argument("--query", "--query-gpu", dest="query", metavar="FIELD[,FIELD...]", type=text("a field list"),
+                   help="print these fields as CSV: the model's names (memory_total_bytes) in SI base units, or "
+                   "nvidia-smi's (memory.total) in nvidia-smi's units and header (memory.total [MiB]); "
+                   "[N/A] when not read")
     p.add_argument("--format", dest="query_format", metavar="csv[,noheader][,nounits]", default="csv",
                    type=text("a format"), help="the --query output format (default csv)")
 
@@ -101,6 +102,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
             _id_arg(cmd)
         if name == "ls":
             _query_args(cmd)
+            _smi.add_ls_options(cmd)
+        if name == "ps":
+            _smi.add_ps_options(cmd)
         if name == "health":
             cmd.add_argument("--leak-history", metavar="FILE", type=text("a file path"),
                              help="keep used-memory history in this SQLite file across runs and report "

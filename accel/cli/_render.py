@@ -142,9 +142,22 @@ def telemetry_table(samples: Sequence[Telemetry]) -> str:
     return table(["ID", "UTIL", "MEM USED", "POWER", "TEMP", "THROTTLE"], rows)
 
 
-def topo_text(inv: HostInventory, matrix: DistanceMatrix) -> str:
+def topo_text(
+    inv: HostInventory,
+    matrix: DistanceMatrix,
+    *,
+    positions: Mapping[str, int] | None = None,
+    domains: Sequence[Domain] | None = None,
+) -> str:
+    """``accel topo``: the matrix, the devices, their domains and the legend.
+
+    ``D#`` is a device's position in ``accel ls`` (``positions``; the matrix's own order without
+    it), so ``-i 2,5`` shows D2 and D5.  ``domains`` (default: ``inv.domains``) may name members
+    outside the selection: a domain is listed whole, its other members by their ``D#`` too.
+    """
+    at = dict(positions) if positions is not None else {d: i for i, d in enumerate(matrix.device_ids)}
     n = len(matrix.device_ids)
-    names = [f"D{i}" for i in range(n)]
+    names = [f"D{at.get(dev_id, i)}" for i, dev_id in enumerate(matrix.device_ids)]
     headers = ["", *names, "CPU AFFINITY", "NUMA"]
     rows = []
     for i in range(n):
@@ -154,14 +167,16 @@ def topo_text(inv: HostInventory, matrix: DistanceMatrix) -> str:
     for i, dev_id in enumerate(matrix.device_ids):
         out.append(f"{names[i]} = {dev_id}")
     out.append("")
-    out.append("Domains:" if inv.domains else "Domains: none")
-    for dom in inv.domains:
-        members = ", ".join(names[matrix.device_ids.index(m)] if m in matrix.device_ids else m for m in dom.members)
+    shown = list(inv.domains if domains is None else domains)
+    out.append("Domains:" if shown else "Domains: none")
+    for dom in shown:
+        members = ", ".join(f"D{at[m]}" if m in at else m for m in dom.members)
         out.append(f"  {dom.id} ({dom.kind.value}, {dom.size} devices): {members}")
     out.append("")
     out.append(
         "Legend: X = self, NV# = NVLink/NVSwitch with # links, XGMI/HCCS/... = vendor link, PIX = one PCIe switch, "
-        "PXB = several switches, PHB = host bridge, NODE = same NUMA node, SYS = across sockets"
+        "PXB = several switches, PHB = host bridge, NODE = same NUMA node, SYS = across sockets; "
+        "D# = the device's position in `accel ls`"
     )
     return "\n".join(out)
 

@@ -39,11 +39,15 @@ def test_query_matches_the_golden_output(capsys: pytest.CaptureFixture[str], arg
 
 
 def test_values_are_si_and_unknown_is_na(capsys: pytest.CaptureFixture[str]) -> None:
-    # The npu-smi sample prints HBM 65536 MB: 64 GiB in bytes; it prints no UUID.
+    # The npu-smi sample prints HBM 65536 MB and no UUID.  Asked by nvidia-smi's name
+    # (memory.total) the answer is nvidia-smi's MiB; asked by the model's name, SI bytes.
     rows = (HERE / "query_ascend_910b-8.csv").read_text().splitlines()
     first = next(csv.reader(io.StringIO(rows[1]), skipinitialspace=True))
     assert first[1] == "[N/A]"
-    assert first[4] == f"{65536 * 2**20} B"
+    assert first[4] == "65536 MiB"
+    assert main(["ls", "--backend", "ascend", "-o", "scenario=910b-8", "-i", "0",
+                 "--query", "memory_total_bytes", "--format", "csv,noheader"]) == EXIT_OK
+    assert capsys.readouterr().out == f"{65536 * 2**20} B\n"
     assert main(["ls", "--sim", "dgx-h100", "-o", "faults=not_supported=power_watts", "-i", "0",
                  "--query", "index,power.draw", "--format", "csv,noheader"]) == EXIT_OK
     assert capsys.readouterr().out == "0, [N/A]\n"
