@@ -48,7 +48,7 @@ DEFAULT_LIMITS = JSONLimits()
 # A JSON string, possessive so that the scan is linear: "...", with escapes.
 _STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
 _ESCAPE = re.compile(rb"\\.", re.DOTALL)
-_KEY_BEFORE = re.compile(rb'"((?:[^"\\]|\\.){1,128})"\s*:\s*$')
+_KEY_BEFORE = re.compile(rb'"((?:[^"\\]|\\.){1,128})"\s*:\s*(?:\[\s*)?$')  # "key": or "key": [
 # bytes.translate tables: every character a number can hold becomes "0", everything else " "; and
 # every bracket becomes "{" (opening) or "}" (closing), everything else is deleted.
 _NUMBER_CHARS = bytes(ord("0") if chr(b) in "0123456789.eE+-" else ord(" ") for b in range(256))
@@ -58,7 +58,8 @@ _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 
 
 def _field_before(data: bytes, offset: int) -> str | None:
-    """The object key just before ``offset`` (the value's field name), if there is one."""
+    """The object key just before ``offset`` (the field the value, or an array's first item, is
+    in), if there is one."""
     m = _KEY_BEFORE.search(data, max(0, offset - 200), offset)
     return m.group(1).decode("utf-8", "replace") if m else None
 
