@@ -21,9 +21,11 @@ Phases, each against the shipped server and the baseline:
 * ``load+idle``: the same, while ``--idle`` half-open sockets (a request line, never the rest)
   stay open; the server process's thread count is sampled during the phase.
 
-Printed per phase and server: requests answered, p50 and p99 latency (ms), requests per second,
+Printed per phase and server: requests answered, mean, p50 and p99 latency (ms), requests per second,
 connection resets (a reset or a closed connection under a client; the client reconnects and
-sends again), and the server's most threads; then shipped / baseline ratios of p50 and p99.
+sends again), and the server's most threads; then shipped / baseline ratios.  Under a closed
+loop of clients the mean is clients / throughput whatever the server; p50 alone flatters an
+unfair server (threads under the GIL serve some requests at once and make others wait).
 Each phase alternates the two servers ``--rounds`` times (shipped first in even rounds, the
 baseline first in odd ones), so a change in the machine's background load falls on both.
 Every phase stops by itself after ``--max-seconds``.  Loopback only.
@@ -202,10 +204,12 @@ def _ms(values: list[float], q: float) -> float:
 
 
 def report(name: str, res: Result) -> dict[str, Any]:
-    row = {"server": name, "answered": len(res.latencies), "p50_ms": _ms(res.latencies, 0.50),
+    mean = 1000 * sum(res.latencies) / len(res.latencies) if res.latencies else float("nan")
+    row = {"server": name, "answered": len(res.latencies), "mean_ms": mean, "p50_ms": _ms(res.latencies, 0.50),
            "p99_ms": _ms(res.latencies, 0.99), "req_per_s": len(res.latencies) / res.wall_s if res.wall_s else 0.0,
            "resets": res.resets, "non_200": res.failures, "server_threads": res.threads}
-    print(f"  {name:22s} {row['answered']:6d} answered  p50 {row['p50_ms']:7.2f} ms  p99 {row['p99_ms']:8.2f} ms  "
+    print(f"  {name:16s} {row['answered']:5d} answered  mean {mean:6.1f} ms  p50 {row['p50_ms']:6.1f} ms  "
+          f"p99 {row['p99_ms']:7.1f} ms  "
           f"{row['req_per_s']:7.0f} req/s  resets {row['resets']:4d}  non-200 {row['non_200']:3d}  "
           f"server threads {row['server_threads']}", flush=True)
     return row
@@ -277,8 +281,9 @@ def main(argv: list[str] | None = None) -> int:
                             got[name] = row = report(name, res)
                             rows.append({"service": service, "phase": phase, **row})
                         a, b = got["shipped"], got["stdlib baseline"]
-                        print(f"  ratio shipped / baseline: p50 {a['p50_ms'] / b['p50_ms']:.2f}  "
-                              f"p99 {a['p99_ms'] / b['p99_ms']:.2f}", flush=True)
+                        print(f"  ratio shipped / baseline: mean {a['mean_ms'] / b['mean_ms']:.2f}  "
+                              f"p50 {a['p50_ms'] / b['p50_ms']:.2f}  p99 {a['p99_ms'] / b['p99_ms']:.2f}  "
+                              f"req/s {a['req_per_s'] / b['req_per_s']:.2f}", flush=True)
                 finally:
                     baseline.stop()
             finally:

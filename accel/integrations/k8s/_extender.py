@@ -667,8 +667,10 @@ class Extender:
         """Make room among the nodes learnt from annotations: forget those this call does not
         name (a client inventing node names must not grow the view without end)."""
         keep = {(n.get("metadata") or {}).get("name") for n in items if isinstance(n, Mapping)}
-        for old in [n for n in self._dynamic if n not in keep]:
-            self._forget(old)
+        drop = {n for n in self._dynamic if n not in keep}
+        for name in drop:  # one pass over the names below, not a list.remove per node
+            del self._dynamic[name]
+        self._names = [n for n in self._names if n not in drop or n in self._static]
         self._sched = None
 
     # -- helpers -------------------------------------------------------------------------------------
@@ -758,7 +760,8 @@ class Extender:
                 hosts = frozenset(a.host for a in allocs)
                 for a in allocs:
                     sched.state.release(a)
-            self._gang_plans = {k: v for k, v in self._gang_plans.items() if k[2] == self._epoch}
+            self._gang_plans = {k: v for k, v in self._gang_plans.items()
+                                if k[2] == self._epoch} if len(self._gang_plans) < 10_000 else {}
             self._gang_plans[key] = hosts
         return self._gang_plans[key]
 
