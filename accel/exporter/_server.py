@@ -1,4 +1,5 @@
-"""``accel exporter``: serve the collector over HTTP with prometheus_client's own server."""
+"""``accel exporter``: serve the collector over HTTP (uvicorn, with the limits of
+:mod:`accel._net.asgi_server`; the page is rendered by :mod:`._asgi`)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def main(
 
 
 def _serve(args: argparse.Namespace, source: SnapshotSource, fields: FieldSelection) -> int:
-    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client import CollectorRegistry
     from prometheus_client.platform_collector import PlatformCollector
     from prometheus_client.process_collector import ProcessCollector
 
@@ -89,7 +90,15 @@ def _serve(args: argparse.Namespace, source: SnapshotSource, fields: FieldSelect
         print(f"accel: warning: exporter listens on {args.listen}, reachable beyond this host; metrics are "
               "unauthenticated", file=sys.stderr)
     try:
-        server, thread = start_http_server(args.port, addr=args.listen, registry=registry)
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(f"accel exporter serves with uvicorn ({exc}): pip install 'accel-sdk[exporter]'") from exc
+    from .._net.asgi_server import BackgroundServer
+    from ._asgi import MetricsApp
+
+    app = MetricsApp(registry)
+    try:
+        server = BackgroundServer(app, listen=args.listen, port=args.port, name="accel-exporter")
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             print(f"accel: error: port {args.port} on {args.listen} is in use; pick another with --port",
@@ -97,7 +106,8 @@ def _serve(args: argparse.Namespace, source: SnapshotSource, fields: FieldSelect
         else:
             print(f"accel: error: cannot listen on {args.listen}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
-    port = server.server_port
+    server.start()
+    port = server.port
     host = f"[{args.listen}]" if ":" in args.listen else args.listen
     names = ", ".join(source.backend_names) or "none"
     shown = "" if fields.spec == "full" else f"; fields: {fields.spec}"
@@ -113,7 +123,6 @@ def _serve(args: argparse.Namespace, source: SnapshotSource, fields: FieldSelect
             pass
     finally:
         signal.signal(signal.SIGTERM, previous)
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+        server.close()
+        app.close()
     return EXIT_OK

@@ -25,6 +25,7 @@ an inventory changes.  The pod's request: see :func:`pod_request`.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import sys
@@ -33,7 +34,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import repeat
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,6 +41,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..._net import is_loopback
+from ..._net.asgi_server import BodyTimeoutError, ServerLimits, read_body
+from ..._net.bounded_json import JSONLimitError, JSONLimits, check_bounds, loads_bounded
 from ...errors import AccelError, ConfigError
 from ...model import HostInventory
 from ...scheduler import (
@@ -61,13 +63,23 @@ from ...scheduler import ClusterState as _ClusterState
 
 __all__ = [
     "INVENTORY_ANNOTATION",
+    "MAX_ANNOTATION_BYTES",
+    "MAX_CONTAINERS",
+    "MAX_COUNT",
+    "MAX_EXPR_CHARS",
     "MAX_EXTENDER_PRIORITY",
+    "MAX_GANG_SIZE",
+    "MAX_LIST_ITEMS",
+    "MAX_NAME_CHARS",
+    "MAX_NODES",
+    "MAX_RESOURCES",
     "REQUEST_ANNOTATION",
     "RESOURCE_PREFIX",
     "Binder",
     "Extender",
     "ExtenderServer",
     "PodRequest",
+    "PodShapeError",
     "host_specs_from_slices",
     "load_inventories",
     "load_slices",
@@ -84,6 +96,30 @@ RESOURCE_PREFIX = "accel.dev/"
 MAX_EXTENDER_PRIORITY = 10
 """``MaxExtenderPriority`` of ``k8s.io/kube-scheduler/extender/v1``."""
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+"""Largest request body (``--max-body-bytes``): full ``Node`` objects with inventory annotations
+for a few thousand nodes fit."""
+MAX_NODES = 50_000
+"""Most nodes in one call (``NodeNames`` or ``Nodes.items``), and most nodes learnt from
+annotations: ten times the 5,000 nodes Kubernetes supports in one cluster."""
+MAX_ANNOTATION_BYTES = 256 * 1024
+"""Largest ``accel.dev/request`` or ``accel.dev/inventory`` annotation: the API server's limit on
+all of an object's annotations together (apimachinery ``TotalAnnotationSizeLimitB``)."""
+MAX_NAME_CHARS = 253
+"""Longest node, pod, namespace, UID, gang or partition name (a DNS subdomain's 253)."""
+MAX_CONTAINERS = 1000
+"""Most containers (and, separately, init containers) in one pod."""
+MAX_RESOURCES = 256
+"""Most entries in one container's ``requests`` or ``limits``."""
+MAX_LIST_ITEMS = 256
+"""Most entries in one selector list (``vendors``, ``models``...)."""
+MAX_EXPR_CHARS = 4096
+"""Longest ``selector.expr``."""
+MAX_GANG_SIZE = 1_000_000
+"""Largest ``gang.size`` accepted at all (more pods than the largest Kubernetes cluster, 5,000
+nodes of 110, can run); a smaller gang that the cluster cannot hold (more members than its devices
+or pod slots) is answered "does not fit" before any placement is tried."""
+MAX_COUNT = 2**53
+"""Largest device count, byte count or quantity (an exact float; larger is surely a mistake)."""
 DEFAULT_WORKLOAD: tuple[Request, ...] = (
     Request("typical-1", cpu_milli=4000, devices=1), Request("typical-2", cpu_milli=8000, devices=2),
     Request("typical-4", cpu_milli=16000, devices=4), Request("typical-8", cpu_milli=32000, devices=8),
@@ -92,6 +128,9 @@ DEFAULT_WORKLOAD: tuple[Request, ...] = (
 your own mix with ``workload=`` / ``--workload``)."""
 
 _UNLIMITED = 2**52  # host CPU / memory when the node source does not say (slices)
+_ANNOTATION_JSON = JSONLimits(max_bytes=MAX_ANNOTATION_BYTES, max_depth=16, allow_constants=True)
+_INVENTORY_JSON = JSONLimits(max_bytes=MAX_ANNOTATION_BYTES, max_depth=32)
+_BODY_JSON = JSONLimits(max_bytes=2**62)  # the server checked the size against --max-body-bytes
 
 
 # ------------------------------------------------------------------------------------------------
@@ -104,18 +143,27 @@ _SUFFIX = {None: 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 
            "E": 1e18, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
 
 
+def _short(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters (a message never echoes a megabyte back)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
 def parse_quantity(value: object, *, field: str = "quantity") -> float:
-    """A Kubernetes ``resource.Quantity`` (``"500m"``, ``"2"``, ``"1Gi"``, ``"1e9"``) as a number."""
-    if isinstance(value, bool):
-        raise InvalidRequestError(f"{field}: {value!r} is not a quantity", field=field)
-    if isinstance(value, int | float):
-        return float(value)
-    if not isinstance(value, str):
-        raise InvalidRequestError(f"{field}: {value!r} is not a quantity", field=field)
-    m = _QUANTITY.match(value.strip())
-    if m is None:
-        raise InvalidRequestError(f"{field}: {value!r} is not a Kubernetes quantity", field=field)
-    return float(m.group(1)) * _SUFFIX[m.group(2)]
+    """A Kubernetes ``resource.Quantity`` (``"500m"``, ``"2"``, ``"1Gi"``, ``"1e9"``) as a number;
+    finite and at most :data:`MAX_COUNT` in magnitude, else :class:`InvalidRequestError`."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidRequestError(f"{field}: {_short(value)} is not a quantity", field=field)
+    if isinstance(value, str):
+        m = _QUANTITY.match(value.strip()) if len(value) <= 64 else None
+        if m is None:
+            raise InvalidRequestError(f"{field}: {_short(value)} is not a Kubernetes quantity", field=field)
+        number = float(m.group(1)) * _SUFFIX[m.group(2)]
+    else:
+        number = float(value) if abs(value) <= 2 * MAX_COUNT else math.inf  # no 10**400-digit float()
+    if not math.isfinite(number) or abs(number) > MAX_COUNT:
+        raise InvalidRequestError(f"{field}: {_short(value)} is out of range", field=field)
+    return number
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,23 +182,42 @@ _REQUEST_KEYS = {"devices", "share", "partition", "selector", "topology", "gang"
 _SELECTOR_KEYS = {"vendors", "models", "architectures", "kinds", "min_memory_bytes", "expr"}
 
 
-def _as_mapping(value: object, field: str) -> Mapping[str, Any]:
+class PodShapeError(InvalidRequestError):
+    """The ``Pod`` is not a ``v1.Pod`` (``limits`` as a list, ``spec`` a string...): no API server
+    would have stored it, so the request body is malformed (HTTP 400), not the pod's request."""
+
+
+def _as_mapping(value: object, field: str, error: type[InvalidRequestError] = InvalidRequestError,
+                limit: int | None = None) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise InvalidRequestError(f"{field} must be a JSON object", field=field)
+        raise error(f"{field} must be a JSON object, got {type(value).__name__}", field=field)
+    if limit is not None and len(value) > limit:
+        raise error(f"{field} has {len(value)} entries; the limit is {limit}", field=field)
     return value
 
 
-def _int(value: object, field: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < minimum:
-        raise InvalidRequestError(f"{field} must be an integer >= {minimum}, got {value!r}", field=field)
+def _int(value: object, field: str, minimum: int = 0, maximum: int = MAX_COUNT) -> int:
+    if (isinstance(value, bool) or not isinstance(value, int | float) or not minimum <= value <= maximum
+            or value != int(value)):  # NaN fails the range test first; +-inf too
+        raise InvalidRequestError(f"{field} must be an integer in {minimum}..{maximum}, got {_short(value)}",
+                                  field=field)
     return int(value)
+
+
+def _name(value: object, field: str) -> str:
+    if not isinstance(value, str) or not value or len(value) > MAX_NAME_CHARS:
+        raise InvalidRequestError(f"{field} must be a non-empty string of at most {MAX_NAME_CHARS} characters, "
+                                  f"got {_short(value)}", field=field)
+    return value
 
 
 def _strings(value: object, field: str) -> tuple[str, ...]:
     if isinstance(value, str):
-        return (value,)
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidRequestError(f"{field} must be a list of strings", field=field)
+        value = [value]
+    if (not isinstance(value, list) or len(value) > MAX_LIST_ITEMS
+            or not all(isinstance(v, str) and len(v) <= MAX_NAME_CHARS for v in value)):
+        raise InvalidRequestError(f"{field} must be a list of at most {MAX_LIST_ITEMS} strings of at most "
+                                  f"{MAX_NAME_CHARS} characters", field=field)
     return tuple(value)
 
 
@@ -158,17 +225,24 @@ def _container_totals(spec: Mapping[str, Any]) -> tuple[int, int, dict[str, int]
     """(cpu milli, memory bytes, accel.dev/<kind> counts): sum over containers, max with init ones."""
 
     def one(containers: object, field: str) -> list[tuple[int, int, dict[str, int]]]:
+        if containers is None:
+            return []
+        if not isinstance(containers, list) or len(containers) > MAX_CONTAINERS:
+            raise PodShapeError(f"{field} must be a list of at most {MAX_CONTAINERS} containers", field=field)
         out = []
-        for i, c in enumerate(containers if isinstance(containers, list) else []):
-            res = _as_mapping(c.get("resources") or {}, f"{field}[{i}].resources") if isinstance(c, Mapping) else {}
-            req = dict(res.get("requests") or {})
-            lim = dict(res.get("limits") or {})
+        for i, c in enumerate(containers):
+            where = f"{field}[{i}]"
+            c = _as_mapping(c, where, PodShapeError)
+            res = _as_mapping(c.get("resources") or {}, f"{where}.resources", PodShapeError)
+            req = _as_mapping(res.get("requests") or {}, f"{where}.resources.requests", PodShapeError, MAX_RESOURCES)
+            lim = _as_mapping(res.get("limits") or {}, f"{where}.resources.limits", PodShapeError, MAX_RESOURCES)
             cpu = req.get("cpu", lim.get("cpu"))
             mem = req.get("memory", lim.get("memory"))
             kinds: dict[str, int] = {}
             for name, qty in {**req, **lim}.items():
                 if isinstance(name, str) and name.startswith(RESOURCE_PREFIX):
-                    kinds[name[len(RESOURCE_PREFIX):]] = _int(parse_quantity(qty, field=name), f"{field}[{i}] {name}")
+                    kinds[name[len(RESOURCE_PREFIX):]] = _int(parse_quantity(qty, field=f"{where} {name}"),
+                                                              f"{where} {name}")
             out.append((math.ceil(parse_quantity(cpu, field="cpu") * MILLI - 1e-9) if cpu is not None else 0,
                         math.ceil(parse_quantity(mem, field="memory") - 1e-9) if mem is not None else 0, kinds))
         return out
@@ -206,19 +280,27 @@ def pod_request(pod: Mapping[str, Any]) -> PodRequest:
       (``{"name": "job-7", "size": 4}``).  Unknown keys are an error (a typo must not widen the
       request).  When both the annotation and resources give a device count they must agree.
     """
-    meta = _as_mapping(pod.get("metadata") or {}, "metadata")
-    spec = _as_mapping(pod.get("spec") or {}, "spec")
+    meta = _as_mapping(pod.get("metadata") or {}, "metadata", PodShapeError)
+    spec = _as_mapping(pod.get("spec") or {}, "spec", PodShapeError)
+    for key in ("namespace", "name", "uid"):
+        if meta.get(key) is not None and (not isinstance(meta[key], str) or len(meta[key]) > MAX_NAME_CHARS):
+            raise PodShapeError(f"metadata.{key} must be a string of at most {MAX_NAME_CHARS} characters",
+                                field=f"metadata.{key}")
     name = f"{meta.get('namespace') or 'default'}/{meta.get('name') or meta.get('uid') or 'pod'}"
     cpu, mem, kinds = _container_totals(spec)
-    annotations = meta.get("annotations") or {}
-    raw = annotations.get(REQUEST_ANNOTATION) if isinstance(annotations, Mapping) else None
+    annotations = _as_mapping(meta.get("annotations") or {}, "metadata.annotations", PodShapeError)
+    raw = annotations.get(REQUEST_ANNOTATION)
     body: Mapping[str, Any] = {}
     if raw is not None:
+        if not isinstance(raw, str):  # annotations are map[string]string
+            raise PodShapeError(f"annotation {REQUEST_ANNOTATION} must be a string (JSON text)",
+                                field=REQUEST_ANNOTATION)
         try:
-            body = _as_mapping(json.loads(raw) if isinstance(raw, str) else raw, REQUEST_ANNOTATION)
-        except json.JSONDecodeError as exc:
-            raise InvalidRequestError(f"annotation {REQUEST_ANNOTATION} is not JSON: {exc}",
-                                      field=REQUEST_ANNOTATION) from exc
+            # NaN / Infinity pass the decoder here so that the field they sit in is named below.
+            body = _as_mapping(loads_bounded(raw, _ANNOTATION_JSON, what=f"annotation {REQUEST_ANNOTATION}"),
+                               REQUEST_ANNOTATION)
+        except JSONLimitError as exc:
+            raise InvalidRequestError(str(exc), field=exc.field or REQUEST_ANNOTATION) from None
         unknown = sorted(set(body) - _REQUEST_KEYS)
         if unknown:
             raise InvalidRequestError(f"annotation {REQUEST_ANNOTATION}: unknown keys {unknown} "
@@ -248,39 +330,47 @@ def pod_request(pod: Mapping[str, Any]) -> PodRequest:
         architectures=_strings(sel.get("architectures", []), "selector.architectures"),
         kinds=_strings(sel.get("kinds", []), "selector.kinds"),
         min_memory_bytes=_int(sel.get("min_memory_bytes", 0), "selector.min_memory_bytes"),
-        expr=sel["expr"] if isinstance(sel.get("expr"), str) else None)
+        expr=_expr(sel.get("expr")))
     share = None
     if body.get("share") is not None:
         sh = _as_mapping(body["share"], "share")
         if "compute_milli" in sh:
-            milli = _int(sh["compute_milli"], "share.compute_milli", 1)
+            milli = _int(sh["compute_milli"], "share.compute_milli", 1, MILLI)
         elif "compute" in sh and isinstance(sh["compute"], int | float) and not isinstance(sh["compute"], bool):
+            if not 0 < sh["compute"] <= 1:  # NaN and infinities fail this too
+                raise InvalidRequestError(f"share.compute must be a number in (0, 1], got {_short(sh['compute'])}",
+                                          field="share.compute")
             milli = round(float(sh["compute"]) * MILLI)
         else:
             raise InvalidRequestError("share needs compute (0..1) or compute_milli (1..999)", field="share")
         share = Share(milli, _int(sh.get("memory_bytes", 0), "share.memory_bytes"))
     partition = body.get("partition")
-    if partition is not None and not isinstance(partition, str):
-        raise InvalidRequestError("partition must be a profile name", field="partition")
+    if partition is not None:
+        _name(partition, "partition")
     topology = None
     if body.get("topology") is not None:
         top = body["topology"]
         top = {"level": top} if isinstance(top, str) else _as_mapping(top, "topology")
         try:
             level = TopologyLevel(top.get("level", "host"))
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
             raise InvalidRequestError(f"topology.level must be one of {[str(v) for v in TopologyLevel]}",
                                       field="topology.level") from exc
         topology = TopologyConstraint(level, bool(top.get("required", False)))
     gang, size = None, 0
     if body.get("gang") is not None:
         g = _as_mapping(body["gang"], "gang")
-        if not isinstance(g.get("name"), str) or not g["name"]:
-            raise InvalidRequestError("gang.name must be a non-empty string", field="gang.name")
-        gang, size = g["name"], _int(g.get("size"), "gang.size", 1)
+        gang, size = _name(g.get("name"), "gang.name"), _int(g.get("size"), "gang.size", 1, MAX_GANG_SIZE)
     req = Request(name, cpu_milli=cpu, memory_bytes=mem, devices=devices, share=share, partition=partition,
                   selector=selector, topology=topology, gang=gang)
     return PodRequest(req, size)
+
+
+def _expr(value: object) -> str | None:
+    if isinstance(value, str) and len(value) > MAX_EXPR_CHARS:
+        raise InvalidRequestError(f"selector.expr is {len(value)} characters long; the limit is {MAX_EXPR_CHARS}",
+                                  field="selector.expr")
+    return value if isinstance(value, str) else None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -539,6 +629,8 @@ class Extender:
                 raise _BadRequest("a Node in Nodes.items has no metadata.name")
             annotations = meta.get("annotations") or {}
             raw = annotations.get(self.annotation) if isinstance(annotations, Mapping) else None
+            if len(name) > MAX_NAME_CHARS:
+                raise _BadRequest(f"a Node's metadata.name is over {MAX_NAME_CHARS} characters")
             cached = self._dynamic.get(name)
             if not isinstance(raw, str):
                 if cached is not None:  # the annotation went away: forget the node's devices
@@ -549,14 +641,19 @@ class Extender:
             if cached is not None and cached[0] == key:
                 continue
             try:
+                check_bounds(raw, _INVENTORY_JSON, what=f"annotation {self.annotation}")
                 inv = HostInventory.model_validate_json(raw)
-            except ValueError as exc:
+            except ValueError as exc:  # JSONLimitError is one
+                if len(self._bad) >= MAX_NODES:
+                    self._bad.clear()
                 self._bad[name] = f"its {self.annotation} annotation is not a HostInventory: {str(exc)[:200]}"
                 if cached is not None:  # never keep placing on a picture the node no longer publishes
                     self._forget(name)
                     changed = True
                 continue
             self._bad.pop(name, None)
+            if name not in self._dynamic and len(self._dynamic) >= MAX_NODES:
+                self._evict(items)
             spec = replace(host_spec_from_inventory(inv, max_pods=self.max_pods), name=name)
             self._dynamic[name] = (key, spec)
             if name not in self._names:
@@ -566,13 +663,28 @@ class Extender:
         if changed:
             self._sched = None
 
+    def _evict(self, items: Sequence[Any]) -> None:
+        """Make room among the nodes learnt from annotations: forget those this call does not
+        name (a client inventing node names must not grow the view without end)."""
+        keep = {(n.get("metadata") or {}).get("name") for n in items if isinstance(n, Mapping)}
+        drop = {n for n in self._dynamic if n not in keep}
+        for name in drop:  # one pass over the names below, not a list.remove per node
+            del self._dynamic[name]
+        self._names = [n for n in self._names if n not in drop or n in self._static]
+        self._sched = None
+
     # -- helpers -------------------------------------------------------------------------------------
     def _pod(self, args: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
         pod = _field(args, "Pod")
         if not isinstance(pod, Mapping):
             raise _BadRequest("ExtenderArgs.Pod is missing or not an object")
         meta = pod.get("metadata") or {}
-        uid = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}") if isinstance(meta, Mapping) else ""
+        if not isinstance(meta, Mapping):
+            raise _BadRequest(f"Pod.metadata must be a JSON object, got {type(meta).__name__}")
+        for key in ("uid", "namespace", "name"):
+            if meta.get(key) is not None and (not isinstance(meta[key], str) or len(meta[key]) > MAX_NAME_CHARS):
+                raise _BadRequest(f"Pod.metadata.{key} must be a string of at most {MAX_NAME_CHARS} characters")
+        uid = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
         return pod, uid
 
     def _candidates(self, args: Mapping[str, Any]) -> tuple[list[str], list[Any] | None]:
@@ -583,12 +695,18 @@ class Extender:
             if not isinstance(nodes, Mapping) or not isinstance(nodes.get("items", []), list):
                 raise _BadRequest("ExtenderArgs.Nodes must be a NodeList with items")
             items = list(nodes.get("items") or [])
+            if len(items) > MAX_NODES:
+                raise _BadRequest(f"ExtenderArgs.Nodes.items has {len(items)} nodes; the limit is {MAX_NODES}")
             self._learn_nodes(items)
             return [str((n.get("metadata") or {}).get("name")) for n in items], items
         if names is None:
             return [], None
         if not isinstance(names, list) or not set(map(type, names)) <= {str}:
             raise _BadRequest("ExtenderArgs.NodeNames must be a list of strings")
+        if len(names) > MAX_NODES:
+            raise _BadRequest(f"ExtenderArgs.NodeNames has {len(names)} names; the limit is {MAX_NODES}")
+        if names and max(map(len, names)) > MAX_NAME_CHARS:
+            raise _BadRequest(f"ExtenderArgs.NodeNames: a name is over {MAX_NAME_CHARS} characters")
         return names, None
 
     def _indices(self, st: _ClusterState, names: list[str]) -> np.ndarray:
@@ -617,11 +735,22 @@ class Extender:
         return (f"accel has no inventory for node {name} (no {self.annotation} annotation "
                 "and not in the extender's inventories or ResourceSlices)")
 
+    @staticmethod
+    def _gang_room(st: _ClusterState, req: Request) -> int:
+        """Most members like ``req`` the cluster could ever hold: one pod slot each, and whole
+        devices (or a share's part of one) each.  A larger gang cannot fit, so it is answered
+        without asking the placer, whose work grows with the member count."""
+        devices = int(st.n_devices.sum())
+        per_device = max(1, MILLI // req.milli_per_device) if req.devices == 0 else 1
+        return min(int(st.pods_cap.sum()), devices * per_device // max(1, req.devices))
+
     def _gang_hosts(self, sched: Scheduler, pr: PodRequest) -> frozenset[int] | None:
         """Hosts of the gang's current all-or-nothing plan, or ``None`` when it does not fit."""
         gang = pr.request.gang
         assert gang is not None and self._placer is not None
         remaining = max(1, pr.gang_size - self._gang_bound.get(gang, 0))
+        if remaining > self._gang_room(sched.state, pr.request):
+            return None
         key = (gang, remaining, self._epoch)
         if key not in self._gang_plans:
             members = [replace(pr.request, name=f"{pr.request.name}#{i}") for i in range(remaining)]
@@ -631,7 +760,8 @@ class Extender:
                 hosts = frozenset(a.host for a in allocs)
                 for a in allocs:
                     sched.state.release(a)
-            self._gang_plans = {k: v for k, v in self._gang_plans.items() if k[2] == self._epoch}
+            self._gang_plans = {k: v for k, v in self._gang_plans.items()
+                                if k[2] == self._epoch} if len(self._gang_plans) < 10_000 else {}
             self._gang_plans[key] = hosts
         return self._gang_plans[key]
 
@@ -642,7 +772,9 @@ class Extender:
         if pr.request.gang is not None and pr.gang_size > 1:
             hosts = self._gang_hosts(sched, pr)
             if hosts is None:
-                return ok, f"gang {pr.request.gang} ({pr.gang_size} members) does not fit on the cluster now"
+                room = self._gang_room(st, pr.request)
+                more = f" (gang.size is over the {room} members the cluster can hold)" if pr.gang_size > room else ""
+                return ok, f"gang {pr.request.gang} ({pr.gang_size} members) does not fit on the cluster now{more}"
             ok[list(hosts)] = True
             ok &= st.feasible(pr.request)
             return ok, f"not a host of gang {pr.request.gang}'s placement"
@@ -684,6 +816,8 @@ class Extender:
         unresolvable: dict[str, str] = {}
         try:
             pr = pod_request(pod)
+        except PodShapeError as exc:
+            raise _BadRequest(f"ExtenderArgs.Pod: {exc}") from None
         except AccelError as exc:
             unresolvable = {n: f"accel: invalid pod request: {exc}" for n in names}
             return self._filter_result([], items, failed, unresolvable)
@@ -735,6 +869,8 @@ class Extender:
         zero = names, [0] * len(names), None
         try:
             pr = pod_request(pod)
+        except PodShapeError as exc:
+            raise _BadRequest(f"ExtenderArgs.Pod: {exc}") from None
         except AccelError:
             return zero
         self._remember_pod(uid, pr)
@@ -771,6 +907,9 @@ class Extender:
         name, ns, uid, node = (_field(args, k) for k in ("PodName", "PodNamespace", "PodUID", "Node"))
         if not all(isinstance(v, str) for v in (name, ns, uid, node)) or not name or not node:
             raise _BadRequest("ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node strings")
+        if max(len(name), len(ns), len(uid), len(node)) > MAX_NAME_CHARS:
+            raise _BadRequest(f"ExtenderBindingArgs: PodName, PodNamespace, PodUID and Node are at most "
+                              f"{MAX_NAME_CHARS} characters")
         if self.binder is None:
             return {"Error": f"accel extender: no Kubernetes API client is configured, so it cannot bind "
                              f"{ns}/{name} to {node}; leave bindVerb out of the extender configuration "
@@ -803,9 +942,9 @@ class Extender:
 
     def _run(self, verb: str, fn: Callable[[Mapping[str, Any]], Any] | None, body: bytes) -> tuple[int, Any]:
         try:
-            args = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return HTTPStatus.BAD_REQUEST, {"Error": f"request body is not JSON: {exc}"}
+            args = loads_bounded(body, _BODY_JSON)
+        except JSONLimitError as exc:
+            return HTTPStatus.BAD_REQUEST, {"Error": str(exc)}
         if not isinstance(args, Mapping):
             return HTTPStatus.BAD_REQUEST, {"Error": "request body must be a JSON object"}
         if fn is None:
@@ -886,89 +1025,112 @@ class Extender:
 # HTTP
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body are two writes: no delayed-ACK stall between them
-
-    def log_message(self, format: str, *args: Any) -> None:
-        if self.server.verbose:
-            super().log_message(format, *args)
-
-    def _send(self, status: int, body: Any) -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        if self.path.rstrip("/") in ("/healthz", "/readyz"):
-            self._send(HTTPStatus.OK, {"ok": True})
-        else:
-            self._send(HTTPStatus.NOT_FOUND, {"Error": "POST /filter, /prioritize or /bind"})
-
-    def do_POST(self) -> None:
-        verb = self.path.split("?", 1)[0].strip("/").rsplit("/", 1)[-1]
-        length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
-            self.close_connection = True
-            self._send(HTTPStatus.LENGTH_REQUIRED, {"Error": "Content-Length is required"})
-            return
-        n = int(length)
-        if n > self.server.max_body_bytes:
-            self.close_connection = True  # the body is not read: the connection cannot be reused
-            self._send(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                       {"Error": f"request body of {n} bytes is over the limit of {self.server.max_body_bytes}"})
-            return
-        body = self.rfile.read(n)
-        status, out = self.server.extender.handle_bytes(verb, body)
-        self._send(status, out)
+_log = logging.getLogger("accel.extender")
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _App:
+    """The extender as an ASGI app: ``POST /<verb>``, ``GET /healthz`` and ``/readyz``.
 
-    def __init__(self, addr: tuple[str, int], extender: Extender, max_body_bytes: int, verbose: bool) -> None:
+    The verbs run on the event loop itself: the extender answers one call at a time anyway (its
+    lock), every input is bounded, and a call takes milliseconds."""
+
+    def __init__(self, extender: Extender, max_body_bytes: int, limits: ServerLimits) -> None:
         self.extender = extender
         self.max_body_bytes = max_body_bytes
-        self.verbose = verbose
-        super().__init__(addr, _Handler)
+        self.limits = limits
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        method, path = scope["method"], scope["path"]
+        if method == "GET":
+            if path.rstrip("/") in ("/healthz", "/readyz"):
+                await _respond(send, HTTPStatus.OK, b'{"ok":true}')
+            else:
+                await _respond(send, HTTPStatus.NOT_FOUND, b'{"Error":"POST /filter, /prioritize or /bind"}')
+            return
+        if method != "POST":
+            await _respond(send, HTTPStatus.METHOD_NOT_ALLOWED, b'{"Error":"POST /filter, /prioritize or /bind"}')
+            return
+        verb = path.strip("/").rsplit("/", 1)[-1]
+        length = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+        if length is None or not length.isdigit():
+            await _respond(send, HTTPStatus.LENGTH_REQUIRED, {"Error": "Content-Length is required"}, close=True)
+            return
+        n = int(length)
+        if n > self.max_body_bytes:  # answered from the headers: the body is never read
+            await _respond(send, HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                           {"Error": f"request body of {n} bytes is over the limit of {self.max_body_bytes}"},
+                           close=True)
+            return
+        try:
+            body = await read_body(receive, n, self.limits.body_timeout_s)
+        except BodyTimeoutError as exc:
+            await _respond(send, HTTPStatus.REQUEST_TIMEOUT, {"Error": str(exc)}, close=True)
+            return
+        try:
+            status, out = self.extender.handle_bytes(verb, body)
+        except Exception as exc:  # noqa: BLE001 - a bug: one line on stderr and a 500, never a dead server
+            _log.error("accel: extender: internal error on /%s: %s: %s", verb, type(exc).__name__, exc)
+            status = HTTPStatus.INTERNAL_SERVER_ERROR
+            out = json.dumps({"Error": f"accel extender: internal error: {exc}"}).encode()
+        await _respond(send, status, out)
+
+
+async def _respond(send: Any, status: int, body: Any, *, close: bool = False) -> None:
+    data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(data))]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": int(status), "headers": headers})
+    await send({"type": "http.response.body", "body": data})
 
 
 class ExtenderServer:
     """The extender on HTTP (loopback by default); ``start()`` serves on a thread, ``close()`` stops.
 
-    ``port=0`` picks a free port (see :attr:`port`)."""
+    One event loop holds every connection (uvicorn; see :mod:`accel._net.asgi_server` for the
+    timeouts and limits).  ``port=0`` picks a free port (see :attr:`port`)."""
 
     def __init__(self, extender: Extender, *, listen: str = "127.0.0.1", port: int = 8888,
-                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, verbose: bool = False) -> None:
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, verbose: bool = False,
+                 limits: ServerLimits | None = None) -> None:
         if not 0 <= port <= 65535:
             raise ConfigError(f"port must be 0..65535, got {port}")
         if max_body_bytes <= 0:
             raise ConfigError("max_body_bytes must be positive")
+        from ..._net.asgi_server import BackgroundServer
+
+        try:
+            import uvicorn  # noqa: F401
+        except ImportError as exc:
+            raise ConfigError(f"accel k8s extender serves with uvicorn ({exc}): "
+                              "pip install 'accel-sdk[kubernetes]'") from exc
         self.extender = extender
-        self.httpd = _Server((listen, port), extender, max_body_bytes, verbose)
-        self._thread: threading.Thread | None = None
+        self.limits = limits or ServerLimits()
+        self.server = BackgroundServer(_App(extender, max_body_bytes, self.limits), listen=listen, port=port,
+                                       limits=self.limits, name="accel-extender", verbose=verbose)
 
     @property
     def port(self) -> int:
-        return int(self.httpd.server_address[1])
+        return self.server.port
 
     def start(self) -> ExtenderServer:
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="accel-extender", daemon=True)
-        self._thread.start()
+        self.server.start()
         return self
 
+    def shutdown(self) -> None:
+        """Ask the server to stop (safe from a signal handler)."""
+        self.server.shutdown()
+
     def serve_forever(self) -> None:
-        self.httpd.serve_forever()
+        """Serve until :meth:`shutdown` (uvicorn runs on a thread, so signals stay the caller's)."""
+        self.server.start()
+        while self.server.running:
+            self.server.wait(0.5)
 
     def close(self) -> None:
-        if self._thread is not None:
-            self.httpd.shutdown()
-            self._thread.join(timeout=5)
-        self.httpd.server_close()
+        self.server.close()
 
     def __enter__(self) -> ExtenderServer:
         return self.start()
@@ -1031,7 +1193,7 @@ def main(args: Any) -> int:
     import signal
 
     def _stop(signum: int, frame: object) -> None:
-        threading.Thread(target=server.httpd.shutdown, daemon=True).start()
+        server.shutdown()
 
     previous = signal.signal(signal.SIGTERM, _stop)
     try:
@@ -1040,5 +1202,5 @@ def main(args: Any) -> int:
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
-        server.httpd.server_close()
+        server.close()
     return 0

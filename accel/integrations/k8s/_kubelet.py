@@ -50,8 +50,9 @@ from ._dra import DEFAULT_DOMAIN, resource_slices
 from ._kubeapi import KubeApi, KubeApiError, KubeApiTimeoutError
 from ._kubelet_state import ClaimStore, PluginInUseError, PreparedClaim, PreparedDevice
 
-__all__ = ["PLUGIN_TYPE", "SERVICES", "ClaimFailure", "ClaimRef", "KubeletPlugin", "KubeletPluginServer",
-           "PluginInUseError", "driver_for", "main"]
+__all__ = ["MAX_CLAIMS_PER_CALL", "MAX_CONCURRENT_RPCS", "MAX_MESSAGE_BYTES", "PLUGIN_TYPE", "SERVICES",
+           "ClaimFailure", "ClaimRef", "KubeletPlugin", "KubeletPluginServer", "PluginInUseError", "driver_for",
+           "main"]
 
 #: PluginInfo.type of a DRA driver.
 PLUGIN_TYPE = "DRAPlugin"
@@ -73,6 +74,16 @@ class ClaimRef:
     namespace: str
     uid: str
     name: str
+
+
+MAX_CLAIMS_PER_CALL = 128
+"""Most claims in one NodePrepareResources / NodeUnprepareResources call (the kubelet sends one
+pod's claims per call); more is refused with INVALID_ARGUMENT before any work."""
+MAX_MESSAGE_BYTES = 1024 * 1024
+"""Largest gRPC request accepted (128 claims of the longest names are under 100 KiB)."""
+MAX_CONCURRENT_RPCS = 64
+"""Calls in progress or queued at once on the DRA socket; more get RESOURCE_EXHAUSTED at once."""
+_CLAIM_FIELD_CHARS = {"namespace": 63, "name": 253, "uid": 128}  # DNS label, DNS subdomain, a UUID with room
 
 
 @dataclass
@@ -187,10 +198,18 @@ class KubeletPlugin:
 
     # -- prepare / unprepare ------------------------------------------------------------------
 
-    def prepare(self, claims: Iterable[ClaimRef]) -> dict[str, PreparedClaim | ClaimFailure]:
-        """Prepare each claim; every claim gets an entry (keyed by uid)."""
+    def prepare(self, claims: Iterable[ClaimRef], *,
+                time_left: Callable[[], float | None] | None = None) -> dict[str, PreparedClaim | ClaimFailure]:
+        """Prepare each claim; every claim gets an entry (keyed by uid).  ``time_left`` (seconds,
+        ``None``: no deadline) is the caller's deadline: once it has passed, the claims not yet
+        prepared fail with DEADLINE_EXCEEDED instead of keeping the call (and a worker) busy."""
         out: dict[str, PreparedClaim | ClaimFailure] = {}
         for ref in claims:
+            left = time_left() if time_left is not None else None
+            if left is not None and left <= 0:
+                out[ref.uid] = ClaimFailure("DEADLINE_EXCEEDED", f"claim {ref.namespace}/{ref.name}: not prepared: "
+                                                                 "the call's deadline passed first")
+                continue
             try:
                 out[ref.uid] = self._prepare_one(ref)
             except _Failed as exc:
@@ -419,9 +438,21 @@ class _DraServicer:
         self.pb2 = pb2
         self.grpc = grpc
 
-    @staticmethod
-    def _refs(request: Any) -> list[ClaimRef]:
-        return [ClaimRef(c.namespace, c.uid, c.name) for c in request.claims]
+    def _refs(self, request: Any, context: Any) -> list[ClaimRef]:
+        """The call's claims, after its bounds: the count, then each name's length (the whole call
+        is refused with INVALID_ARGUMENT naming the field; nothing is read or written first)."""
+        claims = request.claims
+        if len(claims) > MAX_CLAIMS_PER_CALL:
+            context.abort(self.grpc.StatusCode.INVALID_ARGUMENT,
+                          f"claims: {len(claims)} claims in one call; the limit is {MAX_CLAIMS_PER_CALL}")
+        refs = []
+        for i, c in enumerate(claims):
+            for key, limit in _CLAIM_FIELD_CHARS.items():
+                if len(getattr(c, key)) > limit:
+                    context.abort(self.grpc.StatusCode.INVALID_ARGUMENT,
+                                  f"claims[{i}].{key} is {len(getattr(c, key))} characters; the limit is {limit}")
+            refs.append(ClaimRef(c.namespace, c.uid, c.name))
+        return refs
 
     def _abort_if_all_failed(self, context: Any, failures: list[ClaimFailure], total: int) -> None:
         if total and len(failures) == total:
@@ -429,7 +460,7 @@ class _DraServicer:
             context.abort(status, "; ".join(f.message for f in failures))
 
     def NodePrepareResources(self, request: Any, context: Any) -> Any:  # the gRPC method name
-        outcomes = self.plugin.prepare(self._refs(request))
+        outcomes = self.plugin.prepare(self._refs(request, context), time_left=context.time_remaining)
         response = self.pb2.NodePrepareResourcesResponse()
         failures = []
         for uid, outcome in outcomes.items():
@@ -445,7 +476,7 @@ class _DraServicer:
         return response
 
     def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
-        outcomes = self.plugin.unprepare(self._refs(request))
+        outcomes = self.plugin.unprepare(self._refs(request, context))
         response = self.pb2.NodeUnprepareResourcesResponse()
         failures = []
         for uid, failure in outcomes.items():
@@ -513,11 +544,15 @@ class KubeletPluginServer:
         versions: list[tuple[Any, Any]] = [(dra_v1_pb2, dra_v1_pb2_grpc), (dra_v1beta1_pb2, dra_v1beta1_pb2_grpc)]
         registration: Any = reg_grpc
         try:
-            dra = grpc.server(futures.ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="accel-dra"))
+            # A bounded pool, a bounded queue (more calls: RESOURCE_EXHAUSTED) and a bounded message size.
+            dra = grpc.server(futures.ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="accel-dra"),
+                              maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
+                              options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
             for pb2, pb2_grpc in versions:
                 pb2_grpc.add_DRAPluginServicer_to_server(_DraServicer(self.plugin, pb2, grpc), dra)
             self._serve(dra, self.dra_socket)
-            reg = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="accel-reg"))
+            reg = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="accel-reg"),
+                              maximum_concurrent_rpcs=8, options=[("grpc.max_receive_message_length", 64 * 1024)])
             registration.add_RegistrationServicer_to_server(_RegistrationServicer(self, reg_pb2), reg)
             self._serve(reg, self.registration_socket)
         except BaseException:

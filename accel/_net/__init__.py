@@ -1,4 +1,6 @@
-"""Small network facts shared by accel's servers (the exporter, the k8s extender)."""
+"""What accel's network services share (the exporter, the k8s extender, later `accel serve`): the
+loopback check here; bounded JSON decoding in :mod:`.bounded_json`; the HTTP server stack (uvicorn,
+with timeouts and limits) in :mod:`.asgi_server`."""
 
 from __future__ import annotations
 
