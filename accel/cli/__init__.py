@@ -114,10 +114,21 @@ class _Guarded:
             self._fail(OSError(errno.EBADF, "the stream is closed"))
             return len(text)
         try:
-            return self._inner.write(text)
+            try:
+                return self._inner.write(text)
+            except UnicodeEncodeError:
+                # A stdout that cannot carry the text (PYTHONIOENCODING=ascii, LC_ALL=C): write
+                # what it cannot as JSON escapes.  Such characters only occur inside JSON strings,
+                # where \uXXXX is valid, and a person reads the escape as well as the character.
+                return self._inner.write(_escape_for(text, getattr(self._inner, "encoding", None)))
         except OSError as exc:
             self._fail(exc)
             return len(text)
+
+    def isatty(self) -> bool:
+        # A closed stream (`accel watch >&-`: sys.stdout is None) is no terminal; the first
+        # write then reports it the way every command does.
+        return self._inner is not None and self._inner.isatty()
 
     def flush(self) -> None:
         if self._inner is None:
@@ -129,6 +140,24 @@ class _Guarded:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+def _escape_for(text: str, encoding: str | None) -> str:
+    """``text`` with every character ``encoding`` cannot encode written as a JSON escape
+    (``\\u00e9``; a surrogate pair beyond the BMP): valid JSON, readable text."""
+    out: list[str] = []
+    for char in text:
+        try:
+            char.encode(encoding or "ascii")
+            out.append(char)
+        except (UnicodeEncodeError, LookupError):
+            code = ord(char)
+            if code > 0xFFFF:
+                code -= 0x10000
+                out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+            else:
+                out.append(f"\\u{code:04x}")
+    return "".join(out)
 
 
 def _silence(stream: TextIO | None) -> None:
