@@ -13,10 +13,16 @@ Exit codes (stable, for scripts):
 3     no accelerator found (no backend present; try ``--sim <profile>``)
 4     ``accel health``: at least one device is not known to be healthy (unhealthy,
       degraded, lost, or ``unknown``: nothing was read that says it is healthy)
-5     partial read: ``ls``, ``show``, ``topo``, ``health`` printed what could be read, but
-      something could not (a record that failed to parse, a failed command, a backend that
-      failed); one ``accel: warning:`` line per problem is on stderr, and ``--json`` carries
-      them (``HostInventory.problems``)
+5     partial read: every command that reads devices (``ls``, ``show``, ``topo``, ``health``,
+      ``ps``, ``watch``, ``dmon``, ``dra``, ``cdi``, ``ray``, ``slurm gres-conf`` and
+      ``healthcheck``) printed what could be read, but something could not (a record that
+      failed to parse, a failed command, a backend that failed, a device a ``watch``/``dmon``
+      refresh has no sample for); one ``accel: warning:`` line per problem is on stderr (once,
+      however many refreshes see it), and accel's own ``--json`` documents carry them
+      (``HostInventory.problems``; ``{"processes"|"samples": [...], "problems": [...],
+      "complete": bool}`` for ``ps`` and each ``watch``/``dmon`` refresh).  Kubernetes and CDI
+      documents have no place for them: stderr and the status say it.  ``slurm prolog`` and
+      ``task-prolog`` warn but keep their status, which slurmd acts on (see docs/slurm.md)
 130   interrupted (SIGINT, Ctrl-C): at any moment once ``accel`` runs, including while it
       loads its modules and builds its parser; nothing is printed, a tool process it waits
       for is killed (see the SIGINT paragraph below)
