@@ -99,13 +99,15 @@ def test_ps_and_ray_json_carry_the_problems(capsys: pytest.CaptureFixture[str], 
 
 
 def test_a_backend_failing_during_watch_is_a_problem_not_an_empty_list(capsys: pytest.CaptureFixture[str]) -> None:
-    # The simulator answers its first read (the inventory) and hangs from the second on.
+    # The simulator answers at its first instant (the inventory and the first refresh) and hangs
+    # from the second on.
     code = main(["watch", "--sim", "dgx-h100", "-o", "faults=hung_tool@1", "--timeout", "0.05",
-                 "--count", "2", "--interval", "0", "--json"])
+                 "--count", "3", "--interval", "0", "--json"])
     out, err = capsys.readouterr()
-    refreshes = [json.loads(line) for line in out.splitlines()]
-    assert code == EXIT_PARTIAL and len(refreshes) == 2
-    assert all(doc["samples"] == [] and [p["kind"] for p in doc["problems"]] == ["backend"] for doc in refreshes)
+    first, *later = [json.loads(line) for line in out.splitlines()]
+    assert code == EXIT_PARTIAL and len(later) == 2
+    assert len(first["samples"]) == 8 and first["complete"] is True
+    assert all(doc["samples"] == [] and [p["kind"] for p in doc["problems"]] == ["backend"] for doc in later)
     warnings = [line for line in err.splitlines() if line.startswith("accel: warning:")]
     assert len(warnings) == 1 and warnings[0].startswith("accel: warning: sim: backend:"), err
 
