@@ -41,13 +41,14 @@ unit): ``--timeout`` seconds > 0 and <= 86400, ``watch --interval`` seconds 0..8
 <= 2^40, ``sched bill --at`` seconds >= 0.  Errors are one line on stderr, never a traceback
 (``ACCEL_DEBUG=1`` shows the traceback of an internal error).
 
-SIGINT: from the import of this module on, the console script is guarded (``python -m accel``
-from :func:`main` on).  The first SIGINT interrupts the command, which then has
+SIGINT: from the first line of ``import accel`` on (:mod:`accel._early`), the ``accel`` command
+(its console script, ``python -m accel``) is guarded: until :func:`main` runs, a SIGINT exits
+130 at once with nothing printed.  The first SIGINT interrupts the command, which then has
 :data:`INTERRUPT_GRACE_S` to clean up (a second one does not interrupt the cleanup) before the
 process exits 130 regardless.  A SIGINT earlier than that, in the interpreter's own start-up
-(``site``, the environment's ``.pth`` files) or in ``import accel`` (``accel/__init__.py``),
-reaches Python, not accel: the process dies of the signal with nothing printed (a shell shows
-130) or Python prints its own KeyboardInterrupt traceback.  A process started with SIGINT
+(``site``, the environment's ``.pth`` files, the console script's own ``import re``), reaches
+Python, not accel: the process dies of the signal with nothing printed (a shell shows 130) or
+Python prints its own KeyboardInterrupt traceback.  A process started with SIGINT
 ignored (``accel exporter &`` from a script: a shell without job control does that) keeps it
 ignored, as Python itself does; stop such a process with SIGTERM.  This module is kept light to import
 (no ``argparse``, no model) so that window ends as early as it can.
@@ -287,13 +288,15 @@ def _interrupts_exit() -> None:
 
 
 def _is_console_script() -> bool:
-    """Whether this process is the ``accel`` console script (its ``__main__`` is that file).
+    """Whether this process is the ``accel`` command (its console script, ``python -m accel``):
+    decided once by :mod:`accel._early`, which ``import accel`` runs first.
 
-    Its wrapper imports this module and then runs a little code of its own before it calls
+    The wrapper imports this module and then runs a little code of its own before it calls
     :func:`main`: a SIGINT in between would be a traceback outside main's guard.
     """
-    script = getattr(sys.modules.get("__main__"), "__file__", None)
-    return bool(sys.argv) and script is not None and script == sys.argv[0] and os.path.basename(script) == "accel"
+    from .. import _early
+
+    return _early.COMMAND
 
 
 if _is_console_script():
