@@ -34,7 +34,7 @@ from accel.model import (
     validate_reading,
 )
 
-from ._values import extra_implausible, implausible
+from ._values import PLAUSIBLE, extra_implausible, implausible
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R", bound="DataclassInstance")
@@ -291,9 +291,11 @@ def out_of_bounds_errors(
     :func:`~accel.model.validate_reading` left out (``what`` names the device when no id is
     known yet)."""
     subject = device_id or what or "a device"
+    rules = {entry[2] for entry in PLAUSIBLE.values()}
     return [
         OutOfBoundsError(
-            f"{tool} gave {item.field} = {item.value!r} for {subject}, which no running device reports "
+            f"{tool} gave {item.field} = {item.value!r} for {subject}, which "
+            f"{'no running device reports' if item.reason in rules else 'no device can have'} "
             f"({item.reason}); left out as unknown",
             field=item.field,
             device_id=device_id,
