@@ -11,6 +11,10 @@ entry points and opened only when asked.
 
 from __future__ import annotations
 
+# First: when this process is the `accel` command, a SIGINT from here on exits 130 silently
+# (accel/_early.py); everything below loads after that.
+from . import _early  # noqa: F401  isort: skip
+
 import logging
 from typing import TYPE_CHECKING, Any
 

@@ -13,10 +13,16 @@ Exit codes (stable, for scripts):
 3     no accelerator found (no backend present; try ``--sim <profile>``)
 4     ``accel health``: at least one device is not known to be healthy (unhealthy,
       degraded, lost, or ``unknown``: nothing was read that says it is healthy)
-5     partial read: ``ls``, ``show``, ``topo``, ``health`` printed what could be read, but
-      something could not (a record that failed to parse, a failed command, a backend that
-      failed); one ``accel: warning:`` line per problem is on stderr, and ``--json`` carries
-      them (``HostInventory.problems``)
+5     partial read: every command that reads devices (``ls``, ``show``, ``topo``, ``health``,
+      ``ps``, ``watch``, ``dmon``, ``dra``, ``cdi``, ``ray``, ``slurm gres-conf`` and
+      ``healthcheck``) printed what could be read, but something could not (a record that
+      failed to parse, a failed command, a backend that failed, a device a ``watch``/``dmon``
+      refresh has no sample for); one ``accel: warning:`` line per problem is on stderr (once,
+      however many refreshes see it), and accel's own ``--json`` documents carry them
+      (``HostInventory.problems``; ``{"processes"|"samples": [...], "problems": [...],
+      "complete": bool}`` for ``ps`` and each ``watch``/``dmon`` refresh).  Kubernetes and CDI
+      documents have no place for them: stderr and the status say it.  ``slurm prolog`` and
+      ``task-prolog`` warn but keep their status, which slurmd acts on (see docs/slurm.md)
 130   interrupted (SIGINT, Ctrl-C): at any moment once ``accel`` runs, including while it
       loads its modules and builds its parser; nothing is printed, a tool process it waits
       for is killed (see the SIGINT paragraph below)
@@ -35,13 +41,14 @@ unit): ``--timeout`` seconds > 0 and <= 86400, ``watch --interval`` seconds 0..8
 <= 2^40, ``sched bill --at`` seconds >= 0.  Errors are one line on stderr, never a traceback
 (``ACCEL_DEBUG=1`` shows the traceback of an internal error).
 
-SIGINT: from the import of this module on, the console script is guarded (``python -m accel``
-from :func:`main` on).  The first SIGINT interrupts the command, which then has
+SIGINT: from the first line of ``import accel`` on (:mod:`accel._early`), the ``accel`` command
+(its console script, ``python -m accel``) is guarded: until :func:`main` runs, a SIGINT exits
+130 at once with nothing printed.  The first SIGINT interrupts the command, which then has
 :data:`INTERRUPT_GRACE_S` to clean up (a second one does not interrupt the cleanup) before the
 process exits 130 regardless.  A SIGINT earlier than that, in the interpreter's own start-up
-(``site``, the environment's ``.pth`` files) or in ``import accel`` (``accel/__init__.py``),
-reaches Python, not accel: the process dies of the signal with nothing printed (a shell shows
-130) or Python prints its own KeyboardInterrupt traceback.  A process started with SIGINT
+(``site``, the environment's ``.pth`` files, the console script's own ``import re``), reaches
+Python, not accel: the process dies of the signal with nothing printed (a shell shows 130) or
+Python prints its own KeyboardInterrupt traceback.  A process started with SIGINT
 ignored (``accel exporter &`` from a script: a shell without job control does that) keeps it
 ignored, as Python itself does; stop such a process with SIGTERM.  This module is kept light to import
 (no ``argparse``, no model) so that window ends as early as it can.
@@ -114,10 +121,21 @@ class _Guarded:
             self._fail(OSError(errno.EBADF, "the stream is closed"))
             return len(text)
         try:
-            return self._inner.write(text)
+            try:
+                return self._inner.write(text)
+            except UnicodeEncodeError:
+                # A stdout that cannot carry the text (PYTHONIOENCODING=ascii, LC_ALL=C): write
+                # what it cannot as JSON escapes.  Such characters only occur inside JSON strings,
+                # where \uXXXX is valid, and a person reads the escape as well as the character.
+                return self._inner.write(_escape_for(text, getattr(self._inner, "encoding", None)))
         except OSError as exc:
             self._fail(exc)
             return len(text)
+
+    def isatty(self) -> bool:
+        # A closed stream (`accel watch >&-`: sys.stdout is None) is no terminal; the first
+        # write then reports it the way every command does.
+        return self._inner is not None and self._inner.isatty()
 
     def flush(self) -> None:
         if self._inner is None:
@@ -129,6 +147,24 @@ class _Guarded:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+def _escape_for(text: str, encoding: str | None) -> str:
+    """``text`` with every character ``encoding`` cannot encode written as a JSON escape
+    (``\\u00e9``; a surrogate pair beyond the BMP): valid JSON, readable text."""
+    out: list[str] = []
+    for char in text:
+        try:
+            char.encode(encoding or "ascii")
+            out.append(char)
+        except (UnicodeEncodeError, LookupError):
+            code = ord(char)
+            if code > 0xFFFF:
+                code -= 0x10000
+                out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+            else:
+                out.append(f"\\u{code:04x}")
+    return "".join(out)
 
 
 def _silence(stream: TextIO | None) -> None:
@@ -252,13 +288,15 @@ def _interrupts_exit() -> None:
 
 
 def _is_console_script() -> bool:
-    """Whether this process is the ``accel`` console script (its ``__main__`` is that file).
+    """Whether this process is the ``accel`` command (its console script, ``python -m accel``):
+    decided once by :mod:`accel._early`, which ``import accel`` runs first.
 
-    Its wrapper imports this module and then runs a little code of its own before it calls
+    The wrapper imports this module and then runs a little code of its own before it calls
     :func:`main`: a SIGINT in between would be a traceback outside main's guard.
     """
-    script = getattr(sys.modules.get("__main__"), "__file__", None)
-    return bool(sys.argv) and script is not None and script == sys.argv[0] and os.path.basename(script) == "accel"
+    from .. import _early
+
+    return _early.COMMAND
 
 
 if _is_console_script():

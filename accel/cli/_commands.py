@@ -18,8 +18,9 @@ from ..model import Device, Domain, Health, HostInventory, Problem, Telemetry, j
 from ..plugin import BackendConfig
 from ..sim import ENV_PROFILE
 from . import EXIT_NO_DEVICES, EXIT_OK, EXIT_PARTIAL, EXIT_UNHEALTHY, _registry, _render, dump
+from ._partial import Reads, problem_line
 
-__all__ = ["dispatch"]
+__all__ = ["dispatch", "problem_line"]
 
 
 def _parse_options(items: list[str]) -> dict[str, str]:
@@ -114,24 +115,9 @@ def _warn_failures(report: DiscoveryReport, *, only_selected: bool = True) -> No
             print(f"accel: warning: backend {entry.name}: {entry.reason}", file=sys.stderr)
 
 
-def problem_line(problem: Problem) -> str:
-    """One warning line for one problem: ``accel: warning: <backend>: <what> (<where>)``."""
-    where = []
-    if problem.command is not None:
-        where.append(f"`{problem.command}`" + (f" line {problem.line}" if problem.line is not None else ""))
-    if problem.device_id is not None:
-        where.append(f"device {problem.device_id}")
-    suffix = f" ({', '.join(where)})" if where else ""
-    code = f" [{problem.code}]" if problem.code else ""
-    # One line: a message may quote the tool's output.
-    message = " ".join(problem.message.split())
-    return f"accel: warning: {problem.backend}: {problem.kind.value}: {message}{suffix}{code}"
-
-
 def _warn_problems(inv: HostInventory) -> None:
-    """One stderr line per problem of ``inv`` (backend failures included)."""
-    for problem in inv.problems:
-        print(problem_line(problem), file=sys.stderr)
+    """One stderr line per problem of ``inv`` (backend failures included): see :mod:`._partial`."""
+    Reads().warn(inv.problems)
 
 
 def _read_code(inv: HostInventory) -> int:
@@ -276,7 +262,8 @@ def cmd_ps(args: argparse.Namespace) -> int:
         if getattr(args, "query", None) is not None:
             _ps_query(args, inv, full)
         elif args.json:
-            print(dump([p.model_dump(mode="json") for p in inv.processes]))
+            print(dump({"processes": [p.model_dump(mode="json") for p in inv.processes],
+                        "problems": [p.model_dump(mode="json") for p in inv.problems], "complete": inv.complete}))
         elif inv.processes:
             print(_render.process_table(inv, _positions(full)))
         else:
@@ -393,56 +380,75 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if args.count < 0 or not math.isfinite(args.interval) or not 0 <= args.interval <= 86400:
         raise ConfigError("--count must not be negative and --interval must be 0..86400 seconds")
     query = _query(args)
+    reads = Reads()
     with _session(args) as session:
-        selected = _selected(session.inventory(), args) if args.ids or query is not None else None
-        ids = [d.id for d in selected.devices] if selected is not None and args.ids else None
+        # The inventory says which devices each refresh must sample, and what it could not read.
+        full = reads.inventory(session)
+        selected = _selected(full, args)
+        if not selected.devices and _no_devices(session, selected):
+            return EXIT_NO_DEVICES
+        reads.warn(selected.problems)
+        ids = [d.id for d in selected.devices] if args.ids else None
+        expected = [d.id for d in selected.devices]
         shown = 0
         interactive = sys.stdout.isatty() and not args.json and query is None
         while args.count == 0 or shown < args.count:
             if shown:
                 time.sleep(args.interval)
-            samples = session.telemetry(ids)
-            if query is not None and selected is not None:
+            samples, problems = reads.sample(session, expected, ids)
+            if query is not None:
                 from ._query import render
 
                 print(render(query[0], _query_rows(selected, samples), query[1], header=shown == 0), flush=True)
             elif args.json:
-                print(json.dumps([s.model_dump(mode="json") for s in samples]), flush=True)
+                print(json.dumps(_refresh_json(samples, problems)), flush=True)
             else:
                 if interactive:
                     print("\x1b[2J\x1b[H", end="")
                 print(f"accel watch  refresh {shown + 1}  every {args.interval:g} s")
                 print(_render.telemetry_table(samples), flush=True)
             shown += 1
-        _warn_failures(session.report)
-        return EXIT_OK
+        return reads.code()
+
+
+def _refresh_json(samples: Sequence[Telemetry], problems: Sequence[Problem]) -> dict[str, Any]:
+    """One refresh of ``watch --json`` / ``dmon --json``: its samples and what it could not read."""
+    return {
+        "samples": [s.model_dump(mode="json") for s in samples],
+        "problems": [p.model_dump(mode="json") for p in problems],
+        "complete": not problems,
+    }
 
 
 def cmd_dmon(args: argparse.Namespace) -> int:
     from . import _dmon
 
     cols = _dmon.columns(args.groups)
+    reads = Reads()
     with _session(args) as session:
-        full = session.inventory()
+        full = reads.inventory(session)
         selected = _selected(full, args)
+        if not selected.devices and _no_devices(session, selected):
+            return EXIT_NO_DEVICES
+        reads.warn(selected.problems)
         positions = _positions(full)
         ids = [d.id for d in selected.devices] if args.ids else None
+        expected = [d.id for d in selected.devices]
         if not args.json:
             print(_dmon.header(cols), flush=True)
         shown = 0
         while args.count == 0 or shown < args.count:
             if shown:
                 time.sleep(args.interval)
-            samples = session.telemetry(ids)
+            samples, problems = reads.sample(session, expected, ids)
             if args.json:
-                print(json.dumps([s.model_dump(mode="json") for s in samples]), flush=True)
+                print(json.dumps(_refresh_json(samples, problems)), flush=True)
             else:
                 for s in samples:
                     print(_dmon.row(s, positions.get(s.device_id, "?"), cols))
                 sys.stdout.flush()
             shown += 1
-        _warn_failures(session.report)
-        return EXIT_OK
+        return reads.code()
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
@@ -466,22 +472,23 @@ def cmd_dra(args: argparse.Namespace) -> int:
         inv = session.inventory()
         if not inv.devices and _no_devices(session, inv):
             return EXIT_NO_DEVICES
-        _warn_failures(session.report)
+        # Kubernetes objects have no place for accel's problems: stderr and the exit code say it.
+        _warn_problems(inv)
         if args.nfd:
             print(nfd_features(inv, domain=args.domain), end="")
-            return EXIT_OK
+            return _read_code(inv)
         if args.device_classes or args.claim_templates:
             make = device_classes if args.device_classes else claim_templates
             objects = make(inv, domain=args.domain, partitionable=args.partitionable)
             print(dump({"apiVersion": "v1", "kind": "List", "items": objects}))
-            return EXIT_OK
+            return _read_code(inv)
         projection = resource_slices(inv, domain=args.domain, node_name=args.node, partitionable=args.partitionable)
         for name, items in projection.omitted.items():
             print(f"accel: warning: {name}: not projected: {'; '.join(items)}", file=sys.stderr)
         for device_id, why in projection.withheld.items():
             print(f"accel: note: {device_id}: not published as a device: {why}", file=sys.stderr)
         print(dump({"apiVersion": "v1", "kind": "List", "items": projection.slices}))
-        return EXIT_OK
+        return _read_code(inv)
 
 
 def cmd_cdi(args: argparse.Namespace) -> int:
@@ -493,7 +500,7 @@ def cmd_cdi(args: argparse.Namespace) -> int:
         inv = session.inventory()
         if not inv.devices and _no_devices(session, inv):
             return EXIT_NO_DEVICES
-        _warn_failures(session.report)
+        _warn_problems(inv)  # a CDI spec has no place for them either
         projection = cdi_specs(inv, domain=args.domain, env=args.env)
         for problem in projection.problems:
             print(f"accel: warning: cdi: {problem.code}: {problem.message}", file=sys.stderr)
@@ -504,7 +511,7 @@ def cmd_cdi(args: argparse.Namespace) -> int:
                 print(path)
         else:
             print(dump({spec_file_name(kind): spec for kind, spec in projection.specs.items()}))
-        return EXIT_OK if projection.complete else EXIT_PARTIAL
+        return EXIT_OK if projection.complete and inv.complete else EXIT_PARTIAL
 
 
 def cmd_schema(args: argparse.Namespace) -> int:

@@ -40,7 +40,9 @@ def main(args: argparse.Namespace) -> int:
         for note in res.notes:
             print(f"accel: note: {note}", file=sys.stderr)
         if args.json:
-            print(json.dumps(res.as_dict(), indent=2))
+            doc = {**res.as_dict(), "problems": [p.model_dump(mode="json") for p in inv.problems],
+                   "complete": inv.complete}
+            print(json.dumps(doc, indent=2))
             return _read_code(inv)
         if res.num_gpus:
             gpu_env = res.env.get("GPU")

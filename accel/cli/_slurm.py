@@ -38,7 +38,7 @@ def _conf(args: argparse.Namespace, inv: HostInventory) -> GresConf:
 
 
 def _warn(conf: GresConf) -> None:
-    from ._commands import problem_line
+    from ._partial import problem_line
 
     for p in conf.problems:
         print(problem_line(p), file=sys.stderr)
@@ -162,7 +162,11 @@ def cmd_healthcheck(args: argparse.Namespace, runner: Runner | None = None) -> i
         print(f"accel: {node}: {dev}: {cond}", file=sys.stderr)
     if decision.action != "none":
         print(f"{decision.action} {node}: {decision.reason}")
-    return EXIT_UNHEALTHY if decision.bad else EXIT_OK
+    # As `accel health`: a bad device (4) matters more than a partial read (5).  slurmd does not
+    # act on this status (the check drains through scontrol itself); it is for the person.
+    if decision.bad:
+        return EXIT_UNHEALTHY
+    return EXIT_OK if inv.complete else EXIT_PARTIAL
 
 
 def main(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from ._contract import (
     SupportsPartitions,
     SupportsProcesses,
 )
+from ._options import check_options
 from ._readings import READING_DOCS, Reading, describe_readings
 from ._registry import ENTRY_POINT_GROUP, register, registered, unregister
 from ._version import PLUGIN_API, SUPPORTED_API_VERSIONS, ApiVersion, negotiate
@@ -40,6 +41,7 @@ __all__ = [
     "SupportsEvents",
     "SupportsPartitions",
     "SupportsProcesses",
+    "check_options",
     "describe_readings",
     "negotiate",
     "register",

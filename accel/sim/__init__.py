@@ -20,6 +20,7 @@ from ..plugin import (
     Capability,
     PluginInfo,
     ProbeResult,
+    check_options,
 )
 from ._faults import Fault, FaultKind, parse_faults
 
@@ -86,10 +87,7 @@ class SimPlugin(BackendPlugin):
         if not name:
             raise ConfigError(f"sim: no profile selected (set {ENV_PROFILE} or the 'profile' option)")
         built = load_profile(name)
-        known = {"profile", "seed", "faults", "tick_on_read", "load"}
-        unknown = sorted(set(config.options) - known)
-        if unknown:
-            raise ConfigError(f"sim: unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        check_options("sim", config, ("profile", "seed", "faults", "tick_on_read", "load"))
         try:
             seed = int(config.option("seed", 0))
             load = config.option("load")

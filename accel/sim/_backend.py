@@ -39,9 +39,14 @@ _TELEMETRY_FIELDS = frozenset(Telemetry.model_fields)
 class SimBackend(Backend):
     """A simulated host built from a profile.
 
-    Every read (``inventory``, ``telemetry``, ``health``) is one tick of simulated time unless
-    ``tick_on_read`` is off; faults scheduled ``@tick`` start then.  Values are a pure function
-    of ``(seed, tick, device)``, so two backends with the same seed read the same numbers.
+    A tick is one instant of simulated time.  Reads of different kinds (``inventory``,
+    ``telemetry``, ``health``, ``processes``) at the same instant see the same machine: one
+    command's ``inventory()`` then ``telemetry()`` (``ls --query``, the first refresh of
+    ``watch`` and ``dmon``) report the same ``memory.used`` that ``ls``, ``show`` and ``ps``
+    report.  Time moves on when a kind is read again (the second refresh of ``watch`` is the
+    next instant), unless ``tick_on_read`` is off; faults scheduled ``@tick`` start then.
+    Values are a pure function of ``(seed, tick, device)``: one source per reading, so two
+    backends with the same seed read the same numbers.
     """
 
     def __init__(
@@ -58,6 +63,8 @@ class SimBackend(Backend):
         self._seed = seed
         self._faults: list[Fault] = list(faults)
         self._tick = 0
+        #: The kinds of reading already taken at the current tick (see the class docstring).
+        self._read_now: set[str] = set()
         self._tick_on_read = tick_on_read
         self._timeout = tool_timeout_s
         self._load = load
@@ -110,6 +117,7 @@ class SimBackend(Backend):
         """Move simulated time forward."""
         with self._lock:
             self._tick += ticks
+            self._read_now.clear()
 
     def position(self, device_id: str) -> int:
         for i, dev in enumerate(self._built.devices):
@@ -139,13 +147,17 @@ class SimBackend(Backend):
     def _active(self, kind: FaultKind, position: int) -> list[Fault]:
         return [f for f in self._faults if f.kind is kind and f.hits(position, self._tick)]
 
-    def _begin_read(self) -> int:
+    def _begin_read(self, kind: str) -> int:
+        """The tick a ``kind`` reading is taken at: the current one, unless that kind was already
+        read at it (then time moves on, and every kind reads the next instant)."""
         if self._closed:
             raise DeviceError("the simulated backend is closed")
         with self._lock:
-            tick = self._tick
-            if self._tick_on_read:
+            if self._tick_on_read and kind in self._read_now:
                 self._tick += 1
+                self._read_now.clear()
+            self._read_now.add(kind)
+            tick = self._tick
             self.reads += 1
         hung = [f for f in self._faults if f.kind is FaultKind.HUNG_TOOL and tick >= f.at_tick]
         if hung:
@@ -251,7 +263,7 @@ class SimBackend(Backend):
 
     # -- Backend ---------------------------------------------------------------------------
     def inventory(self) -> HostInventory:
-        tick = self._begin_read()
+        tick = self._begin_read("inventory")
         built = self._built
         devices = tuple(self._device_now(i, tick) for i in range(len(built.devices)))
         lost = {d.id for d in devices if d.health.operational is Operational.LOST}
@@ -285,7 +297,7 @@ class SimBackend(Backend):
 
     def telemetry(self, ids: Sequence[str] | None = None) -> tuple[Telemetry, ...]:
         positions = self._resolve(ids)
-        tick = self._begin_read()
+        tick = self._begin_read("telemetry")
         out: list[Telemetry] = []
         for p in positions:
             health = self._health(p, tick)
@@ -350,7 +362,7 @@ class SimBackend(Backend):
 
     def health(self, ids: Sequence[str] | None = None) -> dict[str, Health]:
         positions = self._resolve(ids)
-        tick = self._begin_read()
+        tick = self._begin_read("health")
         return {self._built.devices[p].id: self._health(p, tick) for p in positions}
 
     # -- optional surfaces -----------------------------------------------------------------
@@ -383,7 +395,7 @@ class SimBackend(Backend):
 
     def processes(self, ids: Sequence[str] | None = None) -> tuple[ProcessUsage, ...]:
         self._resolve(ids)
-        tick = self._begin_read()
+        tick = self._begin_read("processes")
         return self._processes(tick, ids)
 
     def poll_events(self, timeout_s: float = 0.0) -> tuple[DeviceEvent, ...]:

@@ -47,8 +47,9 @@ _SPEC = re.compile(
 def parse_faults(text: str | None) -> list[Fault]:
     """Parse ``kind[:device][@tick][=param]`` items separated by commas.
 
-    ``device_lost:3@5`` loses device 3 from the fifth read on; ``memory_leak:0=536870912``
-    leaks 512 MiB per tick on device 0; ``not_supported=temperature_celsius+power_watts``.
+    ``device_lost:3@5`` loses device 3 from tick 5 on (a tick moves on when a kind of reading is
+    taken again: see SimBackend); ``memory_leak:0=536870912`` leaks 512 MiB per tick on device 0;
+    ``not_supported=temperature_celsius+power_watts``.
     """
     faults: list[Fault] = []
     for raw in (text or "").split(","):

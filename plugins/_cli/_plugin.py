@@ -7,7 +7,16 @@ import importlib
 from collections.abc import Iterable
 from typing import ClassVar
 
-from accel.plugin import PLUGIN_API, Backend, BackendConfig, BackendPlugin, Capability, PluginInfo, ProbeResult
+from accel.plugin import (
+    PLUGIN_API,
+    Backend,
+    BackendConfig,
+    BackendPlugin,
+    Capability,
+    PluginInfo,
+    ProbeResult,
+    check_options,
+)
 from accel.tools import Runner
 
 from ._probe import CliProbeSpec, probe_cli
@@ -27,11 +36,15 @@ class CliBackendPlugin(BackendPlugin):
 
     probe_spec: ClassVar[CliProbeSpec]
     package: ClassVar[str]
+    #: The ``--option`` names the backend reads; :meth:`open` refuses any other
+    #: (:func:`~accel.plugin.check_options`).  A vendor adds its own to ``scenario``.
+    known_options: ClassVar[frozenset[str]] = frozenset({"scenario"})
 
     def probe(self, config: BackendConfig) -> ProbeResult:
         return probe_cli(self.probe_spec, config, package=self.package)
 
     def open(self, config: BackendConfig) -> Backend:
+        check_options(self.info.name, config, self.known_options)
         return self.open_with(config, runner_for(config, self.package))
 
     @abc.abstractmethod

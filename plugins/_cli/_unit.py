@@ -31,9 +31,10 @@ from accel.model import (
     Telemetry,
     bound_of,
     device_id_for,
-    extra_problem,
     validate_reading,
 )
+
+from ._values import PLAUSIBLE, extra_implausible, implausible
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R", bound="DataclassInstance")
@@ -290,9 +291,11 @@ def out_of_bounds_errors(
     :func:`~accel.model.validate_reading` left out (``what`` names the device when no id is
     known yet)."""
     subject = device_id or what or "a device"
+    rules = {entry[2] for entry in PLAUSIBLE.values()}
     return [
         OutOfBoundsError(
-            f"{tool} gave {item.field} = {item.value!r} for {subject}, which no device can have "
+            f"{tool} gave {item.field} = {item.value!r} for {subject}, which "
+            f"{'no running device reports' if item.reason in rules else 'no device can have'} "
             f"({item.reason}); left out as unknown",
             field=item.field,
             device_id=device_id,
@@ -322,25 +325,35 @@ def bounded(reading: R) -> tuple[R, list[OutOfBounds]]:
         bound = bound_of(f.name)
         if isinstance(value, dict):
             if f.name == "extras":
-                kept = {k: v for k, v in value.items() if extra_problem(k, v) is None}
+                kept = {k: v for k, v in value.items() if extra_implausible(k, v) is None}
                 dropped.extend(
-                    OutOfBounds(f"extras[{k!r}]", v, str(extra_problem(k, v)))
+                    OutOfBounds(f"extras[{k!r}]", v, str(extra_implausible(k, v)))
                     for k, v in value.items()
                     if k not in kept
                 )
             else:
-                kept = {k: v for k, v in value.items() if _within(v, bound)}
+                kept = {k: v for k, v in value.items() if _refusal(f.name, v, bound) is None}
                 dropped.extend(
-                    OutOfBounds(f"{f.name}[{k!r}]", v, _why(bound)) for k, v in value.items() if k not in kept
+                    OutOfBounds(f"{f.name}[{k!r}]", v, str(_refusal(f.name, v, bound)))
+                    for k, v in value.items()
+                    if k not in kept
                 )
             if len(kept) != len(value):
                 changes[f.name] = kept
-        elif not _within(value, bound):
-            dropped.append(OutOfBounds(f.name, value, _why(bound)))
+        elif (why := _refusal(f.name, value, bound)) is not None:
+            dropped.append(OutOfBounds(f.name, value, why))
             changes[f.name] = None
     if not changes:
         return reading, dropped
     return dataclasses.replace(reading, **changes), dropped
+
+
+def _refusal(name: str, value: object, bound: tuple[float, float] | None) -> str | None:
+    """Why reading ``name = value`` is left out: outside what any device can have (the model's
+    bound), or than a running device reports (:func:`implausible`); ``None``: it is kept."""
+    if not _within(value, bound):
+        return _why(bound)
+    return implausible(name, value)
 
 
 def _within(value: object, bound: tuple[float, float] | None) -> bool:

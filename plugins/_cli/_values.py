@@ -16,6 +16,12 @@ Rules every helper follows:
   integer they got back for "not available": ``65535`` (uint16 max), ``0xFFFF``,
   ``0xFFFFFFFF`` / ``4294967295`` (uint32 max), ``-1`` and the 64-bit forms.  Every unit parser
   here gives ``None`` for them (:func:`is_sentinel`), whatever unit follows (``65535W``).
+* **Plausible, not only possible.**  The model refuses what no device can have
+  (:data:`accel.model.BOUNDS`); a reading from a running device must also be one the hardware
+  can report (:data:`PLAUSIBLE`, :func:`implausible`): no die of a running server is below
+  0 C, and no count is negative.  :func:`~accel.plugins._cli.bounded` applies both to every
+  reading, so an implausible value becomes unknown (``None``) and a typed ``field`` problem,
+  never a number.
 * Failures raise :class:`accel.errors.ParseError` without a location; wrap the call in
   :meth:`ParseContext.at` to name tool, command and line.
 """
@@ -28,12 +34,15 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from accel.errors import ParseError, ValidationError
-from accel.model import normalize_bus_id
+from accel.model import BOUNDS, extra_problem, normalize_bus_id
 
 __all__ = [
     "PLACEHOLDERS",
+    "PLAUSIBLE",
     "SENTINELS",
     "clean",
+    "extra_implausible",
+    "implausible",
     "is_masked",
     "is_placeholder",
     "is_sentinel",
@@ -80,6 +89,57 @@ _MASK = re.compile(r"x{3,}", re.IGNORECASE)
 # accepted: none of the sampled tools prints them, and "1,024" would be ambiguous.
 _NUMBER = re.compile(r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _MAX_MAGNITUDE = 1e30  # anything larger is garbage, not a measurement
+
+
+#: What a running device can report, per unit or kind of field (the suffix of the field's name,
+#: or of a vendor extra's key in snake case: ``huawei.com/hugepagesUsed`` is ``hugepages_used``),
+#: where that is narrower than what any device can have (:data:`accel.model.BOUNDS`).  Each
+#: entry is ``(low, high, why)``; the reasons are in docs/hostile-input.md.
+PLAUSIBLE: dict[str, tuple[float, float, str]] = {
+    # A die, its HBM and the board's sensors sit in a powered, cooled chassis: the coolant that
+    # reaches them is above freezing (ASHRAE's air classes A1-A4 allow 5-45 C inlet, its liquid
+    # classes W17-W+ a 2 C supply at the coldest) and a working die is warmer than its coolant.
+    # A negative reading is a sensor fault or a signed-byte wrap (0xD9 read as -39), not a heat.
+    "_celsius": (0.0, BOUNDS["_celsius"][1], "below 0 C: no sensor of a running device is below freezing"),
+    # Counts and amounts (pages, processes, events): a negative one is never a reading.
+    "_count": (0.0, float(2**63 - 1), "a count is never negative"),
+    "_used": (0.0, float(2**63 - 1), "an amount in use is never negative"),
+    "_free": (0.0, float(2**63 - 1), "an amount free is never negative"),
+    "_pages": (0.0, float(2**63 - 1), "a count of pages is never negative"),
+}
+
+_CAMEL_CASE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _plausible_entry(name: str) -> tuple[float, float, str] | None:
+    best: tuple[int, tuple[float, float, str]] | None = None
+    for suffix, entry in PLAUSIBLE.items():
+        if (name.endswith(suffix) or name == suffix[1:]) and (best is None or len(suffix) > best[0]):
+            best = (len(suffix), entry)
+    return best[1] if best is not None else None
+
+
+def implausible(name: str, value: object) -> str | None:
+    """Why reading ``name = value`` is not one a running device reports (:data:`PLAUSIBLE`), or
+    ``None``: a number of a field that has no entry, or within its entry, is plausible (the
+    model's own bounds are checked by the model).  Not a number: ``None``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    entry = _plausible_entry(name)
+    if entry is None or (isinstance(value, float) and not math.isfinite(value)):
+        return None  # a non-finite number is the model's to refuse
+    low, high, why = entry
+    return None if low <= value <= high else why
+
+
+def extra_implausible(key: str, value: object) -> str | None:
+    """Why vendor extra ``key = value`` is not a reading: outside the model's bounds
+    (:func:`accel.model.extra_problem`) or not plausible (:func:`implausible` of its name in
+    snake case), or ``None``."""
+    problem = extra_problem(key, value)
+    if problem is not None:
+        return problem
+    return implausible(_CAMEL_CASE.sub("_", key.rsplit("/", 1)[-1]).lower(), value)
 
 
 def is_placeholder(text: str | None) -> bool:

@@ -10,6 +10,7 @@ from accel.plugin import (
     Capability,
     PluginInfo,
     ProbeResult,
+    check_options,
 )
 from accel.sysfs import scan_pci
 
@@ -94,5 +95,7 @@ class AmdPlugin(BackendPlugin):
 
     def open(self, config: BackendConfig) -> Backend:
         from ._backend import AmdBackend
+
+        check_options("amd", config, ("scenario",))
 
         return AmdBackend(config)

@@ -35,5 +35,6 @@ class AscendPlugin(LazyCliPlugin):
         tool_paths=SEARCH_PATH,
     )
     package = __package__ or "accel.plugins.ascend"
+    known_options = LazyCliPlugin.known_options | {"board"}  # board=1: npu-smi info -t board per chip
 
     backend = "accel.plugins.ascend._backend:AscendBackend"

@@ -26,5 +26,6 @@ class EnflamePlugin(LazyCliPlugin):
         tool_paths=SEARCH_PATH,
     )
     package = __package__ or "accel.plugins.enflame"
+    known_options = LazyCliPlugin.known_options | {"sriov"}  # sriov=card|vf: which is the device
 
     backend = "accel.plugins.enflame._backend:EnflameBackend"

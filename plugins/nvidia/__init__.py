@@ -30,6 +30,7 @@ from ...plugin import (
     Capability,
     PluginInfo,
     ProbeResult,
+    check_options,
 )
 from ._health import APPLICATION_XIDS, XID_TABLE, XidRule
 
@@ -118,6 +119,7 @@ class NvidiaPlugin(BackendPlugin):
         from ._backend import NvidiaBackend
         from ._nvml import Nvml
 
+        check_options("nvidia", config, ("scenario", "proc_root"))
         try:
             nv = Nvml(_fake_library(config))
             nv.init()

@@ -40,9 +40,9 @@ def test_topo_health_ps_watch_and_show_take_it(capsys: pytest.CaptureFixture[str
     health = _json(capsys, "health", "-i", "1")
     assert list(health["devices"]) == [GPU1]  # type: ignore[index]
     procs = _json(capsys, "ps", "-i", "1")
-    assert {p["device_id"] for p in procs} == {GPU1}  # type: ignore[union-attr]
+    assert {p["device_id"] for p in procs["processes"]} == {GPU1}  # type: ignore[index]
     assert main(["watch", *SIM, "-i", "1", "--count", "1", "--json"]) == EXIT_OK
-    samples = json.loads(capsys.readouterr().out)
+    samples = json.loads(capsys.readouterr().out)["samples"]
     assert [s["device_id"] for s in samples] == [GPU1]
     shown = _json(capsys, "show", "-i", "1")
     assert shown["id"] == GPU1  # type: ignore[index]

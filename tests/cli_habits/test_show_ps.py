@@ -63,7 +63,9 @@ def test_ps_json_is_the_process_list(capsys: pytest.CaptureFixture[str]) -> None
     import json
 
     assert main(["ps", "--sim", "dgx-h100", "--json"]) == 0
-    procs = json.loads(capsys.readouterr().out)
+    doc = json.loads(capsys.readouterr().out)  # the list, and what could not be read (issue 32)
+    assert doc["problems"] == [] and doc["complete"] is True
+    procs = doc["processes"]
     assert len(procs) == 8
     assert {"pid", "device_id", "name", "memory_bytes"} <= set(procs[0])
 

@@ -76,7 +76,9 @@ def test_watch_counts(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "watch", "--sim", "mi300x-8", "--count", "3", "--interval", "0", "--json")
     lines = out.strip().splitlines()
     assert code == EXIT_OK and len(lines) == 3
-    assert all(len(json.loads(line)) == 8 for line in lines)
+    # One object a refresh: its samples and what it could not read (issue 32: was a bare list).
+    assert all(len(json.loads(line)["samples"]) == 8 for line in lines)
+    assert all(json.loads(line)["problems"] == [] and json.loads(line)["complete"] for line in lines)
 
 
 def test_schema(capsys: pytest.CaptureFixture[str]) -> None:

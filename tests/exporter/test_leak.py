@@ -24,9 +24,9 @@ class Clock:
 
 
 def _source(leak: LeakWatch | None, clock: Clock) -> SnapshotSource:
-    # Device 0 leaks 1 GiB per tick from tick 80 on: a scrape reads twice (inventory, telemetry),
-    # so from the 41st scrape; scrapes 10 s apart on the fake clock.
-    config = BackendConfig(options={"profile": "dgx-h100", "seed": "3", "faults": "memory_leak:0@80=1073741824"},
+    # Device 0 leaks 2 GiB per tick from tick 40 on: a scrape (inventory, telemetry) is one instant
+    # of the simulator, so from the 41st scrape; scrapes 10 s apart on the fake clock.
+    config = BackendConfig(options={"profile": "dgx-h100", "seed": "3", "faults": "memory_leak:0@40=2147483648"},
                            enrich_from_sysfs=False)
     report = discover({"sim": config}, backends=["sim"])
     return SnapshotSource(report, {"sim": config}, config, min_interval_s=0.0, clock=clock, leak=leak)

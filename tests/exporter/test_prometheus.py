@@ -23,9 +23,10 @@ def test_prometheus_scrapes_and_fires_the_unhealthy_alert(tmp_path: Path) -> Non
     rules = tmp_path / "rules.yml"
     rules.write_text(rules_yaml())
     port = free_port()
-    # Each read is three simulator ticks (inventory, telemetry, health): from the fifth read on (after the
-    # readiness probe and a few Prometheus scrapes saw the counter at 0), device 1 has an uncorrectable ECC error.
-    with exporter(["--sim", "dgx-h100", "-o", "faults=ecc_uncorrectable:1@12"], port) as exp, \
+    # Each read is one simulator tick (its inventory, telemetry and health are one instant): from the fifth
+    # read on (after the readiness probe and a few Prometheus scrapes saw the counter at 0), device 1 has an
+    # uncorrectable ECC error.
+    with exporter(["--sim", "dgx-h100", "-o", "faults=ecc_uncorrectable:1@4"], port) as exp, \
             prometheus(PROMETHEUS, tmp_path, port, rules) as (base, prom):
 
         def up() -> list[dict[str, object]] | None:
