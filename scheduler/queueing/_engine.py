@@ -720,7 +720,8 @@ class QueueingScheduler:
         """Rebuild the state after a crash by replaying the journal onto a fresh cluster view.
 
         The replay binds the slots the journal names; ``scorer``, ``workload`` and ``filters``
-        (as the crashed engine had them) place the work that comes after.
+        (as the crashed engine had them) place the work that comes after; without ``prices`` it
+        bills with the price table stored in the journal (schema version 3).
 
         Every event is checked first (:meth:`Journal.events`: format, payload, each job's life;
         here: pools, hosts, slots and devices of this cluster); the first one that is wrong, or

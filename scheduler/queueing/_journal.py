@@ -69,6 +69,10 @@ __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "Event", "Journal", "JournalError
 SCHEMA_VERSION = 3
 APPLICATION_ID = 0x41434A4C  # "ACJL": accel journal (SQLite's PRAGMA application_id)
 
+# files SQLite keeps beside a database a writer has open (or left after a crash): with any of
+# them there, a read-only open goes through SQLite's locking instead of immutable=1
+_BESIDE = ("-wal", "-shm", "-journal")
+
 _COLUMNS_V1 = [("seq", "INTEGER"), ("t", "REAL"), ("job", "TEXT"), ("kind", "TEXT"), ("reason", "TEXT"),
                ("data", "TEXT")]
 _COLUMNS = {1: _COLUMNS_V1, 2: [*_COLUMNS_V1, ("crc", "INTEGER")], 3: [*_COLUMNS_V1, ("crc", "INTEGER")]}
@@ -521,7 +525,7 @@ class Journal:
                 # its checkpoint) the rows in the WAL must be read through SQLite's shared
                 # memory: plain mode=ro.  A writer that starts after this check is caught by
                 # :meth:`changed` (the reader then reads again).
-                self.immutable = not any(os.path.lexists(self.path + x) for x in ("-wal", "-shm")) \
+                self.immutable = not any(os.path.lexists(self.path + x) for x in _BESIDE) \
                     if self._want_immutable is None else self._want_immutable
                 self._stamp = self._file_stamp()
                 query = "?mode=ro&immutable=1" if self.immutable else "?mode=ro"
@@ -633,7 +637,7 @@ class Journal:
         sees the ``-wal`` and reads through SQLite's locking).  Always False otherwise."""
         if not self.immutable:
             return False
-        return (any(os.path.lexists(self.path + x) for x in ("-wal", "-shm"))
+        return (any(os.path.lexists(self.path + x) for x in _BESIDE)
                 or self._file_stamp() != self._stamp)
 
     @property

@@ -194,3 +194,13 @@ def test_a_refused_recovery_leaves_no_lock_and_a_closed_writer_neither(tmp_path:
     jr.close()
     assert _listing(path) == ["j.db"]
 
+
+
+@pytest.mark.parametrize("beside", ["-wal", "-shm", "-journal"])
+def test_a_file_beside_the_journal_means_a_read_through_sqlites_locking(tmp_path: Path, beside: str) -> None:
+    # a writer has it open, or one crashed and left it: immutable=1 would read past its rows
+    path = _write(tmp_path / "j.db", list(GOOD))
+    Path(f"{path}{beside}").write_bytes(b"")
+    ro = Journal(path, readonly=True)
+    assert not ro.immutable and ro.count() == len(GOOD)
+    ro.close()
