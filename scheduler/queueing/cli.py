@@ -2,6 +2,9 @@
 
 The lead's CLI parses the arguments and calls :func:`main` with an ``argparse.Namespace``:
 
+Each also takes ``--cluster FILE`` (repeatable: one ``accel ls --json`` inventory per host), to
+check what the journal names against that cluster too (as recovery does).
+
 * ``history JOB [--journal PATH] [--json]``: every event of one job (every row of the journal is checked first).
 * ``jobs [--journal PATH] [--json]``: each job's latest event (its current state and why).
 * ``bill [--journal PATH] [--json] [--at SECONDS]``: metered usage per tenant and device model,
@@ -14,10 +17,11 @@ checked as recovery checks it, whichever command runs (:func:`._audit.read_journ
 made from a journal that is wrong somewhere would be a wrong picture, so a bad row anywhere
 is an error (exit 1, one line naming the file, the row and the problem), never a report that
 leaves the row out.  What needs the cluster or the policy (hosts, device slots, pools, device
-ids, priority classes) cannot be checked from the journal alone: each command says so in one
-``note:`` line on stderr.  Errors are raised as :class:`accel.errors.ConfigError` (no
-journal), :class:`JournalError` (the file is damaged, foreign, of another schema version, or a
-row is wrong; see :mod:`._journal`) or :class:`UnknownJobError`; the CLI prints the one-line
+ids, priority classes) cannot be checked from the journal alone: with ``--cluster`` the cluster
+part is checked too, and each command says in one ``note:`` line on stderr what it could not
+check.  Errors are raised as :class:`accel.errors.ConfigError` (no journal, a bad cluster
+file), :class:`JournalError` (the file is damaged, foreign, of another schema version, or a row
+is wrong; see :mod:`._journal`) or :class:`UnknownJobError`; the CLI prints the one-line
 message.
 
 ``bill`` prices usage with the price table the engine stored in the journal (schema version 3);
@@ -35,8 +39,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from accel.errors import ConfigError, SchedulerError
+from accel.model import HostInventory
+from accel.scheduler import ClusterState, from_inventories
 
-from ._audit import JournalAudit, read_journal
+from ._audit import NEEDS_CLUSTER, JournalAudit, read_journal
 from ._meter import Meter, Segment
 
 __all__ = ["UnknownJobError", "add_arguments", "default_journal", "main"]
@@ -65,18 +71,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for p in (h, j, b):
         p.add_argument("--journal", default=None)
         p.add_argument("--json", action="store_true")
+        p.add_argument("--cluster", action="append", default=None)
 
 
-def _read(path: str | None) -> JournalAudit:
+def _cluster(files: Sequence[str]) -> ClusterState:
+    """The cluster from ``accel ls --json`` inventories, one file per host."""
+    inventories = []
+    for name in files:
+        try:
+            inventories.append(HostInventory.model_validate_json(Path(name).read_bytes()))
+        except OSError as exc:
+            raise ConfigError(f"--cluster {name}: cannot be read: {exc.strerror}") from exc
+        except ValueError as exc:  # pydantic's ValidationError: not an `accel ls --json` inventory
+            first = str(exc).splitlines()[0]
+            raise ConfigError(f"--cluster {name}: not a host inventory (`accel ls --json`): {first}") from exc
+    try:
+        return from_inventories(inventories)
+    except SchedulerError as exc:
+        raise ConfigError(f"--cluster: {exc}") from exc
+
+
+def _read(path: str | None, cluster_files: Sequence[str] | None) -> JournalAudit:
     target = path or default_journal()
     if not Path(target).exists():
         raise ConfigError(f"no scheduler journal at {target} (set --journal or ACCEL_SCHED_JOURNAL)")
-    return read_journal(target)
+    return read_journal(target, _cluster(cluster_files) if cluster_files else None)
 
 
 def _note_unchecked(journal: JournalAudit, err: TextIO) -> None:
     # after the report, so that an error stays the one line on stderr
-    err.write(f"note: every row of {journal.path} checked; not checked without the cluster and the policy: "
+    what = "the policy" if NEEDS_CLUSTER not in journal.unchecked else "the cluster (--cluster) and the policy"
+    err.write(f"note: every row of {journal.path} checked; not checked without {what}: "
               f"{'; '.join(journal.unchecked)} (recovery checks them)\n")
 
 
@@ -174,7 +199,7 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     cmd = args.sched_command
     if cmd not in ("history", "jobs", "bill"):
         raise ConfigError(f"unknown sched command {cmd!r} (history, jobs, bill)")
-    journal = _read(getattr(args, "journal", None))
+    journal = _read(getattr(args, "journal", None), getattr(args, "cluster", None))
     as_json = bool(getattr(args, "json", False))
     if cmd == "history":
         code = history(journal, str(args.job), as_json=as_json, out=stream)

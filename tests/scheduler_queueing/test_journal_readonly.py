@@ -102,7 +102,8 @@ def test_what_needs_the_cluster_is_checked_with_it_and_said_without_it(
     path = _write(tmp_path / "j.db", mutate(list(GOOD)))
     assert accel_main(["sched", "jobs", "--journal", str(path)]) == EXIT_OK
     err = capsys.readouterr().err
-    assert err.startswith(f"note: every row of {path} checked; not checked without the cluster and the policy: "
+    assert err.startswith(f"note: every row of {path} checked; not checked without the cluster (--cluster) and the "
+                          "policy: "
                           f"{NEEDS_CLUSTER}")
     with pytest.raises(JournalError) as exc:
         read_journal(path, cluster(hosts=2))
@@ -204,3 +205,44 @@ def test_a_file_beside_the_journal_means_a_read_through_sqlites_locking(tmp_path
     ro = Journal(path, readonly=True)
     assert not ro.immutable and ro.count() == len(GOOD)
     ro.close()
+
+
+def test_accel_sched_checks_against_the_cluster_given_as_inventories(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # a journal written for the cluster of one simulated host, then a slot it never had
+    from accel.cli import EXIT_USAGE
+    from accel.plugin import BackendConfig
+    from accel.scheduler import from_inventories
+    from accel.scheduler.queueing import JobSpec
+    from accel.sim import PLUGIN
+
+    backend = PLUGIN.open(BackendConfig(options={"profile": "dgx-h100"}))
+    try:
+        inventory = backend.inventory()
+    finally:
+        backend.close()
+    inv_file = tmp_path / "host.json"
+    inv_file.write_text(inventory.model_dump_json())
+    eng = QueueingScheduler(from_inventories([inventory]), Policy())
+    eng.submit(JobSpec(id="train", devices=2, estimate_s=600.0), 0.0)
+    eng.cycle(0.0)
+    rows = [(e.t, e.job, e.kind, e.reason, json.dumps(e.data, sort_keys=True)) for e in eng.journal.events()]
+    (host, slots), = json.loads(rows[-1][4])["chunks"]
+    placed = json.loads(rows[-1][4])
+    placed["chunks"] = [[host, [slots[0], 8]]]  # dgx-h100 has slots 0..7
+    path = _write(tmp_path / "j.db", [*rows[:-1], (*rows[-1][:4], json.dumps(placed, sort_keys=True))])
+    assert accel_main(["sched", "jobs", "--journal", str(path)]) == EXIT_OK
+    assert "not checked without the cluster (--cluster) and the policy" in capsys.readouterr().err
+    assert accel_main(["sched", "jobs", "--journal", str(path), "--cluster", str(inv_file)]) == EXIT_ERROR
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"accel: error: scheduler journal {path}, event {len(rows)} (placed): host {host} has no "
+                          "device slot 8 (it has 8)"), err
+    good = _write(tmp_path / "good.db", rows)
+    assert accel_main(["sched", "bill", "--journal", str(good), "--cluster", str(inv_file)]) == EXIT_OK
+    assert "not checked without the policy: priority classes against the policy" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"host": 1}')
+    assert accel_main(["sched", "jobs", "--journal", str(good), "--cluster", str(bad)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "--cluster" in err and "bad.json" in err and "not a host inventory" in err
+    assert _listing(path) == ["bad.json", "good.db", "host.json", "j.db"]
