@@ -266,6 +266,9 @@ def _sched_arguments(parser: argparse.ArgumentParser, context: CommandContext) -
         p.add_argument("--journal", default=None, metavar="PATH",
                        help="the scheduler journal (default: $ACCEL_SCHED_JOURNAL or ./accel-sched.db)")
         p.add_argument("--json", action="store_true", help="print JSON")
+        p.add_argument("--cluster", action="append", default=None, metavar="FILE",
+                       help="a host inventory (`accel ls --json`), one per host: check the journal's hosts, "
+                       "device slots, pools and device ids against them too")
 
 
 def _sched_run(args: argparse.Namespace) -> int:

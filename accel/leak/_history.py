@@ -81,7 +81,15 @@ class LeakHistory:
             conn.close()
 
     def save(self, detector: LeakDetector) -> None:
-        """Replace the stored history with ``detector``'s, in one transaction."""
+        """Replace the stored history with ``detector``'s, in one transaction.
+
+        Every key is assessed first, so a verdict raised by this reading is saved as held: the
+        next run (another process) keeps it while the trend lasts (the detector's hysteresis)
+        instead of dropping it whenever its own windows fall short of a fresh verdict.
+        """
+        keys = detector.keys()  # a list of the detector's keys (it is not a mapping)
+        for key in keys:
+            detector.assess(key)  # cached: a caller that assesses afterwards pays nothing more
         conn = self._connect()
         try:
             conn.execute("BEGIN IMMEDIATE")

@@ -3,8 +3,9 @@
 Select a profile with ``ACCEL_SIM=<profile>`` (or a path to a profile JSON file) or the
 ``profile`` option (``accel ls --sim dgx-h100``).  Options: ``seed`` (int), ``faults``
 (``kind[:device][@tick][=param]``, comma-separated; see :class:`FaultKind`), ``tick_on_read``
-(bool), ``load`` (0..1, fixes utilisation).  :func:`generate_cluster` builds many hosts for the
-scheduler.
+(bool), ``load`` (0..1, fixes utilisation), ``clock`` (a file: every process naming it reads
+one simulation, a tick of 10 simulated seconds per read; see :mod:`._clock`).
+:func:`generate_cluster` builds many hosts for the scheduler.
 """
 
 from __future__ import annotations
@@ -81,13 +82,14 @@ class SimPlugin(BackendPlugin):
     def open(self, config: BackendConfig) -> Backend:
         from ..errors import ConfigError
         from ._backend import SimBackend
+        from ._clock import SharedClock
         from ._profile import load_profile
 
         name = self._profile_name(config)
         if not name:
             raise ConfigError(f"sim: no profile selected (set {ENV_PROFILE} or the 'profile' option)")
         built = load_profile(name)
-        check_options("sim", config, ("profile", "seed", "faults", "tick_on_read", "load"))
+        check_options("sim", config, ("profile", "seed", "faults", "tick_on_read", "load", "clock"))
         try:
             seed = int(config.option("seed", 0))
             load = config.option("load")
@@ -104,6 +106,7 @@ class SimPlugin(BackendPlugin):
             tick_on_read=_bool(config.option("tick_on_read", True), "tick_on_read"),
             tool_timeout_s=config.tool_timeout_s,
             load=load_value,
+            clock=None if config.option("clock") is None else SharedClock(str(config.option("clock"))),
         )
 
 

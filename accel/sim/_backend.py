@@ -27,6 +27,7 @@ from ..model import (
     Telemetry,
 )
 from ..plugin import Backend, DeviceEvent
+from ._clock import SharedClock
 from ._faults import Fault, FaultKind
 from ._profile import Built
 
@@ -58,8 +59,12 @@ class SimBackend(Backend):
         tick_on_read: bool = True,
         tool_timeout_s: float = 10.0,
         load: float | None = None,
+        clock: SharedClock | None = None,
     ) -> None:
         self._built = built
+        # a clock shared through a file: each read takes its tick (and its time) from there
+        self._clock = clock
+        self._clock_t: float | None = None
         self._seed = seed
         self._faults: list[Fault] = list(faults)
         self._tick = 0
@@ -153,7 +158,10 @@ class SimBackend(Backend):
         if self._closed:
             raise DeviceError("the simulated backend is closed")
         with self._lock:
-            if self._tick_on_read and kind in self._read_now:
+            if self._clock is not None:
+                # A clock file shared across processes: every read is the next instant of it.
+                self._tick, self._clock_t = self._clock.take()
+            elif self._tick_on_read and kind in self._read_now:
                 self._tick += 1
                 self._read_now.clear()
             self._read_now.add(kind)
@@ -278,7 +286,7 @@ class SimBackend(Backend):
             links=links,
             domains=tuple(built.domains),
             processes=self._processes(tick, None),
-            collected_at=datetime.now(UTC),
+            collected_at=datetime.now(UTC) if self._clock_t is None else datetime.fromtimestamp(self._clock_t, UTC),
             sources=(
                 SourceInfo(
                     backend="sim",

@@ -29,6 +29,12 @@ the tables are on the *report* seeds, which the defaults were never chosen on.
     python benchmarks/leak/run.py                 # full profile (a few minutes)
     python benchmarks/leak/run.py --quick         # CI's profile (seconds)
     python benchmarks/leak/run.py --tune          # the threshold search on train seeds
+    python benchmarks/leak/run.py --episodes      # how long false verdicts last, against an alert's `for`
+
+``--episodes`` measures what the alert rule's ``for`` buys: every false verdict on the non-leak
+patterns (report seeds, 2 days each) with how long it lasted, and how many a ``for`` of 1 and of
+5 minutes would let through (Prometheus evaluating every minute: a verdict alerts when it is
+still up at the first evaluation at least ``for`` after it rose).
 """
 
 from __future__ import annotations
@@ -189,6 +195,45 @@ def false_alarms(pattern: str, seeds: tuple[int, ...], days: float, params: dict
     }
 
 
+def episodes(patterns: tuple[str, ...], seeds: tuple[int, ...], days: float) -> list[tuple[str, int, float]]:
+    """Every false verdict on ``patterns``: (pattern, seed, seconds it lasted; inf: still up)."""
+    n = int(days * 86400 / TICK_S)
+    out: list[tuple[str, int, float]] = []
+    for pattern in patterns:
+        for seed in seeds:
+            det = LeakDetector()
+            rng = random.Random(f"{pattern}-{seed}")
+            t0 = 1.7e9 + seed * 1e6
+            start: float | None = None
+            for i, used in enumerate(PATTERNS[pattern](rng, n)):
+                t = t0 + i * TICK_S
+                det.observe(seed, t, max(0, min(TOTAL, used)), TOTAL)
+                up = det.assess(seed) is not None
+                if up and start is None:
+                    start = t
+                elif not up and start is not None:
+                    out.append((pattern, seed, t - start))
+                    start = None
+            if start is not None:
+                out.append((pattern, seed, math.inf))
+    return out
+
+
+def alerts_through(durations: list[float], for_s: float, eval_s: float = 60.0) -> int:
+    """How many verdicts of these durations alert with ``for_s``: still up at the first evaluation
+    ``for_s`` or more after they rose (evaluations every ``eval_s``, the verdict rising mid-interval)."""
+    return sum(1 for d in durations if d >= math.ceil(for_s / eval_s) * eval_s + eval_s / 2)
+
+
+def print_episodes(rows: list[tuple[str, int, float]]) -> None:
+    print("| pattern | false verdicts | lasting (s) | alert with for: 1m | alert with for: 5m |")
+    print("|---|---|---|---|---|")
+    for pattern in sorted({r[0] for r in rows}):
+        ds = sorted(r[2] for r in rows if r[0] == pattern)
+        print(f"| {pattern} | {len(ds)} | {', '.join(f'{d:.0f}' for d in ds)} | {alerts_through(ds, 60.0)} | "
+              f"{alerts_through(ds, 300.0)} |")
+
+
 # -- leaks on the simulator -----------------------------------------------------------------------
 def leak_run(rate: int, seed: int, params: dict[str, Any], max_ticks: int) -> dict[str, Any]:
     rng = random.Random(f"leak-{rate}-{seed}")
@@ -337,7 +382,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="CI's profile: 2 seeds, 6 h series, 2 rates")
     ap.add_argument("--tune", action="store_true", help="search thresholds on the train seeds")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--episodes", action="store_true", help="how long false verdicts last, against an alert's for")
     args = ap.parse_args(argv)
+    if args.episodes:
+        started = time.perf_counter()
+        print_episodes(episodes(("sawtooth", "steps", "warmup", "mixed"), REPORT_SEEDS, 2.0))
+        print(f"\n{time.perf_counter() - started:.0f} s")
+        return 0
     if args.tune:
         tune(days=0.5, max_ticks=int(0.5 * 86400 / TICK_S))
         return 0

@@ -8,6 +8,7 @@ health-aware recovery and a durable journal, on top of :mod:`accel.scheduler` pl
 
 from __future__ import annotations
 
+from ._audit import JournalAudit, audit, read_journal
 from ._engine import CycleResult, Job, QueueingScheduler, WaitEstimate
 from ._estimators import DeclaredModel, DurationModel, HistoryModel
 from ._journal import SCHEMA_VERSION, Event, Journal, JournalError, JournalLockedError
@@ -58,6 +59,7 @@ __all__ = [
     "JobSpec",
     "JobState",
     "Journal",
+    "JournalAudit",
     "JournalError",
     "JournalLockedError",
     "Meter",
@@ -76,6 +78,8 @@ __all__ = [
     "Usage",
     "WaitEstimate",
     "WaitReason",
+    "audit",
     "load_philly",
+    "read_journal",
     "uniform_cluster",
 ]

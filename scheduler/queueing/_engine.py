@@ -112,6 +112,13 @@ class QueueingScheduler:
         self.book = TenantBook(tenants, half_life_s=self.policy.fair_half_life_s)
         self.meter = Meter(prices)
         self.journal = journal if isinstance(journal, Journal) else Journal(journal or ":memory:")
+        # The prices go into the journal too, so a bill made from it alone (``accel sched bill``)
+        # is priced as this engine's; an engine given none (a recovery) bills with the stored ones.
+        stored = self.journal.prices()
+        if prices is None and stored is not None:
+            self.meter.prices = stored
+        elif not self.journal.readonly:
+            self.journal.use_prices(self.meter.prices)  # stored with the next rows it prices
         self.jobs: dict[str, Job] = {}
         self.now = -math.inf
         self._seq = 0
@@ -713,7 +720,8 @@ class QueueingScheduler:
         """Rebuild the state after a crash by replaying the journal onto a fresh cluster view.
 
         The replay binds the slots the journal names; ``scorer``, ``workload`` and ``filters``
-        (as the crashed engine had them) place the work that comes after.
+        (as the crashed engine had them) place the work that comes after; without ``prices`` it
+        bills with the price table stored in the journal (schema version 3).
 
         Every event is checked first (:meth:`Journal.events`: format, payload, each job's life;
         here: pools, hosts, slots and devices of this cluster); the first one that is wrong, or
@@ -721,12 +729,12 @@ class QueueingScheduler:
         """
         opened = not isinstance(journal, Journal)
         jr = journal if isinstance(journal, Journal) else Journal(journal, create=False)
-        eng = cls(cluster, policy, tenants=tenants, prices=prices, journal=jr, durations=durations,
-                  scorer=scorer, workload=workload, filters=filters)
         try:
+            eng = cls(cluster, policy, tenants=tenants, prices=prices, journal=jr, durations=durations,
+                      scorer=scorer, workload=workload, filters=filters)
             replay(eng, jr)
         except BaseException:
             if opened:
-                jr.close()  # a journal opened here is not left locked by a failed recovery
+                jr.close()  # a journal opened here is not left locked (nor its lock file) by a failed recovery
             raise
         return eng

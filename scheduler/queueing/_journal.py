@@ -14,8 +14,11 @@ of one call (one cycle, one submission...) in one transaction, so a crash loses 
 or nothing, and rebuilding replays whole calls only.
 
 The file says what it is: SQLite's ``application_id`` is :data:`APPLICATION_ID` and its
-``user_version`` the schema version.  Version 2 (:data:`SCHEMA_VERSION`, every new journal)
-adds a ``crc`` column: the CRC-32 of each row's sequence number, time, job, kind, reason and
+``user_version`` the schema version.  Version 3 (:data:`SCHEMA_VERSION`, every new journal)
+adds to version 2 a ``prices`` table: the engine's price tables, append-only, each row with its
+sequence number and CRC-32, the latest one pricing a bill (:meth:`Journal.prices`); a writer
+opening a version-2 journal adds it (its rows stay as they are).  Version 2 adds a ``crc``
+column: the CRC-32 of each row's sequence number, time, job, kind, reason and
 payload, and sequence numbers without gaps, so a flipped bit or a lost row anywhere is a
 :class:`JournalError` instead of a wrong state.  Version 1 is the format before the version was
 stored (no application id, user version 0, exactly that table, index and triggers, no
@@ -26,13 +29,17 @@ SQLite or damaged, an empty file or database, another program's database, a newe
 schema version, a table of another layout; and, while reading, each row whose checksum does
 not match, whose time is not a finite number or goes back in time, whose job or kind does not
 fit, whose payload is not a JSON object of exactly the fields its kind carries, or which does
-not follow its job's life (``placed`` before ``submitted``, ``preempted`` while running...).
+not follow its job's life (``placed`` before ``submitted``, ``preempted`` while running...) or
+the devices as the journal itself tells them (a whole device held by two jobs, a slot in two
+pools or under two device ids, a placement on a slot a ``health`` row made unusable).
 
 Opening never changes a file it refuses (nor leaves a lock file next to it), and
 ``readonly=True`` (what ``accel sched`` uses) opens it read-only: no schema, no WAL switch, no
-lock.  A writer holds an exclusive ``flock`` on ``PATH.lock`` (which records its pid) from
-open to :meth:`Journal.close`; the kernel drops it when the process dies, so a SIGKILL leaves
-no stale lock.  A second writer
+lock, and ``immutable=1`` when no ``-wal`` is beside it, so SQLite creates no ``-wal``/``-shm``
+either (:meth:`Journal.changed` tells a reader that a writer came meanwhile).  A writer holds an
+exclusive ``flock`` on ``PATH.lock`` (which records its pid) from open to :meth:`Journal.close`,
+which removes the file; the kernel drops the lock when the process dies, so a SIGKILL leaves
+no stale lock (the file stays until the next writer closes).  A second writer
 gets :class:`JournalLockedError` naming the file and the holder's pid: SQLite's own locking
 would let two writers interleave their transactions.
 """
@@ -54,18 +61,27 @@ from typing import Any
 from accel.errors import ConfigError, SchedulerError
 from accel.scheduler import TopologyLevel
 
+from ._meter import PriceTable
 from ._types import PreemptMode
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "Event", "Journal", "JournalError", "JournalLockedError"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APPLICATION_ID = 0x41434A4C  # "ACJL": accel journal (SQLite's PRAGMA application_id)
+
+# files SQLite keeps beside a database a writer has open (or left after a crash): with any of
+# them there, a read-only open goes through SQLite's locking instead of immutable=1
+_BESIDE = ("-wal", "-shm", "-journal")
 
 _COLUMNS_V1 = [("seq", "INTEGER"), ("t", "REAL"), ("job", "TEXT"), ("kind", "TEXT"), ("reason", "TEXT"),
                ("data", "TEXT")]
-_COLUMNS = {1: _COLUMNS_V1, 2: [*_COLUMNS_V1, ("crc", "INTEGER")]}
-_OBJECTS = {("events", "table"), ("sqlite_sequence", "table"), ("events_job", "index"),
-            ("events_append_only_u", "trigger"), ("events_append_only_d", "trigger")}
+_COLUMNS = {1: _COLUMNS_V1, 2: [*_COLUMNS_V1, ("crc", "INTEGER")], 3: [*_COLUMNS_V1, ("crc", "INTEGER")]}
+_PRICE_COLUMNS = [("seq", "INTEGER"), ("data", "TEXT"), ("crc", "INTEGER")]
+_OBJECTS_V2 = {("events", "table"), ("sqlite_sequence", "table"), ("events_job", "index"),
+               ("events_append_only_u", "trigger"), ("events_append_only_d", "trigger")}
+_OBJECTS = {1: _OBJECTS_V2, 2: _OBJECTS_V2,
+            3: _OBJECTS_V2 | {("prices", "table"), ("prices_append_only_u", "trigger"),
+                              ("prices_append_only_d", "trigger")}}
 
 _SCHEMA = f"""
 BEGIN IMMEDIATE;
@@ -83,8 +99,31 @@ CREATE TRIGGER events_append_only_u BEFORE UPDATE ON events
     BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
 CREATE TRIGGER events_append_only_d BEFORE DELETE ON events
     BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
+{{prices}}
 PRAGMA application_id = {APPLICATION_ID};
 PRAGMA user_version = {SCHEMA_VERSION};
+COMMIT;
+"""
+
+# version 3: the price tables the engine billed with, append-only (the latest one prices a bill)
+_PRICES = """
+CREATE TABLE prices (
+    seq  INTEGER PRIMARY KEY,
+    data TEXT NOT NULL,
+    crc  INTEGER NOT NULL
+);
+CREATE TRIGGER prices_append_only_u BEFORE UPDATE ON prices
+    BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
+CREATE TRIGGER prices_append_only_d BEFORE DELETE ON prices
+    BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
+"""
+_SCHEMA = _SCHEMA.replace("{prices}", _PRICES)
+
+# a writer opening a version-2 journal adds the price table (its rows stay as they are)
+_UPGRADE_V2 = f"""
+BEGIN IMMEDIATE;
+{_PRICES}
+PRAGMA user_version = 3;
 COMMIT;
 """
 
@@ -94,6 +133,11 @@ PRAGMA application_id = {APPLICATION_ID};
 PRAGMA user_version = 1;
 COMMIT;
 """
+
+
+def _price_crc(seq: int, data: str) -> int:
+    """The CRC-32 a price-table row carries."""
+    return zlib.crc32(f"{seq}\x1f{data}".encode("utf-8", "surrogatepass"))
 
 
 def _row_crc(seq: int, t: float, job: str | None, kind: str, reason: str, data: str) -> int:
@@ -240,29 +284,90 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a finite number")
 
 
+_Slot = tuple[str, int]  # (host, device slot)
+
+
 class _Life:
-    """Each job's life as the journal tells it, to refuse rows that do not follow it."""
+    """Each job's life as the journal tells it, to refuse rows that do not follow it; and the
+    devices as the journal tells them, without the cluster: a device slot held by a whole-device
+    job is given to no other job, a slot stays in one pool and keeps one device id, and a slot
+    a ``health`` event made unusable gets no job until one makes it usable again."""
 
-    __slots__ = ("jobs",)
+    __slots__ = ("device_at", "held", "holders", "jobs", "pool_of", "slot_of", "unusable", "whole")
 
-    def __init__(self) -> None:
-        # job -> [phase, attempts, devices, tier_seen, stop_at]; phase: waiting/running/preempting/ended
+    def __init__(self, whole: bool) -> None:
+        self.whole = whole  # every row, not one job's: what other jobs' rows say can be checked
+        # job -> [phase, attempts, devices, tier_seen, stop_at, whole]; phase: waiting/running/preempting/ended
         self.jobs: dict[str, list[Any]] = {}
+        self.held: dict[str, list[_Slot]] = {}  # job -> the slots it holds now
+        self.holders: dict[_Slot, dict[str, bool]] = {}  # slot -> {job: holds it whole}
+        self.pool_of: dict[_Slot, tuple[str, int]] = {}  # slot -> (pool, the event that said so)
+        self.device_at: dict[_Slot, tuple[str, int]] = {}  # slot -> (device id, the event that said so)
+        self.slot_of: dict[str, tuple[_Slot, int]] = {}  # device id -> (slot, the event that said so)
+        self.unusable: dict[_Slot, int] = {}  # slot -> the health event that made it unusable
+
+    def _health(self, ev: Event) -> str | None:
+        d = ev.data
+        slot, dev = (str(d["host"]), int(d["slot"])), str(d["device"])
+        named = self.device_at.get(slot)
+        if named is not None and named[0] != dev:
+            return f"slot {slot[1]} of host {slot[0]} is {dev} here but {named[0]} in event {named[1]}"
+        where = self.slot_of.get(dev)
+        if where is not None and where[0] != slot:
+            return f"device {dev} is slot {slot[1]} of host {slot[0]} here but slot {where[0][1]} of host " \
+                   f"{where[0][0]} in event {where[1]}"
+        self.device_at.setdefault(slot, (dev, ev.seq))
+        self.slot_of.setdefault(dev, (slot, ev.seq))
+        if d["usable"]:
+            self.unusable.pop(slot, None)
+        else:
+            self.unusable.setdefault(slot, ev.seq)
+        return None
+
+    def _take(self, job: str, whole: bool, ev: Event) -> str | None:
+        pool = str(ev.data["pool"])
+        slots = [(str(h), int(s)) for h, ss in ev.data["chunks"] for s in ss]
+        for slot in slots:
+            where = f"slot {slot[1]} of host {slot[0]}"
+            if slot in self.unusable:
+                return f"job {job} is {ev.kind} on {where}, unusable since event {self.unusable[slot]}"
+            known = self.pool_of.get(slot)
+            if known is not None and known[0] != pool:
+                return f"job {job} is {ev.kind} in pool {pool} on {where}, in pool {known[0]} in event {known[1]}"
+            others = self.holders.get(slot, {})
+            for other, other_whole in others.items():
+                if whole or other_whole:
+                    return f"job {job} is {ev.kind} on {where}, which job {other} holds"
+        for slot in slots:
+            self.pool_of.setdefault(slot, (pool, ev.seq))
+            self.holders.setdefault(slot, {})[job] = whole
+        self.held[job] = slots
+        return None
+
+    def _release(self, job: str) -> None:
+        for slot in self.held.pop(job, []):
+            holders = self.holders.get(slot)
+            if holders is not None:
+                holders.pop(job, None)
+                if not holders:
+                    del self.holders[slot]
 
     def check(self, ev: Event) -> str | None:
         if ev.kind == "health":
-            return None
+            return self._health(ev)
         job = str(ev.job)
         rec = self.jobs.get(job)
         d = ev.data
         if ev.kind == "submitted":
             if rec is not None:
                 return f"job {job} is submitted twice"
-            self.jobs[job] = ["waiting", 0, int(d["spec"]["devices"]), 0, 0.0]
+            self.jobs[job] = ["waiting", 0, int(d["spec"]["devices"]), 0, 0.0, d["spec"]["share"] is None]
             return None
         if rec is None:
             return f"job {job} was never submitted"
         phase, attempts = rec[0], rec[1]
+        if ev.kind in ("preempted", "failed", "finished", "cancelled"):
+            self._release(job)
         if ev.kind == "admitted":
             if phase != "waiting" or attempts:
                 return f"job {job} is admitted while {phase} after {attempts} start(s)"
@@ -274,12 +379,17 @@ class _Life:
             n = sum(len(slots) for _host, slots in d["chunks"])
             if n != rec[2]:
                 return f"job {job} is {ev.kind} on {n} devices; it asked for {rec[2]}"
+            problem = self._take(job, bool(rec[5]), ev)
+            if problem is not None:
+                return problem
             rec[0], rec[1] = "running", attempts + 1
         elif ev.kind == "preempting":
             if phase != "running":
                 return f"job {job} is signalled to stop while {phase}"
             if float(d["stop_at"]) < ev.t:
                 return f"job {job} is to stop at {d['stop_at']}, before the event's time {ev.t}"
+            if self.whole and d["for"] not in self.jobs:
+                return f"job {job} is preempted for job {d['for']}, which was never submitted"
             rec[0], rec[4] = "preempting", float(d["stop_at"])
         elif ev.kind == "preempted":
             if phase != "preempting":
@@ -319,11 +429,15 @@ class Journal:
     """An event journal in an SQLite file (``":memory:"`` for tests without durability).
 
     ``create=False``: the file must exist (recovery).  ``readonly=True``: open it read-only for
-    reports; appending is refused.  See the module docstring for the format checks and the lock.
+    reports; appending is refused; ``immutable`` (read-only only) says whether to open it with
+    SQLite's ``immutable=1`` (None: when no ``-wal`` is beside it; see :meth:`changed`).  See the
+    module docstring for the format checks and the lock.
     """
 
-    def __init__(self, path: str | Path = ":memory:", *, create: bool = True, readonly: bool = False) -> None:
+    def __init__(self, path: str | Path = ":memory:", *, create: bool = True, readonly: bool = False,
+                 immutable: bool | None = None) -> None:
         self.path = str(path)
+        self._want_immutable = immutable
         self.readonly = readonly
         #: True for a journal written before the schema version was stored (loaded as version 1)
         self.unversioned = False
@@ -331,8 +445,12 @@ class Journal:
         self._next_seq = 1  # version 2: the writer numbers rows itself, without gaps
         self._depth = 0
         self._pending: list[tuple[float, str | None, str, str, str]] = []
+        self._prices_pending: str | None = None  # a price table to store with the next rows
         self._lock_fd: int | None = None
         self._closed = False
+        #: read-only and opened ``immutable=1`` (no ``-wal`` beside the file: nothing to miss)
+        self.immutable = False
+        self._stamp: tuple[int, int, int] | None = None
         memory = self.path == ":memory:"
         if memory and readonly:
             raise ConfigError("an in-memory journal cannot be opened read-only")
@@ -343,8 +461,6 @@ class Journal:
             if p.is_dir():
                 raise ConfigError(f"{self.path} is a directory, not a scheduler journal")
         empty_file = not memory and (not Path(self.path).exists() or Path(self.path).stat().st_size == 0)
-        lock_path = self.path + ".lock"
-        new_lock = not memory and not readonly and not os.path.lexists(lock_path)
         if not memory and not readonly:
             self._lock()
         try:
@@ -355,40 +471,65 @@ class Journal:
                 self._db.close()
                 raise
         except BaseException:
-            self._unlock()
-            if new_lock:  # leave no trace next to a file that was refused
-                with suppress(OSError):
-                    os.unlink(lock_path)
+            self._unlock()  # and its lock file: no trace next to a file that was refused
             raise
 
     # -- opening -----------------------------------------------------------------------------------
     def _lock(self) -> None:
         lock_path = self.path + ".lock"
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError as exc:
-            raise JournalError(self.path, f"cannot open its lock file {lock_path}: {exc.strerror}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        while True:
             try:
-                text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            finally:
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as exc:
+                raise JournalError(self.path, f"cannot open its lock file {lock_path}: {exc.strerror}") from exc
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                try:
+                    text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                finally:
+                    os.close(fd)
+                raise JournalLockedError(self.path, lock_path, int(text) if text.isdigit() else None) from None
+            # The holder removes the lock file before it lets go (see _unlock): a lock taken on
+            # a file that is no longer at lock_path is the previous holder's; take it afresh.
+            try:
+                here = os.stat(lock_path)
+            except FileNotFoundError:
                 os.close(fd)
-            raise JournalLockedError(self.path, lock_path, int(text) if text.isdigit() else None) from None
+                continue
+            mine = os.fstat(fd)
+            if (here.st_dev, here.st_ino) != (mine.st_dev, mine.st_ino):
+                os.close(fd)
+                continue
+            break
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
 
     def _unlock(self) -> None:
+        """Remove the lock file, then drop the lock: a writer that closes (or is refused) leaves
+        no ``.lock`` behind.  Removing it while still holding it is what keeps this safe: a
+        process that opened the old file meanwhile sees it gone once it gets the lock."""
         if self._lock_fd is not None:
+            with suppress(OSError):
+                os.unlink(self.path + ".lock")
             os.close(self._lock_fd)  # closing the descriptor drops the flock
             self._lock_fd = None
 
     def _connect(self) -> sqlite3.Connection:
         try:
             if self.readonly:
-                uri = "file:" + self.path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+                # No -wal (nor -shm) beside the file: no writer has it open and every committed
+                # row is in the file itself, so read it as immutable: SQLite then takes no lock
+                # and creates no -wal/-shm.  With a -wal (a live writer, or one killed before
+                # its checkpoint) the rows in the WAL must be read through SQLite's shared
+                # memory: plain mode=ro.  A writer that starts after this check is caught by
+                # :meth:`changed` (the reader then reads again).
+                self.immutable = not any(os.path.lexists(self.path + x) for x in _BESIDE) \
+                    if self._want_immutable is None else self._want_immutable
+                self._stamp = self._file_stamp()
+                query = "?mode=ro&immutable=1" if self.immutable else "?mode=ro"
+                uri = "file:" + self.path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + query
                 return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
             return sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
@@ -439,22 +580,27 @@ class Journal:
             self._init_writer()
             if self.unversioned:
                 self._script(_STAMP_V1)
+            elif self._version == 2:  # same rows, plus the price table: version 3
+                self._script(_UPGRADE_V2)
+                self._version = 3
             try:
                 self._next_seq = int(db.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]) + 1
             except (sqlite3.DatabaseError, ValueError) as exc:
                 raise JournalError(self.path, f"cannot be read: {exc}") from exc
 
     def _layout_problem(self, objects: set[tuple[str, str]], version: int) -> str | None:
-        try:
-            cols = [(str(r[1]), str(r[2]).upper()) for r in self._db.execute("PRAGMA table_info(events)")]
-        except (sqlite3.DatabaseError, ValueError) as exc:
-            return f"its events table cannot be read ({exc})"
-        if cols != _COLUMNS[version]:
-            return "its events table has columns " + ", ".join(f"{n} {t}" for n, t in cols)
-        missing = sorted(n for n, _t in _OBJECTS - objects)
+        tables = [("events", _COLUMNS[version])] + ([("prices", _PRICE_COLUMNS)] if version >= 3 else [])
+        for table, want in tables:
+            try:
+                cols = [(str(r[1]), str(r[2]).upper()) for r in self._db.execute(f"PRAGMA table_info({table})")]
+            except (sqlite3.DatabaseError, ValueError) as exc:
+                return f"its {table} table cannot be read ({exc})"
+            if cols and cols != want:
+                return f"its {table} table has columns " + ", ".join(f"{n} {t}" for n, t in cols)
+        missing = sorted(n for n, _t in _OBJECTS[version] - objects)
         if missing:
             return f"it lacks {', '.join(missing)}"
-        extra = sorted(n for n, _t in objects - _OBJECTS)
+        extra = sorted(n for n, _t in objects - _OBJECTS[version])
         if extra:
             return f"it has other tables or indexes: {', '.join(extra)}"
         return None
@@ -477,6 +623,22 @@ class Journal:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             raise JournalError(self.path, f"cannot be initialised: {exc}") from exc
+
+    def _file_stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def changed(self) -> bool:
+        """Read-only and immutable: a writer opened the file since (a ``-wal`` appeared or the
+        file itself changed), so what was read may be torn or stale; read it again (a reopen
+        sees the ``-wal`` and reads through SQLite's locking).  Always False otherwise."""
+        if not self.immutable:
+            return False
+        return (any(os.path.lexists(self.path + x) for x in _BESIDE)
+                or self._file_stamp() != self._stamp)
 
     @property
     def journal_mode(self) -> str:
@@ -524,14 +686,62 @@ class Journal:
                     [(seq0 + i, *r, _row_crc(seq0 + i, *r)) for i, r in enumerate(rows)])
             else:
                 self._db.executemany("INSERT INTO events(t, job, kind, reason, data) VALUES (?,?,?,?,?)", rows)
+            if self._prices_pending is not None:
+                data = self._prices_pending
+                pseq = int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM prices").fetchone()[0]) + 1
+                self._db.execute("INSERT INTO prices(seq, data, crc) VALUES (?,?,?)",
+                                 (pseq, data, _price_crc(pseq, data)))
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
         self._next_seq = seq0 + len(rows)
+        self._prices_pending = None
+
+    def use_prices(self, prices: PriceTable) -> bool:
+        """Bills are priced with ``prices`` from now on: stored (a row of its own, version 3) in
+        the transaction of the next events, so a journal that is refused or never written gets
+        nothing; nothing when it equals the latest stored table.  Returns whether it will be
+        stored: a version-1 journal has no price table (its bills say the cost is unknown)."""
+        if self.readonly:
+            raise ConfigError(f"scheduler journal {self.path} is open read-only")
+        if self._version < 3 or self.prices() == prices:
+            self._prices_pending = None
+            return False
+        self._prices_pending = json.dumps(prices.as_dict(), sort_keys=True)
+        return True
+
+    def prices(self) -> PriceTable | None:
+        """The latest price table stored (:meth:`record_prices`), None when there is none (a
+        journal of version 1 or 2, or an engine that never stored one).  Every price row is
+        checked: its checksum, the sequence without gaps, the table's fields."""
+        if self._version < 3:
+            return None
+        try:
+            rows = self._db.execute("SELECT seq, data, crc FROM prices ORDER BY seq").fetchall()
+        except (sqlite3.DatabaseError, ValueError) as exc:
+            raise JournalError(self.path, f"its price table cannot be read: {exc}") from exc
+        table: PriceTable | None = None
+        for expect, (seq, data, crc) in enumerate(rows, 1):
+            where = f"price table {seq!r}"
+            try:
+                intact = _int(crc) and isinstance(data, str) and crc == _price_crc(seq, data)
+            except TypeError:
+                intact = False
+            if not intact:
+                raise JournalError(self.path, f"{where}: its checksum does not match: the row is damaged")
+            if seq != expect:
+                raise JournalError(self.path, f"price table {expect} is missing (the next is {seq}): the journal "
+                                              "is damaged")
+            try:
+                table = PriceTable.from_dict(json.loads(data, parse_constant=_no_constant))
+            except (ValueError, SchedulerError) as exc:  # JSONDecodeError, NaN, a bad field
+                raise JournalError(self.path, f"{where}: {exc}") from exc
+        return table
 
     # -- reading -----------------------------------------------------------------------------------
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> Iterator[Event]:
+        cur: sqlite3.Cursor | None = None
         try:
             cur = self._db.execute(sql, args)
             rows: Iterable[Any] = cur
@@ -539,6 +749,11 @@ class Journal:
                 yield self._decode(row)
         except (sqlite3.DatabaseError, ValueError) as exc:  # ValueError: text that is not UTF-8
             raise JournalError(self.path, f"cannot be read: {exc}") from exc
+        finally:
+            # a statement left open (a read stopped at a bad row) would keep the connection
+            # from closing for real: its -wal and -shm would stay beside the file
+            if cur is not None:
+                cur.close()
 
     def _select(self, where: str = "") -> str:
         crc = "crc" if self._version >= 2 else "NULL"
@@ -587,8 +802,16 @@ class Journal:
     def _checked(self, events: Iterable[Event], *, whole: bool = False) -> Iterator[Event]:
         """Time never goes back, each job's events follow its life, and (``whole``: every row,
         version 2) sequence numbers have no gap (a row lost to damage)."""
+        try:
+            yield from self._check_each(events, whole)
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()  # the row generator's statement, at once (see _rows)
+
+    def _check_each(self, events: Iterable[Event], whole: bool) -> Iterator[Event]:
         last = -math.inf
-        life = _Life()
+        life = _Life(whole)
         expect = 1
         for ev in events:
             if whole and self._version >= 2:

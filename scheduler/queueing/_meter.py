@@ -8,8 +8,10 @@ in event order, so a state rebuilt from the journal bills to the last bit like t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from accel.scheduler import InvalidRequestError
 
@@ -47,6 +49,36 @@ class PriceTable:
             for model, price in table.items():
                 if price < 0:
                     raise InvalidRequestError(f"price for {model} must be >= 0", field=name)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The table as JSON-ready data (what the journal stores; :meth:`from_dict` reads it)."""
+        return {"currency": self.currency, "default_device_hour": float(self.default_device_hour),
+                "per_device_hour": {str(k): float(v) for k, v in sorted(self.per_device_hour.items())},
+                "per_gib_hour": {str(k): float(v) for k, v in sorted(self.per_gib_hour.items())}}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> PriceTable:
+        """A table from :meth:`as_dict`'s data; :class:`InvalidRequestError` naming the field
+        that is missing, extra, or not a finite price >= 0."""
+        keys = {"currency", "default_device_hour", "per_device_hour", "per_gib_hour"}
+        if not isinstance(data, dict) or set(data) != keys:
+            got = sorted(data) if isinstance(data, dict) else type(data).__name__
+            raise InvalidRequestError(f"a price table has the fields {sorted(keys)}, not {got}", field="prices")
+
+        def price(v: Any, name: str) -> float:
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+                raise InvalidRequestError(f"price {name} must be a finite number >= 0, not {v!r}", field=name)
+            return float(v)
+
+        tables: list[dict[str, float]] = []
+        for name in ("per_device_hour", "per_gib_hour"):
+            t = data[name]
+            if not isinstance(t, dict):
+                raise InvalidRequestError(f"{name} must map device models to prices", field=name)
+            tables.append({str(k): price(v, f"{name}[{k}]") for k, v in t.items()})
+        if not isinstance(data["currency"], str) or not data["currency"]:
+            raise InvalidRequestError(f"currency must be a name, not {data['currency']!r}", field="currency")
+        return cls(tables[0], tables[1], price(data["default_device_hour"], "default_device_hour"), data["currency"])
 
     def device_hour(self, model: str) -> float:
         return float(self.per_device_hour.get(model, self.default_device_hour))

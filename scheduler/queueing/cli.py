@@ -2,18 +2,30 @@
 
 The lead's CLI parses the arguments and calls :func:`main` with an ``argparse.Namespace``:
 
-* ``history JOB [--journal PATH] [--json]``: every event of one job (one SQL query).
+Each also takes ``--cluster FILE`` (repeatable: one ``accel ls --json`` inventory per host), to
+check what the journal names against that cluster too (as recovery does).
+
+* ``history JOB [--journal PATH] [--json]``: every event of one job (every row of the journal is checked first).
 * ``jobs [--journal PATH] [--json]``: each job's latest event (its current state and why).
 * ``bill [--journal PATH] [--json] [--at SECONDS]``: metered usage per tenant and device model,
   from the journal alone (open run segments are billed up to ``--at``, default the last event).
 
 ``--journal`` defaults to ``$ACCEL_SCHED_JOURNAL`` or ``./accel-sched.db``.  The journal is
-opened read-only (never created, converted, locked or written; a scheduler may be writing it
-meanwhile) and every row read is checked.  Errors are raised as
-:class:`accel.errors.ConfigError` (no journal), :class:`JournalError` (the file is damaged,
-foreign, of another schema version, or a row is wrong: the message names the file, the row and
-the problem; see :mod:`._journal`) or :class:`UnknownJobError`; the CLI prints the one-line
+opened read-only (never created, converted, locked or written, and no ``-wal``, ``-shm`` or
+``.lock`` is left beside it; a scheduler may be writing it meanwhile) and every row of it is
+checked as recovery checks it, whichever command runs (:func:`._audit.read_journal`): a report
+made from a journal that is wrong somewhere would be a wrong picture, so a bad row anywhere
+is an error (exit 1, one line naming the file, the row and the problem), never a report that
+leaves the row out.  What needs the cluster or the policy (hosts, device slots, pools, device
+ids, priority classes) cannot be checked from the journal alone: with ``--cluster`` the cluster
+part is checked too, and each command says in one ``note:`` line on stderr what it could not
+check.  Errors are raised as :class:`accel.errors.ConfigError` (no journal, a bad cluster
+file), :class:`JournalError` (the file is damaged, foreign, of another schema version, or a row
+is wrong; see :mod:`._journal`) or :class:`UnknownJobError`; the CLI prints the one-line
 message.
+
+``bill`` prices usage with the price table the engine stored in the journal (schema version 3);
+a journal without one (older versions) gives ``cost`` null and says so on stderr.
 """
 
 from __future__ import annotations
@@ -27,8 +39,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from accel.errors import ConfigError, SchedulerError
+from accel.model import HostInventory
+from accel.scheduler import ClusterState, from_inventories
 
-from ._journal import Journal
+from ._audit import NEEDS_CLUSTER, JournalAudit, read_journal
 from ._meter import Meter, Segment
 
 __all__ = ["UnknownJobError", "add_arguments", "default_journal", "main"]
@@ -57,13 +71,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for p in (h, j, b):
         p.add_argument("--journal", default=None)
         p.add_argument("--json", action="store_true")
+        p.add_argument("--cluster", action="append", default=None)
 
 
-def _open(path: str | None) -> Journal:
+def _cluster(files: Sequence[str]) -> ClusterState:
+    """The cluster from ``accel ls --json`` inventories, one file per host."""
+    inventories = []
+    for name in files:
+        try:
+            inventories.append(HostInventory.model_validate_json(Path(name).read_bytes()))
+        except OSError as exc:
+            raise ConfigError(f"--cluster {name}: cannot be read: {exc.strerror}") from exc
+        except ValueError as exc:  # pydantic's ValidationError: not an `accel ls --json` inventory
+            first = str(exc).splitlines()[0]
+            raise ConfigError(f"--cluster {name}: not a host inventory (`accel ls --json`): {first}") from exc
+    try:
+        return from_inventories(inventories)
+    except SchedulerError as exc:
+        raise ConfigError(f"--cluster: {exc}") from exc
+
+
+def _read(path: str | None, cluster_files: Sequence[str] | None) -> JournalAudit:
     target = path or default_journal()
     if not Path(target).exists():
         raise ConfigError(f"no scheduler journal at {target} (set --journal or ACCEL_SCHED_JOURNAL)")
-    return Journal(target, readonly=True)
+    return read_journal(target, _cluster(cluster_files) if cluster_files else None)
+
+
+def _note_unchecked(journal: JournalAudit, err: TextIO) -> None:
+    # after the report, so that an error stays the one line on stderr
+    what = "the policy" if NEEDS_CLUSTER not in journal.unchecked else "the cluster (--cluster) and the policy"
+    err.write(f"note: every row of {journal.path} checked; not checked without {what}: "
+              f"{'; '.join(journal.unchecked)} (recovery checks them)\n")
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str], out: TextIO) -> None:
@@ -94,7 +133,7 @@ def _details(kind: str, data: dict[str, Any]) -> str:
     return ""
 
 
-def history(journal: Journal, job: str, *, as_json: bool, out: TextIO) -> int:
+def history(journal: JournalAudit, job: str, *, as_json: bool, out: TextIO) -> int:
     events = journal.history(job)
     if not events:
         raise UnknownJobError(f"job {job} is not in the journal {journal.path}")
@@ -107,11 +146,9 @@ def history(journal: Journal, job: str, *, as_json: bool, out: TextIO) -> int:
     return 0
 
 
-def jobs(journal: Journal, *, as_json: bool, out: TextIO) -> int:
-    # every row is read (and checked), not only each job's last: a report on a journal that
-    # is wrong somewhere would be a wrong picture
+def jobs(journal: JournalAudit, *, as_json: bool, out: TextIO) -> int:
     last: dict[str, tuple[int, float, str, str]] = {}
-    for ev in journal.events():
+    for ev in journal.events:
         if ev.job is not None:
             last[ev.job] = (ev.seq, ev.t, ev.kind, ev.reason)
     rows = [(j, t, k, r) for j, (_s, t, k, r) in sorted(last.items(), key=lambda x: x[1][0])]
@@ -123,10 +160,10 @@ def jobs(journal: Journal, *, as_json: bool, out: TextIO) -> int:
     return 0
 
 
-def bill(journal: Journal, *, at: float | None, as_json: bool, out: TextIO) -> int:
-    meter = Meter()
+def bill(journal: JournalAudit, *, at: float | None, as_json: bool, out: TextIO, err: TextIO) -> int:
+    meter = Meter(journal.prices)
     last = 0.0
-    for ev in journal.events():
+    for ev in journal.events:
         last = ev.t
         if ev.kind in ("placed", "resumed") and ev.job is not None:
             d = ev.data
@@ -139,29 +176,36 @@ def bill(journal: Journal, *, at: float | None, as_json: bool, out: TextIO) -> i
             meter.stop(ev.job, ev.t)
     b = meter.bill(at if at is not None else last)
     rows = b.as_rows()
+    if journal.prices is None:  # no price table stored: the cost is unknown, not zero
+        err.write(f"note: {journal.path} (schema version {journal.schema_version}) stores no price table: "
+                  "cost unknown\n")
+        for r in rows:
+            r["cost"] = r["currency"] = None
     if as_json:
         json.dump({"until": b.until, "lines": rows}, out, indent=2)
         out.write("\n")
         return 0
     _table([[str(r["tenant"]), str(r["model"]), f"{r['device_hours']:.3f}", f"{r['memory_gib_hours']:.3f}",
-             f"{r['compute_share_hours']:.3f}"] for r in rows],
-           ["TENANT", "MODEL", "DEVICE-H", "MEM GIB-H", "SHARE-H"], out)
+             f"{r['compute_share_hours']:.3f}",
+             f"{r['cost']:.2f} {r['currency']}" if isinstance(r["cost"], float) else "unknown"] for r in rows],
+           ["TENANT", "MODEL", "DEVICE-H", "MEM GIB-H", "SHARE-H", "COST"], out)
     return 0
 
 
-def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
+def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run one ``accel sched`` subcommand; returns the exit status."""
     stream = out or sys.stdout
-    journal = _open(getattr(args, "journal", None))
-    try:
-        cmd = args.sched_command
-        as_json = bool(getattr(args, "json", False))
-        if cmd == "history":
-            return history(journal, str(args.job), as_json=as_json, out=stream)
-        if cmd == "jobs":
-            return jobs(journal, as_json=as_json, out=stream)
-        if cmd == "bill":
-            return bill(journal, at=getattr(args, "at", None), as_json=as_json, out=stream)
+    notes = err or sys.stderr
+    cmd = args.sched_command
+    if cmd not in ("history", "jobs", "bill"):
         raise ConfigError(f"unknown sched command {cmd!r} (history, jobs, bill)")
-    finally:
-        journal.close()
+    journal = _read(getattr(args, "journal", None), getattr(args, "cluster", None))
+    as_json = bool(getattr(args, "json", False))
+    if cmd == "history":
+        code = history(journal, str(args.job), as_json=as_json, out=stream)
+    elif cmd == "jobs":
+        code = jobs(journal, as_json=as_json, out=stream)
+    else:
+        code = bill(journal, at=getattr(args, "at", None), as_json=as_json, out=stream, err=notes)
+    _note_unchecked(journal, notes)
+    return code

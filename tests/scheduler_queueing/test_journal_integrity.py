@@ -164,7 +164,7 @@ ROW_CASES: list[tuple[str, Callable[[list[Row]], list[Row]], str]] = [
     ("slot out of range", _with(4, data=_data(4, chunks=[["a100-0", [0, 1, 2, 3, 4, 5, 6, 99]]])),
      "event 5 (placed): host a100-0 has no device slot 99 (it has 8)"),
     ("slot taken twice", _with(6, data=_data(6, chunks=[["a100-0", [0, 1, 2, 3, 4, 5, 6, 7]]])),
-     "event 7 (placed): does not apply to this cluster and policy: b: devices (0, 1, 2, 3, 4, 5, 6, 7) on a100-0"),
+     "event 7 (placed): job b is placed on slot 0 of host a100-0, which job a holds"),
     ("unknown pool", _with(4, data=_data(4, pool="H100")), "event 5 (placed): pool 'H100' is not in this cluster"),
     ("unknown priority class", _with(0, data=json.dumps({"spec": {**json.loads(GOOD[0][4])["spec"],
                                                                   "priority_class": "gold"}})),
@@ -360,7 +360,7 @@ def test_a_journal_from_before_the_schema_version_loads_as_schema_1(tmp_path: Pa
     assert not again.unversioned and again.schema_version == 1
     assert [e.kind for e in again.history("c")][-1] == "finished"
     again.close()
-    assert SCHEMA_VERSION == 2  # new journals: version 2, with checksums
+    assert SCHEMA_VERSION == 3  # new journals: version 3, with checksums and the price table
 
 
 def test_an_unversioned_journal_with_a_bad_row_is_still_refused(tmp_path: Path) -> None:
