@@ -200,6 +200,28 @@ def test_job_ids_label_value_series_with_dcgm_labels(tmp_path: Path) -> None:
     assert len(zero) == 1 and zero[0]["hpc_job"] == "" and zero[0]["gpu"] == "0"
 
 
+def test_gke_device_names_and_replicas_map_to_the_gpu_of_that_index(sock: Path) -> None:
+    config = BackendConfig(options={"profile": "rtx4090-4"})
+    source = SnapshotSource(discover(backends=["sim"], default_config=config), {}, config, min_interval_s=0)
+    try:
+        devices = _devices(source)
+    finally:
+        source.close()
+    by_index = {d.index: d.id for d in devices}
+    kubelet = FakeKubelet(pods=[
+        Pod("a", "ns", [Container("c", [("nvidia.com/gpu", ["nvidia2"])])]),
+        Pod("b", "ns", [Container("c", [("nvidia.com/gpu", ["nvidia3/vgpu1"])])]),
+        Pod("mig", "ns", [Container("c", [("nvidia.com/gpu", ["nvidia0/gi1"])])]),  # an instance: not mapped
+    ])
+    with serve(sock, kubelet):
+        client = PodResourcesClient(str(sock))
+        try:
+            held = client.holders(devices)
+        finally:
+            client.close()
+    assert held == {by_index[2]: (DeviceHolder("ns", "a", "c"),), by_index[3]: (DeviceHolder("ns", "b", "c"),)}
+
+
 def test_a_device_whose_record_failed_is_a_series() -> None:
     backend = FakeBackend()
     backend.problems = (

@@ -7,11 +7,14 @@ has the same default).  ``List`` answers every pod on the node with, per contain
 ids each device plugin allocated (``resource_name`` such as ``nvidia.com/gpu``).
 
 Device plugins name devices their own way, so an id is matched against every name accel knows
-for a device: its UUID (NVIDIA's device plugin: ``GPU-...``, ``MIG-...``), its PCI bus id (in
-either case, with or without the PCI domain) and accel's own id.  A shared GPU's id carries a
-replica suffix (``GPU-...::3`` from NVIDIA's time-slicing, ``...::vgpu3`` style from GKE; see
-dcgm-exporter internal/pkg/transformation/kubernetes.go ``getSharedGPU``/``stripVGPUSuffix``):
-the part before ``::`` names the device.  DRA claims (``dynamic_resources``) are not mapped here.
+for a device: its UUID (NVIDIA's device plugin: ``GPU-...``), its PCI bus id (in either case,
+with or without the PCI domain), accel's own id, and for an NVIDIA GPU with an index the device
+name GKE's plugin uses (``nvidia0``; dcgm-exporter's ``--kubernetes-gpu-id-type device-name``).
+A shared GPU's id carries a replica suffix (``GPU-...::3`` from NVIDIA's time-slicing,
+``nvidia0/vgpu3`` from GKE; dcgm-exporter internal/pkg/transformation/kubernetes.go
+``getSharedGPU``/``stripVGPUSuffix``): the part before it names the device.  MIG instances
+(``MIG-...``, ``nvidia0/gi1``) and DRA claims (``dynamic_resources``) are not mapped: accel's value
+series are per device, and an instance does not hold the whole GPU.
 
 The call has a deadline (:class:`PodResourcesClient` ``timeout_s``) so a kubelet that does not
 answer costs one deadline, never a hung scrape; failures raise :class:`PodResourcesError`.
@@ -51,6 +54,8 @@ class DeviceHolder:
 
 def _names(device: Device) -> set[str]:
     names = {device.id}
+    if device.vendor == "nvidia" and device.index is not None:
+        names.add(f"nvidia{device.index}")
     if device.uuid:
         names.add(device.uuid)
     if device.pci is not None:
@@ -64,7 +69,7 @@ def _names(device: Device) -> set[str]:
 
 def _base(device_id: str) -> str:
     # A replica of a shared device: the device's own id is before the separator.
-    return device_id.split("::", 1)[0]
+    return device_id.split("::", 1)[0].split("/vgpu", 1)[0]
 
 
 def holders_by_device(
