@@ -139,15 +139,19 @@ class Attribution:
 
     ``pods``: a :class:`PodSource` (the PodResources client); ``jobs``: a :class:`JobSource`
     (an :class:`HpcJobMapping`).  ``clock`` is monotonic (a fake
-    in tests).  A new device set (a device appeared) asks again at once.
+    in tests).  A new device set (a device appeared) asks again at once.  ``warn`` gets one line
+    when a source stops answering (with the reason) and one when it answers again.
     """
 
     def __init__(self, *, pods: PodSource | None = None, jobs: JobSource | None = None,
-                 ttl_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 ttl_s: float = 10.0, clock: Callable[[], float] = time.monotonic,
+                 warn: Callable[[str], None] | None = None) -> None:
         if not ttl_s >= 0:
             raise ConfigError(f"attribution cache time must be zero or more seconds, got {ttl_s!r}")
         self.ttl_s = float(ttl_s)
         self._clock = clock
+        #: Told (one line) when a source stops or starts answering, not on every failed ask.
+        self._warn = warn
         self._lock = threading.Lock()
         self._sources: list[_Cached] = []
         if pods is not None:
@@ -175,15 +179,18 @@ class Attribution:
                 states[cached.name] = cached.state
         return AttributionRead(pods=answers.get(POD_SOURCE, {}), jobs=answers.get(HPC_SOURCE, {}), states=states)
 
-    @staticmethod
-    def _ask(cached: _Cached, devs: tuple[Device, ...], key: frozenset[str], now: float) -> None:
+    def _ask(self, cached: _Cached, devs: tuple[Device, ...], key: frozenset[str], now: float) -> None:
         cached.key = key
+        was_up = cached.state.up if cached.state is not None else True
         try:
             cached.answer = dict(cached.source.holders(devs))
             cached.state = SourceState(up=True, asked_at=now)
         except AccelError as exc:
             cached.answer = {}
             cached.state = SourceState(up=False, reason=str(exc)[:500], asked_at=now)
+        if self._warn is not None and cached.state.up != was_up:
+            self._warn(f"{cached.name}: {cached.state.reason}; devices carry no {cached.name} attribution"
+                       if not cached.state.up else f"{cached.name}: answers again")
 
     def close(self) -> None:
         for cached in self._sources:

@@ -175,8 +175,9 @@ def _extra_labels(
             continue
         hostname = read.inventory.host.hostname
         for dev in read.inventory.devices:
-            ident: tuple[str, ...] = ("" if dev.index is None else str(dev.index), dev.uuid or "", dev.model, hostname or "",
-                     dev.pci.bus_id if dev.pci else "", dev.versions.driver or "")
+            index = "" if dev.index is None else str(dev.index)
+            ident: tuple[str, ...] = (index, dev.uuid or "", dev.model, hostname or "",
+                                      dev.pci.bus_id if dev.pci else "", dev.versions.driver or "")
             copies: list[tuple[str, ...]] = [ident]
             if pods:
                 assert who is not None

@@ -10,6 +10,7 @@ anything listens.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..errors import ConfigError
@@ -49,12 +50,23 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
     if socket or directory:
         pods = None
         if socket:
+            try:
+                import grpc  # noqa: F401
+
+                from ..integrations.k8s._proto import podresources_v1_pb2  # noqa: F401
+            except ImportError as exc:
+                raise ConfigError(f"--pod-resources-socket needs grpcio and protobuf ({exc}): "
+                                  "pip install 'accel-sdk[kubernetes]'") from exc
             from ..integrations.k8s._podresources import PodResourcesClient
 
             pods = PodResourcesClient(socket, timeout_s=timeout)
         jobs = HpcJobMapping(directory) if directory else None
-        attribution = Attribution(pods=pods, jobs=jobs, ttl_s=interval)
+        attribution = Attribution(pods=pods, jobs=jobs, ttl_s=interval, warn=_warn)
     return {"labels": labels, "attribution": attribution}
+
+
+def _warn(line: str) -> None:
+    print(f"accel: warning: {line}", file=sys.stderr, flush=True)
 
 
 def rules_text(args: argparse.Namespace) -> str:

@@ -122,7 +122,8 @@ def test_attribution_is_cached_and_a_dead_source_is_not_asked_every_scrape() -> 
             return {d.id: (DeviceHolder("ns", "p", "c"),) for d in devices}
 
     pods = Counting()
-    attribution = Attribution(pods=pods, ttl_s=10, clock=lambda: now[0])
+    said: list[str] = []
+    attribution = Attribution(pods=pods, ttl_s=10, clock=lambda: now[0], warn=said.append)
     devices = _devices(_source(FakeBackend()))
     first = attribution.read(devices)
     assert not first.states["pod-resources"].up and "UNAVAILABLE" in (first.states["pod-resources"].reason or "")
@@ -135,6 +136,9 @@ def test_attribution_is_cached_and_a_dead_source_is_not_asked_every_scrape() -> 
     again = attribution.read(devices)
     assert pods.calls == 2 and again.states["pod-resources"].up
     assert set(again.pods) == {DEV_A, DEV_B}
+    # One line when it stopped answering (with the reason), one when it answers again.
+    assert said == ["pod-resources: PodResources List on /x: UNAVAILABLE: no socket; devices carry no "
+                    "pod-resources attribution", "pod-resources: answers again"]
     now[0] = 11.0
     attribution.read(devices[:1])  # the device set changed: asked at once
     assert pods.calls == 3
