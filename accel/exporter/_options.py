@@ -50,15 +50,12 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
     if socket or directory:
         pods = None
         if socket:
+            from ..integrations.k8s._podresources import PodResourcesClient, PodResourcesError, require_grpc
+
             try:
-                import grpc  # noqa: F401
-
-                from ..integrations.k8s._proto import podresources_v1_pb2  # noqa: F401
-            except ImportError as exc:
-                raise ConfigError(f"--pod-resources-socket needs grpcio and protobuf ({exc}): "
-                                  "pip install 'accel-sdk[kubernetes]'") from exc
-            from ..integrations.k8s._podresources import PodResourcesClient
-
+                require_grpc()
+            except PodResourcesError as exc:
+                raise ConfigError(f"--pod-resources-socket: {exc}") from exc
             pods = PodResourcesClient(socket, timeout_s=timeout)
         jobs = HpcJobMapping(directory) if directory else None
         attribution = Attribution(pods=pods, jobs=jobs, ttl_s=interval, warn=_warn)

@@ -264,3 +264,11 @@ def test_options_build_the_collector_options_and_refuse_bad_values(tmp_path: Pat
         _args("--labels", "prometheus")
     assert "DCGM_FI_DEV_FB_USED" in rules_text(_args("rules", "--dcgm"))
     assert "AccelDeviceUnhealthy" in rules_text(_args("rules"))
+
+
+def test_pod_resources_without_grpc_is_refused_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "grpc", None)  # `import grpc` raises ImportError, as when not installed
+    with pytest.raises(ConfigError, match=r"--pod-resources-socket: .*accel-sdk\[kubernetes\]"):
+        collector_options(_args("--pod-resources-socket", "/var/lib/kubelet/pod-resources/kubelet.sock"))

@@ -29,7 +29,8 @@ from typing import Any
 from ...errors import AccelError
 from ...model import Device
 
-__all__ = ["DEFAULT_SOCKET", "DeviceHolder", "PodResourcesClient", "PodResourcesError", "holders_by_device"]
+__all__ = ["DEFAULT_SOCKET", "DeviceHolder", "PodResourcesClient", "PodResourcesError", "holders_by_device",
+           "require_grpc"]
 
 #: The kubelet's PodResources socket.
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
@@ -91,6 +92,18 @@ def holders_by_device(
     return {dev: tuple(sorted(holders)) for dev, holders in found.items()}
 
 
+def require_grpc() -> None:
+    """Raise :class:`PodResourcesError` when grpcio or protobuf (extra ``[kubernetes]``) is missing."""
+    try:
+        import grpc  # noqa: F401
+
+        from ._proto import podresources_v1_pb2, podresources_v1_pb2_grpc  # noqa: F401
+    except ImportError as exc:
+        raise PodResourcesError(
+            f"asking the kubelet's PodResources API needs grpcio and protobuf ({exc}): "
+            "pip install 'accel-sdk[kubernetes]'") from exc
+
+
 class PodResourcesClient:
     """Asks the kubelet's ``PodResourcesLister.List`` over ``socket_path``; each call has ``timeout_s``.
 
@@ -116,15 +129,12 @@ class PodResourcesClient:
         return f"unix://{self.socket_path}" if not self.socket_path.startswith("unix:") else self.socket_path
 
     def _connect(self) -> None:
-        try:
-            import grpc
+        require_grpc()
+        import grpc
 
-            from ._proto import podresources_v1_pb2 as pb2
-            from ._proto import podresources_v1_pb2_grpc as pb2_grpc
-        except ImportError as exc:
-            raise PodResourcesError(
-                f"asking the kubelet's PodResources API needs grpcio and protobuf ({exc}): "
-                "pip install 'accel-sdk[kubernetes]'") from exc
+        from ._proto import podresources_v1_pb2 as pb2
+        from ._proto import podresources_v1_pb2_grpc as pb2_grpc
+
         self._grpc = grpc
         self._pb2 = pb2
         self._channel = grpc.insecure_channel(
