@@ -16,6 +16,7 @@ echo "== bench: philly (quick)";          "$PY" benchmarks/philly/run_philly.py 
 echo "== bench: parse time per byte (quick)"; "$PY" benchmarks/parse_scaling/run.py --quick
 echo "== bench: memory-leak detection (quick)"; "$PY" benchmarks/leak/run.py --quick
 echo "== bench: exporter scrape vs nvitop-exporter (quick; skips without it)"; "$PY" benchmarks/exporter_scrape/run.py --scrapes 5 --warmup 1
+echo "== bench: exporter --labels dcgm vs accel (quick)"; "$PY" benchmarks/exporter_scrape/labels.py --scrapes 5 --warmup 1
 echo "== bench: k8s scheduler extender (quick)"; "$PY" benchmarks/extender/run.py --quick
 echo "== bench: HTTP services under load: extender and exporter vs the stdlib server (quick)"; "$PY" benchmarks/service_load/run.py --quick --idle 100
 echo "== bench: serving routing on the Mooncake trace (quick)"; "$PY" benchmarks/serving/routing.py --quick --out "$OUT/serving"

@@ -1,4 +1,5 @@
-"""Generate the kubelet plugin's gRPC code from the .proto files in accel/integrations/k8s/_proto.
+"""Generate the gRPC code of the kubelet APIs accel speaks (DRA, plugin registration and
+PodResources) from the .proto files in accel/integrations/k8s/_proto.
 
     python scripts/gen_kubelet_protos.py          # rewrite the generated modules
     python scripts/gen_kubelet_protos.py --check  # exit 1 when they differ from what is committed
@@ -18,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTO_DIR = ROOT / "accel" / "integrations" / "k8s" / "_proto"
-PROTOS = ("dra_v1.proto", "dra_v1beta1.proto", "pluginregistration_v1.proto")
+PROTOS = ("dra_v1.proto", "dra_v1beta1.proto", "pluginregistration_v1.proto", "podresources_v1.proto")
 
 
 def generate(out: Path) -> dict[str, str]:

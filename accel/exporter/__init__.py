@@ -2,6 +2,8 @@
 
     $ accel exporter --sim dgx-h100            # http://127.0.0.1:10400/metrics
     $ accel exporter rules > accel-rules.yml   # alerting and recording rules
+    $ accel exporter rules --dcgm > dcgm.yml   # dcgm-exporter's names, units and labels
+    $ accel exporter --labels dcgm --pod-resources-socket /var/lib/kubelet/pod-resources/kubelet.sock
 
 In Python::
 
@@ -15,7 +17,9 @@ Metric families are in base units with the model's names (``accel_memory_used_by
 absent sample, never 0.  The collector needs ``prometheus_client`` (extra ``[exporter]``);
 :mod:`accel.exporter` imports it only when the collector is used, so ``accel exporter rules``
 and the snapshot machinery work without it.  ``docs/exporter.md`` has the families, the
-mapping to dcgm-exporter, AMD device-metrics-exporter and HAMi names, and the rules.
+mapping to dcgm-exporter, AMD device-metrics-exporter and HAMi names, dcgm-exporter's labels and
+names (:data:`DCGM_FIELDS`), who uses each device (:class:`Attribution`: kubelet PodResources,
+Slurm job mapping), and the rules.
 """
 
 from __future__ import annotations
@@ -24,23 +28,31 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._attribution import Attribution, HpcJobMapping
     from ._collector import AccelCollector
+    from ._dcgm import DCGM_FIELDS, DCGM_RULE_GROUPS, DcgmField, dcgm_rules_yaml
     from ._families import COMMON_FAMILIES, FAMILIES, Family, FieldSelection, parse_fields
     from ._rules import RULE_GROUPS, rules_yaml
     from ._snapshot import BackendRead, Snapshot, SnapshotSource
 
 __all__ = [
     "COMMON_FAMILIES",
+    "DCGM_FIELDS",
+    "DCGM_RULE_GROUPS",
     "DEFAULT_LISTEN",
     "DEFAULT_PORT",
     "FAMILIES",
     "RULE_GROUPS",
     "AccelCollector",
+    "Attribution",
     "BackendRead",
+    "DcgmField",
     "Family",
     "FieldSelection",
+    "HpcJobMapping",
     "Snapshot",
     "SnapshotSource",
+    "dcgm_rules_yaml",
     "parse_fields",
     "rules_yaml",
 ]
@@ -54,7 +66,13 @@ DEFAULT_PORT = 10400
 
 #: Where each lazily imported name lives (the CLI builds its parser without loading any of them).
 _LAZY = {
+    "Attribution": "_attribution",
+    "HpcJobMapping": "_attribution",
     "AccelCollector": "_collector",
+    "DCGM_FIELDS": "_dcgm",
+    "DCGM_RULE_GROUPS": "_dcgm",
+    "DcgmField": "_dcgm",
+    "dcgm_rules_yaml": "_dcgm",
     "COMMON_FAMILIES": "_families",
     "FAMILIES": "_families",
     "Family": "_families",

@@ -30,3 +30,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "fields nvitop-exporter also exports; no health), or a comma list of groups: memory, "
                         "utilization, clocks, power, energy, temperature, fan, throttle, pcie, errors, links, "
                         "topology, health, processes, partitions (docs/exporter.md)")
+    p.add_argument("--labels", choices=["accel", "dcgm"], default="accel",
+                   help="labels of the value series: accel (default: device only; identity is in "
+                        "accel_device_info) or dcgm (also dcgm-exporter's gpu, UUID, modelName, Hostname, "
+                        "pci_bus_id, DCGM_FI_DRIVER_VERSION, and the pod or job labels; more series bytes, "
+                        "see docs/exporter.md)")
+    p.add_argument("--dcgm", action="store_true",
+                   help="with `rules`: print the recording rules that give dcgm-exporter's names, units and "
+                        "labels instead of accel's alerting rules")
+    p.add_argument("--pod-resources-socket", metavar="PATH", default=None,
+                   help="attribute devices to Kubernetes pods through the kubelet's PodResources API on this "
+                        "unix socket (usually /var/lib/kubelet/pod-resources/kubelet.sock): "
+                        "accel_device_pod_info, and pod labels with --labels dcgm")
+    p.add_argument("--hpc-job-mapping-dir", metavar="DIR", default=None,
+                   help="attribute devices to Slurm jobs from dcgm-exporter's job-mapping directory (a file per "
+                        "GPU index holding its job ids): accel_device_hpc_job_info, and hpc_job with --labels dcgm")
+    p.add_argument("--attribution-interval", type=float, default=10.0, metavar="S",
+                   help="ask the kubelet and read the job-mapping directory at most every S seconds (default 10)")
+    p.add_argument("--attribution-timeout", type=float, default=2.0, metavar="S",
+                   help="deadline of one PodResources call; a kubelet that does not answer costs a scrape at "
+                        "most this, once per --attribution-interval (default 2)")

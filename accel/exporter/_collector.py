@@ -3,6 +3,14 @@
 Unknown is absent: a field the model holds as ``None`` (not read) or names in ``unsupported``
 (never readable) emits no sample, never a 0.  Families are listed in :data:`FAMILIES` (name,
 type, help) so the docs, the dashboard test and the collector agree.
+
+Labels (``accel exporter --labels``): ``accel`` (default) puts only ``device`` on a device's
+value series, identity being one join away in ``accel_device_info``; ``dcgm`` adds
+dcgm-exporter's identifying labels to every series keyed by ``device`` (:data:`DCGM_LABELS`:
+``gpu``, ``UUID``, ``modelName``, ``Hostname``, ``pci_bus_id``, ``DCGM_FI_DRIVER_VERSION``, and
+``namespace``/``pod``/``container`` and ``hpc_job`` when attribution is on), one copy of a series
+per holder as dcgm-exporter does.  ``benchmarks/exporter_scrape/labels.py`` measures what that
+costs.
 """
 
 from __future__ import annotations
@@ -23,10 +31,23 @@ from ..model import (
     ProblemKind,
     Telemetry,
 )
+from ._attribution import HPC_SOURCE, POD_SOURCE, Attribution, AttributionRead
 from ._families import _BY_NAME, FAMILIES, Family, FieldSelection
 from ._snapshot import BackendRead, Snapshot, SnapshotSource
 
-__all__ = ["FAMILIES", "AccelCollector", "Family"]
+__all__ = ["DCGM_LABELS", "FAMILIES", "LABEL_MODES", "AccelCollector", "Family", "render"]
+
+#: ``--labels`` values.
+LABEL_MODES = ("accel", "dcgm")
+#: dcgm-exporter's identifying labels (internal/pkg/rendermetrics; tag 4.5.3-4.8.2 spelling,
+#: ``Hostname`` capitalised), added to value series by ``--labels dcgm``.
+DCGM_LABELS = ("gpu", "UUID", "modelName", "Hostname", "pci_bus_id", "DCGM_FI_DRIVER_VERSION")
+#: dcgm-exporter's attribution labels (``--kubernetes``; the HPC job mapping).
+POD_LABELS = ("namespace", "pod", "container")
+HPC_LABEL = "hpc_job"
+#: Families keyed by ``device`` that never get the extra labels: they are identity or attribution already.
+_NO_EXTRA = frozenset({"accel_device_info", "accel_device_pod_info", "accel_device_hpc_job_info",
+                       "accel_device_read_problems"})
 
 
 _Slot = tuple[GaugeMetricFamily | CounterMetricFamily, set[tuple[str, ...]], int]
@@ -43,10 +64,16 @@ class _Families:
     before it costs anything.
     """
 
-    def __init__(self, only: frozenset[str] | None = None) -> None:
+    def __init__(self, only: frozenset[str] | None = None, extra_names: tuple[str, ...] = (),
+                 extras: Mapping[str, Sequence[tuple[str, ...]]] | None = None) -> None:
         self._only = only
         #: name -> (family, label sets seen, label count), or None for a family not emitted.
         self._slots: dict[str, _Slot | None] = {}
+        #: ``--labels dcgm``: the extra label names and, per device id, one value tuple per copy.
+        self._extra_names = extra_names
+        self._extras = extras or {}
+        self._blank = (("",) * len(extra_names),)
+        self._extended: set[str] = set()
 
     def exports(self, name: str) -> bool:
         return self._only is None or name in self._only
@@ -56,7 +83,11 @@ class _Families:
         slot: _Slot | None = None
         if self.exports(name):
             kind = CounterMetricFamily if fam.type == "counter" else GaugeMetricFamily
-            slot = (kind(name, fam.help, labels=list(fam.labels)), set(), len(fam.labels))
+            names = list(fam.labels)
+            if self._extra_names and names[:1] == ["device"] and name not in _NO_EXTRA:
+                names += self._extra_names
+                self._extended.add(name)
+            slot = (kind(name, fam.help, labels=names), set(), len(fam.labels))
         self._slots[name] = slot
         return slot
 
@@ -76,7 +107,12 @@ class _Families:
         if values in seen:
             return
         seen.add(values)
-        made.add_metric(values, value if type(value) is float else float(value))
+        number = value if type(value) is float else float(value)
+        if name in self._extended:
+            for extra in self._extras.get(values[0], self._blank):
+                made.add_metric(values + extra, number)
+            return
+        made.add_metric(values, number)
 
     def __iter__(self) -> Iterator[Metric]:
         for fam in FAMILIES:
@@ -100,19 +136,77 @@ class AccelCollector(Collector):
     """
 
     def __init__(self, source: SnapshotSource, *, processes: bool = False,
-                 fields: FieldSelection | None = None) -> None:
+                 fields: FieldSelection | None = None, labels: str = "accel",
+                 attribution: Attribution | None = None) -> None:
+        if labels not in LABEL_MODES:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"--labels {labels!r}: use one of {', '.join(LABEL_MODES)}")
         self.source = source
         self.processes = processes
         self.fields = fields
+        self.labels = labels
+        self.attribution = attribution
 
     def collect(self) -> Iterable[Metric]:
         snap = self.source.get()
-        return list(render(snap, processes=self.processes, fields=self.fields))
+        who = None
+        if self.attribution is not None:
+            who = self.attribution.read(d for r in snap.backends if r.inventory is not None
+                                        for d in r.inventory.devices)
+        return list(render(snap, processes=self.processes, fields=self.fields, labels=self.labels,
+                           attribution=who))
 
 
-def render(snap: Snapshot, *, processes: bool = False, fields: FieldSelection | None = None) -> _Families:
-    """The metric families of one snapshot (what one scrape shows)."""
-    out = _Families(fields.families if fields is not None else None)
+def _extra_labels(
+    snap: Snapshot, who: AttributionRead | None
+) -> tuple[tuple[str, ...], dict[str, list[tuple[str, ...]]]]:
+    """``--labels dcgm``: the extra label names and each device's value tuples (one per holder)."""
+    names: tuple[str, ...] = DCGM_LABELS
+    pods = who is not None and POD_SOURCE in who.states
+    jobs = who is not None and HPC_SOURCE in who.states
+    if pods:
+        names += POD_LABELS
+    if jobs:
+        names += (HPC_LABEL,)
+    extras: dict[str, list[tuple[str, ...]]] = {}
+    for read in snap.backends:
+        if read.inventory is None:
+            continue
+        hostname = read.inventory.host.hostname
+        for dev in read.inventory.devices:
+            index = "" if dev.index is None else str(dev.index)
+            ident: tuple[str, ...] = (index, dev.uuid or "", dev.model, hostname or "",
+                                      dev.pci.bus_id if dev.pci else "", dev.versions.driver or "")
+            copies: list[tuple[str, ...]] = [ident]
+            if pods:
+                assert who is not None
+                holders = who.pods.get(dev.id) or ()
+                copies = ([(*c, h.namespace, h.pod, h.container) for c in copies for h in holders]
+                          or [(*c, "", "", "") for c in copies])
+            if jobs:
+                assert who is not None
+                ids = who.jobs.get(dev.id) or ()
+                copies = [(*c, j) for c in copies for j in ids] or [(*c, "") for c in copies]
+            extras[dev.id] = copies
+    return names, extras
+
+
+def render(snap: Snapshot, *, processes: bool = False, fields: FieldSelection | None = None,
+           labels: str = "accel", attribution: AttributionRead | None = None) -> _Families:
+    """The metric families of one snapshot (what one scrape shows).
+
+    ``labels``: ``accel`` or ``dcgm`` (see the module docstring); ``attribution``: who holds
+    each device (``accel_device_pod_info``, ``accel_device_hpc_job_info``, ``accel_attribution_up``).
+    """
+    only = fields.families if fields is not None else None
+    if labels == "dcgm":
+        names, extras = _extra_labels(snap, attribution)
+        out = _Families(only, names, extras)
+    else:
+        out = _Families(only)
+    if attribution is not None:
+        _attribution(out, attribution)
     for key, verdict in snap.leaks.items():
         device, pid = (key[0], key[1]) if isinstance(key, tuple) else (key, None)
         out.add("accel_memory_leak_seconds_to_full", [str(device), pid], verdict.seconds_to_full)
@@ -126,12 +220,36 @@ def render(snap: Snapshot, *, processes: bool = False, fields: FieldSelection | 
             counts[problem.kind] += 1
         for kind, n in counts.items():
             out.add("accel_inventory_problems", [read.name, kind.value], n)
+        _device_problems(out, read)
     for (backend, call), n in sorted(snap.read_errors.items()):
         out.add("accel_exporter_read_errors_total", [backend, call], n)
     out.add("accel_exporter_scrape_duration_seconds", [], snap.duration_s)
     out.add("accel_exporter_reads_total", [], snap.reads)
     out.add("accel_inventory_complete", [], 1 if snap.complete else 0)
     return out
+
+
+def _attribution(out: _Families, who: AttributionRead) -> None:
+    for name, state in sorted(who.states.items()):
+        out.add("accel_attribution_up", [name], 1 if state.up else 0)
+    for device, holders in sorted(who.pods.items()):
+        for h in holders:
+            out.add("accel_device_pod_info", [device, h.namespace, h.pod, h.container], 1)
+    for device, jobs in sorted(who.jobs.items()):
+        for job in jobs:
+            out.add("accel_device_hpc_job_info", [device, job], 1)
+
+
+def _device_problems(out: _Families, read: BackendRead) -> None:
+    """Problems that name a device, counted per device and kind: a device whose record did not
+    parse is still listed (health unknown), and this is the series an alert can fire on for it."""
+    counts: dict[tuple[str, str], int] = {}
+    for problem in read.problems:
+        if problem.device_id:
+            key = (problem.device_id, problem.kind.value)
+            counts[key] = counts.get(key, 0) + 1
+    for (device, kind), n in sorted(counts.items()):
+        out.add("accel_device_read_problems", [device, read.name, kind], n)
 
 
 def _inventory(out: _Families, read: BackendRead, processes: bool) -> None:
@@ -160,7 +278,7 @@ def _device(
     out.add(
         "accel_device_info",
         [dev.id, backend, dev.vendor, dev.kind.value, dev.model, dev.uuid, dev.pci.bus_id if dev.pci else None,
-         dev.versions.driver, inv.host.hostname],
+         dev.versions.driver, inv.host.hostname, dev.index],
         1,
     )
     total = t.memory_total_bytes if t is not None and t.memory_total_bytes is not None else dev.memory_total_bytes

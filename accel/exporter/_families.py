@@ -4,8 +4,10 @@ No ``prometheus_client`` here: the command line parses ``--fields`` and the docs
 families without it.  Each :class:`Family` belongs to one *group*: a
 :class:`~accel.plugin.Reading` (the backend reads it only when a selected family needs it),
 ``partitions`` (always read: it places processes), ``identity`` (``accel_device_info``, always
-exported) or ``exporter`` (the exporter's own families: backend up, read errors, inventory
-complete and problems; always exported, since they say whether a scrape can be trusted).
+exported), ``attribution`` (which pod or Slurm job holds a device; exported when the exporter is
+told where to look, :mod:`accel.exporter._attribution`) or ``exporter`` (the exporter's own
+families: backend up, read errors, inventory complete and problems; always exported, since they
+say whether a scrape can be trusted).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class Family:
 
 _READING_OF = {r.value: r for r in Reading}
 #: Groups that are not backend readings.
-_OTHER_GROUPS = ("identity", "partitions", "exporter")
+_OTHER_GROUPS = ("identity", "partitions", "exporter", "attribution")
 _PROCESS_FAMILY = "accel_process_memory_bytes"
 
 
@@ -51,8 +53,13 @@ def _f(name: str, kind: str, group: str, labels: str, help_text: str) -> Family:
 _DEV = "device"
 #: Every family the collector can emit, in exposition order.
 FAMILIES: tuple[Family, ...] = (
-    _f("accel_device_info", "gauge", "identity", "device backend vendor kind model uuid bus_id driver hostname",
-       "Identity of a device (value 1); join on device for model, vendor, uuid, bus id, driver, hostname."),
+    _f("accel_device_info", "gauge", "identity", "device backend vendor kind model uuid bus_id driver hostname index",
+       "Identity of a device (value 1); join on device for model, vendor, uuid, bus id, driver, hostname and "
+       "the vendor tool's enumeration index."),
+    _f("accel_device_pod_info", "gauge", "attribution", "device namespace pod container",
+       "A Kubernetes container the kubelet allocated this device to (value 1; PodResources List)."),
+    _f("accel_device_hpc_job_info", "gauge", "attribution", "device hpc_job",
+       "A Slurm (HPC) job the job-mapping directory assigns this device to (value 1)."),
     _f("accel_memory_total_bytes", "gauge", "memory", _DEV, "Device memory in bytes."),
     _f("accel_memory_used_bytes", "gauge", "memory", _DEV, "Device memory in use, bytes."),
     _f("accel_memory_free_bytes", "gauge", "memory", _DEV, "Device memory free, bytes."),
@@ -114,6 +121,10 @@ FAMILIES: tuple[Family, ...] = (
     _f("accel_exporter_read_errors_total", "counter", "exporter", "backend call", "Failed backend calls per call."),
     _f("accel_inventory_complete", "gauge", "exporter", "", "1 when nothing was left unread in this snapshot, else 0."),
     _f("accel_inventory_problems", "gauge", "exporter", "backend kind", "Problems of this snapshot's read, per kind."),
+    _f("accel_device_read_problems", "gauge", "exporter", "device backend kind",
+       "Problems of this snapshot's read that name a device (a record that failed to parse...), per kind."),
+    _f("accel_attribution_up", "gauge", "attribution", "source",
+       "1 when the last ask of an attribution source (pod-resources, hpc-job-mapping) answered, else 0."),
 )
 
 _BY_NAME = {f.name: f for f in FAMILIES}
@@ -153,7 +164,7 @@ class FieldSelection:
 
 def _selection(spec: str, families: Iterable[str], *, processes: bool) -> FieldSelection:
     names = {n for n in families if processes or n != _PROCESS_FAMILY}
-    names |= {f.name for f in FAMILIES if f.group in ("identity", "exporter")}
+    names |= {f.name for f in FAMILIES if f.group in ("identity", "exporter", "attribution")}
     readings = {r for r in (_BY_NAME[n].reading for n in names) if r is not None}
     if Reading.HEALTH in readings:
         readings.add(Reading.PROCESSES)  # leak detection (a health condition) watches each process's memory

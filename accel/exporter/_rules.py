@@ -152,6 +152,30 @@ _ALERTS: list[dict[str, Any]] = [
             "warning per problem.",
         },
     },
+    # Partial reads per device and attribution sources (issue 32); kept apart from the rules above.
+    {
+        "alert": "AccelDeviceReadProblems",
+        "expr": "accel_device_read_problems > 0",
+        "for": "15m",
+        "labels": {"severity": "warning"},
+        "annotations": {
+            "summary": "accel cannot read part of {{ $labels.device }} on {{ $labels.instance }} ({{ $labels.kind }})",
+            "description": "{{ $value }} {{ $labels.kind }} problem(s) of backend {{ $labels.backend }} name this "
+            "device (a record of the vendor tool's output that did not parse, a field that could not be read); "
+            "its health is unknown. `accel ls` prints each problem.",
+        },
+    },
+    {
+        "alert": "AccelAttributionUnavailable",
+        "expr": "accel_attribution_up == 0",
+        "for": "10m",
+        "labels": {"severity": "warning"},
+        "annotations": {
+            "summary": "accel on {{ $labels.instance }} cannot say who uses its devices ({{ $labels.source }})",
+            "description": "The {{ $labels.source }} source did not answer; devices carry no pod or job "
+            "attribution until it does (check the kubelet's PodResources socket or the job-mapping directory).",
+        },
+    },
 ]
 
 #: The rule file's groups: recording rules first, then the alerts.

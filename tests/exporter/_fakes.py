@@ -16,6 +16,7 @@ from accel.model import (
     MemoryRegion,
     PciInfo,
     PowerLimits,
+    Problem,
     ProcessUsage,
     Telemetry,
     ThermalLimits,
@@ -52,6 +53,8 @@ class FakeBackend(Backend):
         self.entered = threading.Event()
         self.gate: threading.Event | None = None
         self.fail_telemetry = False
+        #: Problems the inventory reports (a device's record that did not parse...).
+        self.problems: tuple[Problem, ...] = ()
 
     @property
     def name(self) -> str:
@@ -70,6 +73,7 @@ class FakeBackend(Backend):
         return HostInventory(
             host=Host(hostname="fakehost"), devices=devices, collected_at=datetime.now(UTC),
             processes=(ProcessUsage(pid=4242, device_id=DEV_A, name="python3", memory_bytes=3 * GiB),),
+            problems=self.problems,
         )
 
     def telemetry(self, ids: Sequence[str] | None = None) -> tuple[Telemetry, ...]:

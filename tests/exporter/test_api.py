@@ -9,8 +9,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # accel.leak is analysis over the model (it imports only accel.model and accel.errors itself).
 # accel._net: the loopback check the exporter shares with the k8s extender (standard library only).
+# accel.integrations.k8s._podresources: the kubelet PodResources client behind --pod-resources-socket
+# (imported only when that option is given, or for type checking; it needs grpcio only when it calls).
 ALLOWED = (
     "accel.exporter", "accel.model", "accel.discovery", "accel.plugin", "accel.errors", "accel.leak", "accel._net",
+    "accel.integrations.k8s._podresources",
 )
 
 

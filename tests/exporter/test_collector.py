@@ -54,6 +54,7 @@ def test_exposition_values_in_base_units_with_identity_labels() -> None:
     info = value(
         got, "accel_device_info", device=DEV_A, backend="fake", vendor="fake", kind="gpu", model="Fake X100",
         uuid="GPU-11111111-2222-3333-4444-555555555555", bus_id="0000:1a:00.0", driver="1.2.3", hostname="fakehost",
+        index="",  # the fake's devices have no enumeration index: empty, never invented
     )
     assert info == 1.0
     assert value(got, "accel_memory_total_bytes", device=DEV_A) == 80 * GiB
@@ -73,7 +74,7 @@ def test_exposition_values_in_base_units_with_identity_labels() -> None:
     assert value(got, "accel_inventory_problems", backend="fake", kind="backend") == 0
     # The device without a UUID or driver: empty labels, not invented ones.
     assert value(got, "accel_device_info", device=DEV_B, backend="fake", vendor="fake", kind="npu",
-                 model="Fake N1", uuid="", bus_id="0000:3b:00.0", driver="", hostname="fakehost") == 1
+                 model="Fake N1", uuid="", bus_id="0000:3b:00.0", driver="", hostname="fakehost", index="") == 1
     # Health never read: unknown, and no checked-at timestamp.
     assert value(got, "accel_health_state", device=DEV_B, state="unknown") == 1
     assert value(got, "accel_health_checked_timestamp_seconds", device=DEV_B) is None

@@ -195,10 +195,11 @@ def test_every_reading_is_documented_and_described_in_a_stable_order() -> None:
     assert set(READING_DOCS) == set(Reading)
     assert describe_readings({Reading.POWER, Reading.MEMORY}) == "narrowed read: memory, power"
     assert describe_readings(()) == "narrowed read: identity only"
-    # Every group a family names is a reading, partitions, identity or exporter.
+    # Every group a family names is a reading, partitions, identity, attribution or exporter.
     from accel.exporter import FAMILIES
 
-    assert {f.group for f in FAMILIES} <= {r.value for r in Reading} | {"partitions", "identity", "exporter"}
+    others = {"partitions", "identity", "exporter", "attribution"}
+    assert {f.group for f in FAMILIES} <= {r.value for r in Reading} | others
 
 
 def test_a_narrowed_read_still_reports_a_lost_gpu_lost() -> None:

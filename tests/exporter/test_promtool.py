@@ -28,7 +28,7 @@ def test_check_rules(tmp_path: Path) -> None:
     rules.write_text(rules_yaml())
     out = _promtool("check", "rules", str(rules))
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 13 rules found" in out.stdout
+    assert "SUCCESS: 15 rules found" in out.stdout
 
 
 def test_rule_unit_tests(tmp_path: Path) -> None:

@@ -78,3 +78,16 @@ def test_side_by_side_where_nvitop_exporter_is_installed(harness: Any) -> None:
     assert r["accel common"]["samples"] < r["accel"]["samples"]
     assert set(r["ratios"]) >= {"calls_full", "cpu_full", "calls_common", "cpu_common", "outside_fake_common"}
     assert r["ratios"]["calls_common"] == r["accel common"]["calls"] / r["nvitop common"]["calls"]
+
+
+def test_labels_benchmark_measures_every_variant_against_accel_in_one_run() -> None:
+    path = _HARNESS.parent / "labels.py"
+    with loaded_script(path, "exporter_scrape_labels") as module:
+        r = module.measure("rtx4090-4", scrapes=2, warmup=0, pods=2)
+    rows, ratios = r["rows"], r["ratio_to_accel"]
+    assert set(rows) == {"accel", "dcgm", "accel+pods", "dcgm+pods"}
+    assert ratios["accel"]["samples"] == 1.0
+    # The dcgm labels add no series but more bytes; two holders per device copy every value series.
+    assert rows["dcgm"]["samples"] == rows["accel"]["samples"] and rows["dcgm"]["bytes"] > rows["accel"]["bytes"]
+    assert rows["dcgm+pods"]["samples"] > 1.5 * rows["dcgm"]["samples"]
+    assert rows["accel+pods"]["samples"] == rows["accel"]["samples"] + 4 * 2 + 1  # pod info + attribution_up

@@ -1,4 +1,4 @@
-"""Generated gRPC code of the kubelet's DRA and plugin-registration APIs (do not edit).
+"""Generated gRPC code of the kubelet's DRA, plugin-registration and PodResources APIs (do not edit).
 
 The ``.proto`` files beside it say which upstream file and commit each one follows;
 ``scripts/gen_kubelet_protos.py`` regenerates the ``_pb2`` modules, and
