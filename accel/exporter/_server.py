@@ -19,7 +19,7 @@ from ..errors import AccelError, ConfigError, ProfileError
 from ..leak import LeakWatch
 from ..plugin import BackendConfig
 from ._families import FieldSelection, parse_fields
-from ._rules import rules_yaml
+from ._options import collector_options, rules_text
 from ._snapshot import SnapshotSource
 
 __all__ = ["main"]
@@ -44,7 +44,7 @@ def main(
 ) -> int:
     """Run ``accel exporter``; ``selection`` is the CLI's (backends, configs, default config)."""
     if args.action == "rules":
-        sys.stdout.write(rules_yaml())
+        sys.stdout.write(rules_text(args))
         return EXIT_OK
     try:
         import prometheus_client  # noqa: F401
@@ -55,6 +55,8 @@ def main(
     if args.min_interval < 0:
         raise ConfigError("--min-interval must not be negative")
     fields = parse_fields(getattr(args, "fields", "full"), processes=args.processes)
+    # --labels and attribution: checked before anything opens (a bad value is a ConfigError).
+    collector_kw = collector_options(args)
     backends, configs, base = selection if selection is not None else (None, {}, BackendConfig())
     if fields.readings is not None:
         # Each backend is asked to read only what the selected families need (a hint: one that
@@ -70,12 +72,15 @@ def main(
     source = SnapshotSource(report, configs, base, min_interval_s=args.min_interval, leak=leak)
     try:
         _check_selection(source.startup_errors, backends)
-        return _serve(args, source, fields)
+        return _serve(args, source, fields, collector_kw)
     finally:
         source.close()
+        if collector_kw["attribution"] is not None:
+            collector_kw["attribution"].close()
 
 
-def _serve(args: argparse.Namespace, source: SnapshotSource, fields: FieldSelection) -> int:
+def _serve(args: argparse.Namespace, source: SnapshotSource, fields: FieldSelection,
+           collector_kw: Mapping[str, Any]) -> int:
     from prometheus_client import CollectorRegistry
     from prometheus_client.platform_collector import PlatformCollector
     from prometheus_client.process_collector import ProcessCollector
@@ -83,7 +88,7 @@ def _serve(args: argparse.Namespace, source: SnapshotSource, fields: FieldSelect
     from ._collector import AccelCollector
 
     registry = CollectorRegistry()
-    registry.register(AccelCollector(source, processes=args.processes, fields=fields))
+    registry.register(AccelCollector(source, processes=args.processes, fields=fields, **collector_kw))
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     if not is_loopback(args.listen):
