@@ -30,6 +30,10 @@ from pathlib import Path
 from typing import Any
 
 GOLDEN = Path(__file__).parent / "golden"
+#: Where process names are looked up: a directory that exists nowhere, so a real process that
+#: happens to have a scenario's PID (2211, 4242, 7001, ...) on the machine running the test
+#: cannot change the output.
+PROC_ROOT = "/nonexistent/accel-golden-proc"
 
 COMMANDS: tuple[tuple[str, ...], ...] = (
     ("ls", "--json"),
@@ -82,7 +86,8 @@ def _exposition(scenario: str) -> str:
     parts: list[str] = []
     for profile in ("full", "common"):
         fields = parse_fields(profile, processes=True)
-        config = BackendConfig(options={"scenario": scenario}, enrich_from_sysfs=False, readings=fields.readings)
+        config = BackendConfig(options={"scenario": scenario, "proc_root": PROC_ROOT}, enrich_from_sysfs=False,
+                               readings=fields.readings)
         source = SnapshotSource(discover({"nvidia": config}, backends=["nvidia"]), {"nvidia": config}, config,
                                 min_interval_s=0.0)
         try:
@@ -104,8 +109,8 @@ def _session(scenario: str, fake: Any, lines: list[str]) -> None:
     try:
         nv = Nvml(fake)
         nv.init()
-        backend = NvidiaBackend(BackendConfig(options={"scenario": scenario}), nv, plugin_version="golden",
-                                scenario=scenario)
+        backend = NvidiaBackend(BackendConfig(options={"scenario": scenario, "proc_root": PROC_ROOT}), nv,
+                                plugin_version="golden", scenario=scenario)
     except AccelError as err:
         lines.append(f"open failed: {err.code}")
         return
@@ -143,7 +148,7 @@ def _calls(scenario: str) -> str:
 
 def record(scenario: str) -> str:
     """Everything recorded for one scenario, masked."""
-    base = ["--backend", "nvidia", "--option", f"scenario={scenario}"]
+    base = ["--backend", "nvidia", "--option", f"scenario={scenario}", "--option", f"proc_root={PROC_ROOT}"]
     sections = [_cli([*cmd, *base]) for cmd in COMMANDS]
     sections.append(_exposition(scenario))
     sections.append(_calls(scenario))
