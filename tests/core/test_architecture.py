@@ -134,6 +134,33 @@ def test_vendor_libraries_only_in_boundary_modules() -> None:
     assert not bad, "\n".join(bad)
 
 
+#: Issue 34: a class over this many lines, or a function over _MAX_FUNCTION_LINES, holds more than
+#: one job.  Checked where the rule holds so far (shipped code, fakes under ``testing`` included).
+_MAX_CLASS_LINES, _MAX_FUNCTION_LINES = 500, 100
+_SIZE_CHECKED = ("accel.plugins.nvidia",)
+
+
+def oversized(path: Path) -> list[str]:
+    """The classes and functions of ``path`` over the limits, as ``file:line name (N lines)``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ClassDef):
+            limit = _MAX_CLASS_LINES
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            limit = _MAX_FUNCTION_LINES
+        else:
+            continue
+        lines = (node.end_lineno or node.lineno) - node.lineno + 1
+        if lines > limit:
+            out.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    return out
+
+
+def test_no_class_over_500_lines_and_no_function_over_100() -> None:
+    bad = [o for name, path in MODULES.items() if _allowed(name, _SIZE_CHECKED) for o in oversized(path)]
+    assert not bad, "\n".join(bad)
+
+
 def _fresh_modules(code: str) -> list[str]:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     result: list[str] = json.loads(out.stdout)
