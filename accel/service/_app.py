@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -255,11 +256,17 @@ def build_app(service: Service, tokens: TokenBook, *, rate: float = 50.0, burst:
     # -- pages -----------------------------------------------------------------------------------------
     async def login_page(request: Request) -> Response:
         if request.method == "POST":
+            # a urlencoded form of one field, read within a small cap (no multipart parser needed)
+            raw = b""
+            async for chunk in request.stream():
+                raw += chunk
+                if len(raw) > 4096:
+                    return _error(_HTTPError(413, "too-large", "the login form is over 4096 bytes"))
             try:
-                form = await request.form(max_files=0, max_fields=4)
-            except Exception:  # noqa: BLE001 - a malformed form is a bad request, never a 500
-                return PlainTextResponse("bad form", status_code=400)
-            token = str(form.get("token", ""))
+                fields = parse_qs(raw.decode("utf-8", "replace"), max_num_fields=4)
+            except ValueError:
+                return _error(_HTTPError(400, "bad-request", "the login form has too many fields"))
+            token = (fields.get("token") or [""])[0]
             try:
                 gate._charge(f"addr:{request.client.host if request.client else '?'}")
             except _HTTPError as exc:

@@ -200,7 +200,7 @@ class Service:
                 if stored.id not in self.engine.jobs:
                     # committed here, lost before the journal's ``submitted``: submit it now
                     self._engine_submit(stored, now)
-                    self.store.audit(now, stored.id, "service", "resubmitted",
+                    self._audit(now, stored.id, "service", "resubmitted",
                                      "the service stopped between storing the request and queueing it")
             for launch in self.store.open_launches():
                 job = self.engine.jobs.get(launch.job)
@@ -228,7 +228,7 @@ class Service:
                 except JobLostError as exc:
                     status = RunStatus(False, None, None, ExitReason.NODE_LOST, str(exc))
                 self.runs[launch.job] = run
-                self.store.audit(now, launch.job, f"executor:{ex.name}", "reattached",
+                self._audit(now, launch.job, f"executor:{ex.name}", "reattached",
                                  "found again after a restart of the service" if status.running
                                  else "ended while the service was down")
                 if not status.running:
@@ -246,6 +246,10 @@ class Service:
                               "the service stopped while launching it; whether it started is unknown")
         if job is not None and job.active and job.attempts == launch.attempt:
             self.engine.finish(job.id, now, ok=False, reason="node lost: the service stopped while launching it")
+
+    def _audit(self, t: float, job: str | None, actor: str, kind: str, reason: str,
+               data: dict[str, Any] | None = None) -> None:
+        self.store.audit(t, job, actor, kind, reason, data, wall=self.clock.wall(t))
 
     # -- the loop ------------------------------------------------------------------------------------
     def now(self) -> float:
@@ -304,7 +308,7 @@ class Service:
             except JobLostError as exc:
                 status = RunStatus(False, None, None, ExitReason.NODE_LOST, str(exc))
             except ExecutorError as exc:
-                self.store.audit(now, job_id, f"executor:{run.executor.name}", "poll-failed", str(exc))
+                self._audit(now, job_id, f"executor:{run.executor.name}", "poll-failed", str(exc))
                 continue
             if not status.running:
                 self._ended(run, status, now)
@@ -317,7 +321,7 @@ class Service:
             reason = ExitReason(run.stop_reason)
         detail = status.detail or reason.value
         self.store.end_launch(launch.job, launch.attempt, now, status.exit_code, status.signal, reason.value, detail)
-        self.store.audit(now, launch.job, f"executor:{run.executor.name}", "exited",
+        self._audit(now, launch.job, f"executor:{run.executor.name}", "exited",
                          f"{reason.value}: {detail}", {"exit_code": status.exit_code, "signal": status.signal})
         self.runs.pop(launch.job, None)
         if job is None or job.state.terminal or job.attempts != launch.attempt:
@@ -344,7 +348,7 @@ class Service:
             if (req is not None and req.time_limit_s is not None and run.stop_reason is None
                     and now - run.launch.started_t >= req.time_limit_s):
                 run.stop_reason = ExitReason.TIME_LIMIT.value
-                self.store.audit(now, job_id, "service", "time-limit",
+                self._audit(now, job_id, "service", "time-limit",
                                  f"ran {now - run.launch.started_t:.0f} s, its limit is {req.time_limit_s:.0f} s")
                 self._signal(run, _signal.SIGTERM, now)
 
@@ -363,11 +367,11 @@ class Service:
         try:
             run.executor.signal(run.handle, signum)
         except ExecutorError as exc:
-            self.store.audit(now, run.launch.job, f"executor:{run.executor.name}", "signal-failed", str(exc))
+            self._audit(now, run.launch.job, f"executor:{run.executor.name}", "signal-failed", str(exc))
             return
         if signum in (_signal.SIGTERM, _signal.SIGKILL):
             run.signalled_at = run.signalled_at if run.signalled_at is not None else now
-        self.store.audit(now, run.launch.job, "service", "signalled", _signal.Signals(signum).name,
+        self._audit(now, run.launch.job, "service", "signalled", _signal.Signals(signum).name,
                          {"signal": signum, "why": run.stop_reason})
 
     def _preempting(self, job: Job, run: _Run, now: float) -> None:
@@ -429,7 +433,7 @@ class Service:
         run.handle = handle
         run.launch = Launch(job.id, launch.attempt, ex.name, handle.ref, now, dev_rows, None, None, None, None, None)
         hosts = sorted({d.host for d in devices})
-        self.store.audit(now, job.id, f"executor:{ex.name}", "started", f"on {', '.join(hosts)}",
+        self._audit(now, job.id, f"executor:{ex.name}", "started", f"on {', '.join(hosts)}",
                          {"ref": handle.ref, "attempt": attempt})
         stored_quote = stored.quote if stored is not None else None
         if job.attempts == 1 and isinstance(stored_quote, dict) and stored_quote.get("wait_p50_s"):
@@ -554,7 +558,7 @@ class Service:
             stored = StoredJob(job_id, seq, tenant, req.name, {**req.as_dict(), "tenant": tenant, "pool": pool}, now,
                                time.time(), who.actor, {**chosen, "all": quotes})
             self.store.add_job(stored)  # before the journal: a crash in between is resubmitted on restart
-            self.store.audit(now, job_id, who.actor, "quoted", chosen["summary"], {"pools": len(quotes)})
+            self._audit(now, job_id, who.actor, "quoted", chosen["summary"], {"pools": len(quotes)})
             self._engine_submit(stored, now)
         self.wake()
         return job_id

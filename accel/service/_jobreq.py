@@ -117,8 +117,9 @@ def _signal_number(v: Any) -> int:
         sig = getattr(_signal.Signals, name, None) if name.isidentifier() else None
         if sig is None:
             raise RequestError(f"checkpoint.signal {v!r} is not a signal name", "checkpoint.signal")
-        return int(sig)
-    n = _int(v, "checkpoint.signal", 1, 64)
+        n = int(sig)
+    else:
+        n = _int(v, "checkpoint.signal", 1, 64)
     if n in (_signal.SIGKILL, _signal.SIGSTOP):
         raise RequestError("checkpoint.signal cannot be SIGKILL or SIGSTOP", "checkpoint.signal")
     return n

@@ -281,10 +281,11 @@ class ServiceStore:
 
     # -- audit ---------------------------------------------------------------------------------------
     def audit(self, t: float, job: str | None, actor: str, kind: str, reason: str,
-              data: dict[str, Any] | None = None) -> None:
+              data: dict[str, Any] | None = None, *, wall: float | None = None) -> None:
         with self.transaction() as db:
             db.execute("INSERT INTO audit(t, wall, job, actor, kind, reason, data) VALUES (?,?,?,?,?,?,?)",
-                       (t, time.time(), job, actor, kind, reason, json.dumps(data or {}, sort_keys=True)))
+                       (t, time.time() if wall is None else wall, job, actor, kind, reason,
+                        json.dumps(data or {}, sort_keys=True)))
 
     def audit_rows(self, job: str) -> list[AuditRow]:
         return [AuditRow(int(r[0]), float(r[1]), float(r[2]), r[3], str(r[4]), str(r[5]), str(r[6]),
