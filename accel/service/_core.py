@@ -556,7 +556,7 @@ class Service:
             job_id = f"j{seq:06d}-{secrets.token_hex(3)}"
             pool = chosen["pool"] if (req.pool or req.model or req.vendor) else ""
             stored = StoredJob(job_id, seq, tenant, req.name, {**req.as_dict(), "tenant": tenant, "pool": pool}, now,
-                               time.time(), who.actor, {**chosen, "all": quotes})
+                               self.clock.wall(now), who.actor, {**chosen, "all": quotes})
             self.store.add_job(stored)  # before the journal: a crash in between is resubmitted on restart
             self._audit(now, job_id, who.actor, "quoted", chosen["summary"], {"pools": len(quotes)})
             self._engine_submit(stored, now)
