@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import secrets
 import signal as _signal
 import statistics
@@ -178,6 +179,7 @@ class Service:
                                 break
             table = PriceTable({m: p[0] for m, p in store.prices().items()},
                                {m: p[1] for m, p in store.prices().items() if p[1]})
+            _write_prices(state / "prices.json", table)
             path = state / "journal.sqlite"
             if path.exists():
                 engine = QueueingScheduler.recover(cluster, path, policy, prices=table)
@@ -725,6 +727,19 @@ class Service:
         with self.lock:
             stored = self._visible(who, job_id)
         return self.store.samples(stored.id)
+
+
+def _write_prices(path: Path, table: PriceTable) -> None:
+    """The stored price table as ``prices.json`` next to the journal, for ``accel sched bill``
+    (written to a temporary file, flushed and renamed: a crash leaves the old file or the new)."""
+    text = json.dumps({"currency": table.currency, "per_device_hour": dict(table.per_device_hour),
+                       "per_gib_hour": dict(table.per_gib_hour)}, indent=2, sort_keys=True) + "\n"
+    tmp = path.with_suffix(".json.tmp")
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
 
 
 def _pool_of(job: Job | None, history: list[Event]) -> str | None:

@@ -4,8 +4,10 @@ The lead's CLI parses the arguments and calls :func:`main` with an ``argparse.Na
 
 * ``history JOB [--journal PATH] [--json]``: every event of one job (one SQL query).
 * ``jobs [--journal PATH] [--json]``: each job's latest event (its current state and why).
-* ``bill [--journal PATH] [--json] [--at SECONDS]``: metered usage per tenant and device model,
-  from the journal alone (open run segments are billed up to ``--at``, default the last event).
+* ``bill [--journal PATH] [--json] [--at SECONDS] [--prices FILE]``: metered usage and its cost
+  per tenant and device model, from the journal (open run segments are billed up to ``--at``,
+  default the last event), priced from ``--prices`` (default ``prices.json`` next to the
+  journal, which ``accel serve`` keeps from its stored price table; none: every cost is 0).
 
 ``--journal`` defaults to ``$ACCEL_SCHED_JOURNAL`` or ``./accel-sched.db``.  The journal is
 opened read-only (never created, converted, locked or written; a scheduler may be writing it
@@ -29,9 +31,9 @@ from typing import Any, TextIO
 from accel.errors import ConfigError, SchedulerError
 
 from ._journal import Journal
-from ._meter import Meter, Segment
+from ._meter import Meter, PriceTable, Segment
 
-__all__ = ["UnknownJobError", "add_arguments", "default_journal", "main"]
+__all__ = ["PRICES_FILE", "UnknownJobError", "add_arguments", "default_journal", "load_prices", "main"]
 
 DEFAULT_JOURNAL = "accel-sched.db"
 
@@ -54,6 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     j = sub.add_parser("jobs", help="each job's current state")
     b = sub.add_parser("bill", help="metered usage and cost per tenant and device model")
     b.add_argument("--at", type=float, default=None)
+    b.add_argument("--prices", default=None)
     for p in (h, j, b):
         p.add_argument("--journal", default=None)
         p.add_argument("--json", action="store_true")
@@ -123,8 +126,43 @@ def jobs(journal: Journal, *, as_json: bool, out: TextIO) -> int:
     return 0
 
 
-def bill(journal: Journal, *, at: float | None, as_json: bool, out: TextIO) -> int:
-    meter = Meter()
+PRICES_FILE = "prices.json"
+
+
+def load_prices(path: str | Path) -> PriceTable:
+    """A price file: ``{"currency": "USD", "per_device_hour": {MODEL: PRICE}, "per_gib_hour": {...}}``
+    (what ``accel serve`` writes next to its journal); :class:`ConfigError` naming what is wrong."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"price file {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ConfigError(f"price file {path}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or set(data) - {"currency", "per_device_hour", "per_gib_hour"}:
+        raise ConfigError(f"price file {path}: expected an object of currency, per_device_hour, per_gib_hour")
+    tables: list[dict[str, float]] = []
+    for key in ("per_device_hour", "per_gib_hour"):
+        table = data.get(key, {})
+        if not isinstance(table, dict) or not all(
+                isinstance(m, str) and isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+                for m, v in table.items()):
+            raise ConfigError(f"price file {path}: {key} must map device models to prices >= 0")
+        tables.append({m: float(v) for m, v in table.items()})
+    currency = data.get("currency", "USD")
+    if not isinstance(currency, str) or not currency:
+        raise ConfigError(f"price file {path}: currency must be a name such as USD")
+    return PriceTable(tables[0], tables[1], currency=currency)
+
+
+def _prices_for(journal: Journal, path: str | None) -> PriceTable | None:
+    if path is not None:
+        return load_prices(path)
+    beside = Path(journal.path).parent / PRICES_FILE
+    return load_prices(beside) if beside.is_file() else None
+
+
+def bill(journal: Journal, *, at: float | None, as_json: bool, out: TextIO, prices: PriceTable | None = None) -> int:
+    meter = Meter(prices)
     last = 0.0
     for ev in journal.events():
         last = ev.t
@@ -144,8 +182,9 @@ def bill(journal: Journal, *, at: float | None, as_json: bool, out: TextIO) -> i
         out.write("\n")
         return 0
     _table([[str(r["tenant"]), str(r["model"]), f"{r['device_hours']:.3f}", f"{r['memory_gib_hours']:.3f}",
-             f"{r['compute_share_hours']:.3f}"] for r in rows],
-           ["TENANT", "MODEL", "DEVICE-H", "MEM GIB-H", "SHARE-H"], out)
+             f"{r['compute_share_hours']:.3f}", f"{r['cost']:.2f} {r['currency']}" if prices is not None else "-"]
+            for r in rows],
+           ["TENANT", "MODEL", "DEVICE-H", "MEM GIB-H", "SHARE-H", "COST"], out)
     return 0
 
 
@@ -161,7 +200,8 @@ def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if cmd == "jobs":
             return jobs(journal, as_json=as_json, out=stream)
         if cmd == "bill":
-            return bill(journal, at=getattr(args, "at", None), as_json=as_json, out=stream)
+            return bill(journal, at=getattr(args, "at", None), as_json=as_json, out=stream,
+                        prices=_prices_for(journal, getattr(args, "prices", None)))
         raise ConfigError(f"unknown sched command {cmd!r} (history, jobs, bill)")
     finally:
         journal.close()

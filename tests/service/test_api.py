@@ -115,3 +115,30 @@ def test_pools_and_health(tmp_path: Path) -> None:
         assert r.client.get("/healthz").json() == {"ok": True}
         pools = r.client.get("/v1/pools", headers=r.headers(r.alice)).json()["pools"]
         assert {p["pool"]: p["devices"] for p in pools} == {"NVIDIA H100 80GB HBM3": 8, "NVIDIA GeForce RTX 4090": 4}
+
+
+def test_accel_sched_bill_prices_the_journal_from_the_stored_table(tmp_path: Path) -> None:
+    """The 0.0 USD defect: ``accel sched bill`` on the service's journal prices every line."""
+    import io
+    import json
+
+    from accel.scheduler.queueing.cli import add_arguments, main
+
+    with rig(tmp_path) as r:
+        r.submit(r.alice, devices=2, model="H100", duration_s=600)
+        r.run_for(12)
+        served = r.client.get("/v1/bill", headers=r.headers(r.admin)).json()
+        journal = r.state / "journal.sqlite"
+        import argparse
+
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        out = io.StringIO()
+        assert main(parser.parse_args(["bill", "--json", "--journal", str(journal)]), out) == 0
+        (line,) = json.loads(out.getvalue())["lines"]
+        (want,) = served["lines"]
+        assert line["cost"] == pytest.approx(want["cost"]) and line["cost"] == pytest.approx(2 * 600 / 3600 * 4.0,
+                                                                                             rel=1e-6)
+        out = io.StringIO()
+        assert main(parser.parse_args(["bill", "--journal", str(journal)]), out) == 0
+        assert "1.33 USD" in out.getvalue()
