@@ -22,6 +22,7 @@ from urllib.parse import parse_qs
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -162,7 +163,8 @@ def build_app(service: Service, tokens: TokenBook, *, rate: float = 50.0, burst:
             ) -> Callable[[Request], Awaitable[Response]]:
         async def handler(request: Request) -> Response:
             try:
-                who = gate.principal(request, cookie=cookie)
+                # scrypt and the service's lock block: off the event loop, in the thread pool
+                who = await run_in_threadpool(gate.principal, request, cookie=cookie)
                 return await fn(request, who)
             except _HTTPError as exc:
                 return _error(exc)
@@ -183,7 +185,7 @@ def build_app(service: Service, tokens: TokenBook, *, rate: float = 50.0, burst:
     def page(fn: Callable[[Request, Principal], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def handler(request: Request) -> Response:
             try:
-                who = gate.principal(request, cookie=True)
+                who = await run_in_threadpool(gate.principal, request, cookie=True)
             except _HTTPError as exc:
                 if exc.status == 401:
                     return RedirectResponse("/login", status_code=303)
@@ -209,28 +211,30 @@ def build_app(service: Service, tokens: TokenBook, *, rate: float = 50.0, burst:
     async def quotes(request: Request, who: Principal) -> Response:
         body = await _read_json(request, max_body_bytes)
         req = parse_request(body, service.env_allow, need_command=False)
-        return JSONResponse({"quotes": service.quote(who, req)})
+        return JSONResponse({"quotes": await run_in_threadpool(service.quote, who, req)})
 
     async def submit(request: Request, who: Principal) -> Response:
         body = await _read_json(request, max_body_bytes)
         req = parse_request(body, service.env_allow)
-        job_id = service.submit(who, req)
-        return JSONResponse(service.record(who, job_id), status_code=201, headers={"Location": f"/v1/jobs/{job_id}"})
+        job_id = await run_in_threadpool(service.submit, who, req)
+        record = await run_in_threadpool(service.record, who, job_id)
+        return JSONResponse(record, status_code=201, headers={"Location": f"/v1/jobs/{job_id}"})
 
     async def listing(request: Request, who: Principal) -> Response:
         limit_text = request.query_params.get("limit", "100")
         if not limit_text.isdigit() or not 1 <= int(limit_text) <= 1000:
             raise _HTTPError(400, "invalid-request", "limit must be 1 to 1000", "limit")
         state = request.query_params.get("state") or None
-        return JSONResponse({"jobs": service.jobs(who, limit=int(limit_text), state=state)})
+        rows = await run_in_threadpool(lambda: service.jobs(who, limit=int(limit_text), state=state))
+        return JSONResponse({"jobs": rows})
 
     async def show(request: Request, who: Principal) -> Response:
-        return JSONResponse(service.record(who, _job_id(request)))
+        return JSONResponse(await run_in_threadpool(service.record, who, _job_id(request)))
 
     async def cancel(request: Request, who: Principal) -> Response:
         job_id = _job_id(request)
-        service.cancel(who, job_id)
-        return JSONResponse(service.record(who, job_id))
+        await run_in_threadpool(service.cancel, who, job_id)
+        return JSONResponse(await run_in_threadpool(service.record, who, job_id))
 
     async def logs(request: Request, who: Principal) -> Response:
         job_id = _job_id(request)
@@ -240,18 +244,18 @@ def build_app(service: Service, tokens: TokenBook, *, rate: float = 50.0, burst:
         tail_text = request.query_params.get("tail")
         if tail_text is not None and not tail_text.isdigit():
             raise _HTTPError(400, "invalid-request", "tail must be a number of lines", "tail")
-        path = service.log_file(who, job_id, stream)
-        text = _read_log(path, int(tail_text) if tail_text is not None else None)
+        path = await run_in_threadpool(service.log_file, who, job_id, stream)
+        text = await run_in_threadpool(_read_log, path, int(tail_text) if tail_text is not None else None)
         headers = {}
         if request.query_params.get("download"):
             headers["Content-Disposition"] = f'attachment; filename="{job_id}-{stream}.log"'
         return PlainTextResponse(text, headers=headers)
 
     async def bill(request: Request, who: Principal) -> Response:
-        return JSONResponse(service.bill(who))
+        return JSONResponse(await run_in_threadpool(service.bill, who))
 
     async def pools(request: Request, who: Principal) -> Response:
-        return JSONResponse({"pools": service.pools()})
+        return JSONResponse({"pools": await run_in_threadpool(service.pools)})
 
     # -- pages -----------------------------------------------------------------------------------------
     async def login_page(request: Request) -> Response:
@@ -271,7 +275,7 @@ def build_app(service: Service, tokens: TokenBook, *, rate: float = 50.0, burst:
                 gate._charge(f"addr:{request.client.host if request.client else '?'}")
             except _HTTPError as exc:
                 return _error(exc)
-            sid = gate.login(token[:200])
+            sid = await run_in_threadpool(gate.login, token[:200])
             if sid is None:
                 return render("login.html", who=None, error="that token is not valid")
             resp = RedirectResponse("/jobs", status_code=303)
@@ -287,19 +291,22 @@ def build_app(service: Service, tokens: TokenBook, *, rate: float = 50.0, burst:
         return resp
 
     async def jobs_page(request: Request, who: Principal) -> Response:
-        return render("jobs.html", who=who, jobs=service.jobs(who, limit=500))
+        rows = await run_in_threadpool(lambda: service.jobs(who, limit=500))
+        return render("jobs.html", who=who, jobs=rows)
 
     async def job_page(request: Request, who: Principal) -> Response:
         job_id = _job_id(request)
-        r = service.record(who, job_id)
-        charts = _charts(service.samples(who, job_id))
-        tail = _read_log(service.log_file(who, job_id, "stdout"), 50)
+        def gather() -> tuple[dict[str, Any], list[Chart], str]:
+            r = service.record(who, job_id)
+            return r, _charts(service.samples(who, job_id)), _read_log(service.log_file(who, job_id, "stdout"), 50)
+
+        r, charts, tail = await run_in_threadpool(gather)
         return render("job.html", who=who, r=r, charts=charts, log_tail=tail)
 
     async def pools_page(request: Request, who: Principal) -> Response:
         hosts = [{"name": name, "executor": service.host_executor[name].name, "devices": len(inv.devices),
                   "health": _health(inv)} for name, inv in sorted(service.inventories.items())]
-        return render("pools.html", who=who, pools=service.pools(), hosts=hosts)
+        return render("pools.html", who=who, pools=await run_in_threadpool(service.pools), hosts=hosts)
 
     async def root(request: Request) -> Response:
         return RedirectResponse("/jobs", status_code=303)

@@ -40,12 +40,14 @@ from accel.scheduler import (
 )
 from accel.scheduler.queueing import (
     Event,
+    InClassOrder,
     Job,
     JobSpec,
     JobState,
     Journal,
     Policy,
     PriceTable,
+    PriorityClass,
     QueueingScheduler,
     WaitEstimate,
     WaitReason,
@@ -57,7 +59,7 @@ from ._jobreq import EnvAllowlist, JobRequest, request_from_dict
 from ._store import Launch, ServiceStore, StoredJob
 from .executors import DeviceSampler
 
-__all__ = ["DEFAULT_PRICES", "NotFoundError", "Service", "ServiceClock"]
+__all__ = ["DEFAULT_PRICES", "NotFoundError", "Service", "ServiceClock", "default_policy"]
 
 #: List prices per device-hour (USD) seeded into a new state directory when ``--price`` gives none;
 #: matched as a case-insensitive substring of the device model.  Change them with ``--price``.
@@ -65,6 +67,14 @@ DEFAULT_PRICES: tuple[tuple[str, float], ...] = (
     ("H200", 5.0), ("H100", 4.0), ("A100", 2.0), ("MI300X", 3.5), ("910B", 2.5), ("4090", 0.5), ("MLU370", 1.0),
 )
 _CHECKPOINT_GRACE_S = 30.0  # service seconds between the checkpoint signal and SIGTERM when cancelling
+
+
+def default_policy(grace_s: float = 30.0) -> Policy:
+    """The service's default classes: ``default`` (preemptible) and ``high`` (preempts ``default``,
+    never preempted); victims checkpoint (their work up to the last checkpoint is kept)."""
+    return Policy(classes=(PriorityClass("default", 0, InClassOrder.FIFO),
+                           PriorityClass("high", 10, InClassOrder.FIFO, preempts=True, preemptible=False)),
+                  grace_s=grace_s, default_class="default")
 
 
 class NotFoundError(LookupError):
@@ -287,8 +297,8 @@ class Service:
         """One pass of the live loop (see the module docstring)."""
         with self.lock:
             now = self.now()
+            self._enforce(now)  # signals first, so the poll right after sees what they ended
             self._reap(now)
-            self._enforce(now)
             self.engine.cycle(now)
             for job in self.engine.running():
                 run = self.runs.get(job.id)
@@ -345,6 +355,13 @@ class Service:
                     run.stop_reason = (ExitReason.CANCELLED.value if job is not None and job.state == JobState.CANCELLED
                                        else ExitReason.PREEMPTED.value)
                 self._kill(run, now)
+                continue
+            assert job is not None
+            if (job.state == JobState.PREEMPTING and job.stop_at is not None and job.stop_at <= now + 1e-9
+                    and run.signalled_at is None):
+                # its grace period is over: it stops now, before this tick's cycle gives its devices away
+                run.stop_reason = ExitReason.PREEMPTED.value
+                self._signal(run, _signal.SIGTERM, now)
                 continue
             req = self._request(job_id)
             if (req is not None and req.time_limit_s is not None and run.stop_reason is None
@@ -421,9 +438,10 @@ class Service:
             # a relaunch after a crash: the engine's attempt stays the same, the row is new
             run.launch = launch = Launch(job.id, job.attempts, ex.name, None, now, dev_rows, None, None, None, None,
                                          None)
+        # a resumed job runs what is left after the work the engine kept (its last checkpoint)
+        declared = req.duration_s if req.duration_s is not None else job.spec.estimate_s
         spec = LaunchSpec(job.id, job.spec.tenant, req.command, tuple(devices), req.env, self.log_root / job.id,
-                          req.duration_s if req.duration_s is not None else job.spec.estimate_s, req.time_limit_s,
-                          req.checkpoint_signal)
+                          max(0.0, declared - job.work_s), req.time_limit_s, req.checkpoint_signal)
         try:
             handle = ex.start(spec)
         except ExecutorError as exc:

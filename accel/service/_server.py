@@ -61,11 +61,9 @@ def main(args: argparse.Namespace) -> int:
         return _token_create(args)
     import uvicorn
 
-    from accel.scheduler.queueing import Policy
-
     from ._app import build_app
     from ._auth import TokenBook, ensure_admin_token
-    from ._core import Service
+    from ._core import Service, default_policy
     from ._jobreq import DEFAULT_ENV_ALLOW, EnvAllowlist
     from .executors import ExecutorContext, build_executor
 
@@ -89,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
             options["profiles"] = args.sim or ""
         executors.append(build_executor(name, ExecutorContext(clock, state / "logs", options)))
     service = Service.open(state, executors, time_scale=args.time_scale, prices=_prices(args.price),
-                           policy=Policy(grace_s=args.grace),
+                           policy=default_policy(args.grace),
                            env_allow=EnvAllowlist(tuple(args.env_allow) or DEFAULT_ENV_ALLOW))
     holder["svc"] = service
     tokens = TokenBook(service.store)

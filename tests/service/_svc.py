@@ -14,10 +14,9 @@ from typing import Any
 import httpx
 import uvicorn
 
-from accel.scheduler.queueing import Policy
 from accel.service._app import build_app
 from accel.service._auth import TokenBook, ensure_admin_token
-from accel.service._core import Service
+from accel.service._core import Service, default_policy
 from accel.service.executors import ExecutorContext, build_executor
 
 
@@ -77,7 +76,7 @@ def open_service(state: Path, wall: FakeWall, profiles: str = "dgx-h100,rtx4090-
         return svc.now() if svc is not None else 0.0
 
     ex = build_executor("sim", ExecutorContext(clock, state / "logs", {"profiles": profiles}))
-    svc = Service.open(state, [ex], time_scale=scale, policy=Policy(grace_s=grace_s), wall=wall, sample_every_s=1.0)
+    svc = Service.open(state, [ex], time_scale=scale, policy=default_policy(grace_s), wall=wall, sample_every_s=1.0)
     holder["svc"] = svc
     return svc
 

@@ -142,3 +142,29 @@ def test_accel_sched_bill_prices_the_journal_from_the_stored_table(tmp_path: Pat
         out = io.StringIO()
         assert main(parser.parse_args(["bill", "--journal", str(journal)]), out) == 0
         assert "1.33 USD" in out.getvalue()
+
+
+def test_preemption_checkpoints_requeues_and_resumes_the_victim(tmp_path: Path) -> None:
+    with rig(tmp_path, grace_s=300.0) as r:
+        low = r.submit(r.alice, name="low", devices=8, model="H100", duration_s=1200,
+                       checkpoint={"signal": "SIGUSR1", "interval_s": 60})
+        r.run_for(3)  # 180 s of service time: the victim has 3 checkpoints
+        assert r.show(r.alice, low["id"])["state"] == "running"
+        high = r.submit(r.bob, name="high", devices=8, model="H100", duration_s=300, priority_class="high")
+        r.run_for(1)
+        rec = r.show(r.alice, low["id"])
+        assert rec["state"] == "preempting"
+        signalled = [e for e in rec["timeline"] if e["kind"] == "signalled"]
+        assert signalled and signalled[0]["reason"] == "SIGUSR1"
+        r.run_for(6)
+        assert r.show(r.bob, high["id"])["state"] == "running"
+        rec = r.show(r.alice, low["id"])
+        assert rec["state"] == "queued" and rec["launches"][0]["reason"] == "preempted"
+        r.run_for(30)
+        rec = r.show(r.alice, low["id"])
+        assert rec["state"] == "finished" and [la["reason"] for la in rec["launches"]] == ["preempted", "completed"]
+        kinds = [e["kind"] for e in rec["timeline"]]
+        for kind in ("preempting", "preempted", "resumed"):
+            assert kind in kinds
+        assert rec["attempts"] == 2 and len(rec["bill"]["lines"]) == 2
+        assert r.show(r.bob, high["id"])["state"] == "finished"

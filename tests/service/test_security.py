@@ -94,7 +94,7 @@ def test_oversized_and_deeply_nested_bodies_are_refused_before_parsing(tmp_path:
         assert r.client.get("/v1/jobs", headers=r.headers(r.alice)).json()["jobs"] == []
 
 
-@pytest.mark.parametrize("body, field", [
+INJECTIONS: list[tuple[dict[str, object], str]] = [
     ({"name": "x; rm -rf /", "command": ["true"]}, "name"),
     ({"name": "<script>alert(1)</script>", "command": ["true"]}, "name"),
     ({"name": "../../etc", "command": ["true"]}, "name"),
@@ -113,12 +113,21 @@ def test_oversized_and_deeply_nested_bodies_are_refused_before_parsing(tmp_path:
     ({"command": ["true"], "checkpoint": {"signal": "SIGKILL"}}, "checkpoint.signal"),
     ({"command": ["true"], "checkpoint": {"signal": "__class__"}}, "checkpoint.signal"),
     ({"command": ["true"], "admin": True}, "admin"),
-])
-def test_injection_in_names_commands_and_env_is_refused(tmp_path: Path, body: dict[str, object], field: str) -> None:
+    ({"command": ["true"], "labels": {"a b": "x"}}, "labels"),
+    ({"command": ["true"], "topology": {"level": "galaxy"}}, "topology"),
+]
+
+
+def test_injection_in_names_commands_and_env_is_refused(tmp_path: Path) -> None:
     with rig(tmp_path) as r:
-        resp = r.client.post("/v1/jobs", json=body, headers=r.headers(r.alice))
-        assert resp.status_code == 400, resp.text
-        assert resp.json()["error"]["field"] == field
+        for body, field in INJECTIONS:
+            for path in ("/v1/jobs", "/v1/quotes"):
+                resp = r.client.post(path, json=body, headers=r.headers(r.alice))
+                if path == "/v1/quotes" and field == "command":
+                    continue  # a quote needs no command
+                assert resp.status_code == 400, (body, resp.text)
+                assert resp.json()["error"]["field"] == field, body
+        assert r.client.get("/v1/jobs", headers=r.headers(r.alice)).json()["jobs"] == []
 
 
 def test_shell_text_in_argv_is_kept_as_one_argument(tmp_path: Path) -> None:
