@@ -214,6 +214,17 @@ class Service:
                     self._engine_submit(stored, now)
                     self._audit(now, stored.id, "service", "resubmitted",
                                      "the service stopped between storing the request and queueing it")
+            for active in self.engine.running():
+                ended = [la for la in self.store.launches(active.id)
+                         if la.attempt == active.attempts and la.ended_t is not None]
+                if ended:
+                    # its end was stored, the engine's never journaled: finish it now (never start it again)
+                    la = ended[0]
+                    try:
+                        why = ExitReason(la.reason or "failed")
+                    except ValueError:
+                        why = ExitReason.FAILED
+                    self._finish_engine(active, why, la.detail or why.value, now)
             for launch in self.store.open_launches():
                 job = self.engine.jobs.get(launch.job)
                 ex = by_name.get(launch.executor)
@@ -250,9 +261,8 @@ class Service:
         """A launch committed without a handle: the service died inside ``start``."""
         if getattr(ex, "relaunch_safe", False) and job is not None and job.active and job.attempts == launch.attempt:
             # the executor keeps nothing outside the service: starting it now cannot run it twice
-            self.store.end_launch(launch.job, launch.attempt, now, None, None, "relaunched",
-                                  "the service stopped while launching it")
-            self._launch(job, now, attempt_row_exists=True)
+            self._audit(now, launch.job, "service", "relaunched", "the service stopped while launching it")
+            self._launch(job, now, relaunch=True)
             return
         self.store.end_launch(launch.job, launch.attempt, now, None, None, ExitReason.NODE_LOST.value,
                               "the service stopped while launching it; whether it started is unknown")
@@ -303,6 +313,8 @@ class Service:
             for job in self.engine.running():
                 run = self.runs.get(job.id)
                 if job.state == JobState.RUNNING and (run is None or run.launch.attempt != job.attempts):
+                    if any(la.attempt == job.attempts for la in self.store.launches(job.id)):
+                        continue  # this attempt was launched already: never start it twice
                     self._launch(job, now)
                 elif job.state == JobState.PREEMPTING and run is not None and not run.checkpoint_sent:
                     self._preempting(job, run, now)
@@ -338,13 +350,16 @@ class Service:
         self.runs.pop(launch.job, None)
         if job is None or job.state.terminal or job.attempts != launch.attempt:
             return
+        self._finish_engine(job, reason, detail, now)
+        self.wake()
+
+    def _finish_engine(self, job: Job, reason: ExitReason, detail: str, now: float) -> None:
         if job.state == JobState.PREEMPTING and reason != ExitReason.COMPLETED:
             return  # stopped for its preemptor: the engine requeues it when its grace period ends
         if reason == ExitReason.COMPLETED:
             self.engine.finish(job.id, now, ok=True, reason="completed: exit code 0")
         else:
             self.engine.finish(job.id, now, ok=False, reason=f"{reason.value}: {detail}")
-        self.wake()
 
     def _enforce(self, now: float) -> None:
         for job_id, run in list(self.runs.items()):
@@ -412,7 +427,8 @@ class Service:
                 out.append(PlacedDevice(alloc.host_name, dev.id, slot, dev.vendor, dev.model or "unknown", env))
         return out
 
-    def _launch(self, job: Job, now: float, *, attempt_row_exists: bool = False) -> None:
+    def _launch(self, job: Job, now: float, *, relaunch: bool = False) -> None:
+        """Start the job's current attempt (``relaunch``: its launch row exists without a handle)."""
         devices = self._placed(job)
         executors = {self.host_executor[d.host].name: self.host_executor[d.host] for d in devices}
         attempt = job.attempts
@@ -427,17 +443,12 @@ class Service:
             return
         dev_rows = [{"host": d.host, "device_id": d.device_id, "index": d.index, "vendor": d.vendor, "model": d.model,
                      "visibility_env": dict(d.visibility_env)} for d in devices]
-        if attempt_row_exists:
-            attempt = max(la.attempt for la in self.store.launches(job.id)) + 1
-        # committed before the executor starts it: a crash inside start() is seen on restart
-        self.store.add_launch(job.id, attempt, ex.name, now, dev_rows)
+        if not relaunch:
+            # committed before the executor starts it: a crash inside start() is seen on restart
+            self.store.add_launch(job.id, attempt, ex.name, now, dev_rows)
         launch = Launch(job.id, attempt, ex.name, None, now, dev_rows, None, None, None, None, None)
         run = _Run(launch, ex, None)
         self.runs[job.id] = run
-        if attempt != job.attempts:
-            # a relaunch after a crash: the engine's attempt stays the same, the row is new
-            run.launch = launch = Launch(job.id, job.attempts, ex.name, None, now, dev_rows, None, None, None, None,
-                                         None)
         # a resumed job runs what is left after the work the engine kept (its last checkpoint)
         declared = req.duration_s if req.duration_s is not None else job.spec.estimate_s
         spec = LaunchSpec(job.id, job.spec.tenant, req.command, tuple(devices), req.env, self.log_root / job.id,
@@ -449,7 +460,7 @@ class Service:
             self.runs.pop(job.id, None)
             self.engine.finish(job.id, now, ok=False, reason=f"could not start: {exc}")
             return
-        self.store.set_ref(job.id, attempt, handle.ref)
+        self.store.set_ref(job.id, attempt, handle.ref, now)
         run.handle = handle
         run.launch = Launch(job.id, launch.attempt, ex.name, handle.ref, now, dev_rows, None, None, None, None, None)
         hosts = sorted({d.host for d in devices})

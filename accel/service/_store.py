@@ -260,9 +260,10 @@ class ServiceStore:
             db.execute("INSERT INTO launches(job, attempt, executor, ref, started_t, devices) VALUES (?,?,?,?,?,?)",
                        (job, attempt, executor, None, started_t, json.dumps(devices, sort_keys=True)))
 
-    def set_ref(self, job: str, attempt: int, ref: str) -> None:
+    def set_ref(self, job: str, attempt: int, ref: str, started_t: float) -> None:
         with self.transaction() as db:
-            db.execute("UPDATE launches SET ref = ? WHERE job = ? AND attempt = ?", (ref, job, attempt))
+            db.execute("UPDATE launches SET ref = ?, started_t = ? WHERE job = ? AND attempt = ?",
+                       (ref, started_t, job, attempt))
 
     def end_launch(self, job: str, attempt: int, t: float, exit_code: int | None, signal: int | None,
                    reason: str, detail: str) -> None:
