@@ -65,6 +65,7 @@ class TokenBook:
         self._cache: dict[bytes, Principal] = {}
         self._cache_size = cache_size
         self._lock = threading.Lock()
+        self._slow = threading.Lock()
 
     def create(self, tenant: str, *, admin: bool = False, label: str = "") -> str:
         """A new token for ``tenant``; only its hash is stored.  Returns the token itself."""
@@ -87,6 +88,14 @@ class TokenBook:
         m = _TOKEN_RE.match(token)
         if m is None:
             return None
+        with self._slow:  # one scrypt at a time: a burst of new clients does not stampede the CPUs
+            return self._check_slow(key, m)
+
+    def _check_slow(self, key: bytes, m: re.Match[str]) -> Principal | None:
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is not None:
+            return hit
         row = self._store.token(m.group(1))
         if row is None:
             _hash(m.group(2), _DUMMY_SALT)  # the same work as a known id: timing says nothing

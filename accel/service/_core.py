@@ -319,9 +319,12 @@ class Service:
                 elif job.state == JobState.PREEMPTING and run is not None and not run.checkpoint_sent:
                     self._preempting(job, run, now)
             wall_now = self.clock.wall(now)
+            todo: list[tuple[str, DeviceSampler, list[PlacedDevice]]] = []
             if wall_now - self._last_sample >= self._sample_every_s:
                 self._last_sample = wall_now
-                self._sample(now)
+                todo = self._to_sample()
+        # device reads are I/O: outside the lock, so API calls do not wait for them
+        self._sample(todo, now)
 
     def _reap(self, now: float) -> None:
         for job_id, run in list(self.runs.items()):
@@ -472,14 +475,19 @@ class Service:
             if q > 1.0:
                 self._wait_ratios.append((now - job.submitted_at) / q)
 
-    def _sample(self, now: float) -> None:
-        rows: list[tuple[str, float, str, int | None, float | None, float | None]] = []
+    def _to_sample(self) -> list[tuple[str, DeviceSampler, list[PlacedDevice]]]:
+        out: list[tuple[str, DeviceSampler, list[PlacedDevice]]] = []
         for job_id, run in self.runs.items():
             if run.handle is None or not isinstance(run.executor, DeviceSampler):
                 continue
-            devices = [PlacedDevice(d["host"], d["device_id"], int(d["index"]), d["vendor"], d["model"])
-                       for d in run.launch.devices]
-            for s in run.executor.sample(devices):
+            out.append((job_id, run.executor, [PlacedDevice(d["host"], d["device_id"], int(d["index"]), d["vendor"],
+                                                            d["model"]) for d in run.launch.devices]))
+        return out
+
+    def _sample(self, todo: list[tuple[str, DeviceSampler, list[PlacedDevice]]], now: float) -> None:
+        rows: list[tuple[str, float, str, int | None, float | None, float | None]] = []
+        for job_id, sampler, devices in todo:
+            for s in sampler.sample(devices):
                 rows.append((job_id, now, s.device_id, s.memory_used_bytes, s.utilization_ratio, s.power_watts))
         self.store.add_samples(rows)
 
@@ -622,21 +630,22 @@ class Service:
     def jobs(self, who: Principal, *, limit: int = 100, state: str | None = None) -> list[dict[str, Any]]:
         with self.lock:
             rows = self.store.jobs(None if who.admin else who.tenant, limit=limit if state is None else None)
+            ran_on = self.store.last_models([s.id for s in rows[:limit] if state is None] or None)
             out = []
             for s in rows:
                 job = self.engine.jobs.get(s.id)
                 st = job.state.value if job is not None else "unknown"
                 if state is not None and st != state:
                     continue
-                out.append(self._summary(s, job))
+                out.append(self._summary(s, job, ran_on))
                 if len(out) >= limit:
                     break
             return out
 
-    def _summary(self, s: StoredJob, job: Job | None) -> dict[str, Any]:
+    def _summary(self, s: StoredJob, job: Job | None, ran_on: Mapping[str, str] | None = None) -> dict[str, Any]:
         pool = (job.pool if job else None) or s.request.get("pool") or None
         if pool is None and job is not None and job.attempts:
-            pool = _pool_of(job, self.engine.history(s.id))
+            pool = (ran_on or {}).get(s.id) or _pool_of(job, self.engine.history(s.id))
         return {"id": s.id, "name": s.name, "tenant": s.tenant, "state": job.state.value if job else "unknown",
                 "pool": pool,
                 "devices": s.request["devices"], "submitted_at": s.submitted_t,

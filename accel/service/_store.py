@@ -276,6 +276,20 @@ class ServiceStore:
         return [self._launch(r) for r in self._query(
             f"SELECT {self._LAUNCH_COLS} FROM launches WHERE job = ? ORDER BY attempt", (job,))]
 
+    def last_models(self, jobs: list[str] | None) -> dict[str, str]:
+        """The device model of each job's last launch (its pool), in one query (``None``: none asked)."""
+        if not jobs:
+            return {}
+        marks = ",".join("?" * len(jobs))
+        rows = self._query(f"SELECT job, devices FROM launches WHERE job IN ({marks}) ORDER BY job, attempt",
+                           tuple(jobs))
+        out: dict[str, str] = {}
+        for job, devices in rows:
+            devs = json.loads(devices)
+            if devs:
+                out[str(job)] = str(devs[0]["model"])
+        return out
+
     def open_launches(self) -> list[Launch]:
         return [self._launch(r) for r in self._query(
             f"SELECT {self._LAUNCH_COLS} FROM launches WHERE ended_t IS NULL ORDER BY job, attempt")]
