@@ -134,6 +134,7 @@ class Service:
             for dev in inv.devices:
                 self._pool_vendor.setdefault(dev.model or "unknown", dev.vendor)
         self._wait_ratios: list[float] = []
+        self._requests: dict[str, JobRequest] = {}
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -493,8 +494,14 @@ class Service:
 
     # -- requests ------------------------------------------------------------------------------------
     def _request(self, job_id: str) -> JobRequest | None:
-        stored = self.store.job(job_id)
-        return request_from_dict(stored.request) if stored is not None else None
+        """A job's request (immutable once stored: kept in memory after the first read)."""
+        req = self._requests.get(job_id)
+        if req is None:
+            stored = self.store.job(job_id)
+            if stored is None:
+                return None
+            req = self._requests[job_id] = request_from_dict(stored.request)
+        return req
 
     def pools_for(self, req: JobRequest) -> list[str]:
         """The pools that can take ``req`` (its model / pool / vendor selectors)."""
