@@ -603,8 +603,9 @@ class Service:
             pool = chosen["pool"] if (req.pool or req.model or req.vendor) else ""
             stored = StoredJob(job_id, seq, tenant, req.name, {**req.as_dict(), "tenant": tenant, "pool": pool}, now,
                                self.clock.wall(now), who.actor, {**chosen, "all": quotes})
-            self.store.add_job(stored)  # before the journal: a crash in between is resubmitted on restart
-            self._audit(now, job_id, who.actor, "quoted", chosen["summary"], {"pools": len(quotes)})
+            with self.store.transaction():  # the request and its quote: one commit, before the journal's
+                self.store.add_job(stored)  # ``submitted`` (a crash in between is resubmitted on restart)
+                self._audit(now, job_id, who.actor, "quoted", chosen["summary"], {"pools": len(quotes)})
             self._engine_submit(stored, now)
         self.wake()
         return job_id
