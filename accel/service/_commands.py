@@ -27,6 +27,13 @@ def _serve_arguments(parser: argparse.ArgumentParser, context: CommandContext) -
     parser.add_argument("--executor", action="append", default=[], metavar="NAME",
                         help="an executor to run jobs on (sim, local, slurm; repeat for several clusters; "
                              "default: sim when --sim is given)")
+    parser.add_argument("--run-as", default=None, metavar="USER",
+                        help="local executor: run jobs as this unprivileged user (when the service runs as root)")
+    parser.add_argument("--allow-root", action="store_true",
+                        help="local executor: allow running jobs as root (refused unless given)")
+    parser.add_argument("--executor-option", action="append", default=[], metavar="NAME=VALUE",
+                        help="an option for the executors (local: inventory, path, state_dir; true/false are "
+                             "booleans; repeatable)")
     parser.add_argument("--time-scale", type=float, default=1.0, metavar="X",
                         help="service seconds per wall second (a sim job of 600 s takes 10 s at 60)")
     parser.add_argument("--price", action="append", default=[], metavar="MODEL=PRICE",

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accel.errors import ConfigError
-from accel.model import HostInventory
+from accel.errors import AccelError, ConfigError
+from accel.model import HostInventory, Telemetry
 from accel.scheduler import (
     ClusterState,
     InvalidRequestError,
@@ -320,7 +320,7 @@ class Service:
                 elif job.state == JobState.PREEMPTING and run is not None and not run.checkpoint_sent:
                     self._preempting(job, run, now)
             wall_now = self.clock.wall(now)
-            todo: list[tuple[str, DeviceSampler, list[PlacedDevice]]] = []
+            todo: list[tuple[str, Executor, list[PlacedDevice]]] = []
             if wall_now - self._last_sample >= self._sample_every_s:
                 self._last_sample = wall_now
                 todo = self._to_sample()
@@ -476,20 +476,34 @@ class Service:
             if q > 1.0:
                 self._wait_ratios.append((now - job.submitted_at) / q)
 
-    def _to_sample(self) -> list[tuple[str, DeviceSampler, list[PlacedDevice]]]:
-        out: list[tuple[str, DeviceSampler, list[PlacedDevice]]] = []
+    def _to_sample(self) -> list[tuple[str, Executor, list[PlacedDevice]]]:
+        out: list[tuple[str, Executor, list[PlacedDevice]]] = []
         for job_id, run in self.runs.items():
-            if run.handle is None or not isinstance(run.executor, DeviceSampler):
+            if run.handle is None:
+                continue
+            if not isinstance(run.executor, DeviceSampler) and not callable(getattr(run.executor, "telemetry", None)):
                 continue
             out.append((job_id, run.executor, [PlacedDevice(d["host"], d["device_id"], int(d["index"]), d["vendor"],
                                                             d["model"]) for d in run.launch.devices]))
         return out
 
-    def _sample(self, todo: list[tuple[str, DeviceSampler, list[PlacedDevice]]], now: float) -> None:
+    def _sample(self, todo: list[tuple[str, Executor, list[PlacedDevice]]], now: float) -> None:
+        """Read the devices of running jobs: an executor's ``sample`` (:class:`DeviceSampler`), or
+        its ``telemetry(devices)`` returning accel's :class:`accel.model.Telemetry` readings."""
         rows: list[tuple[str, float, str, int | None, float | None, float | None]] = []
-        for job_id, sampler, devices in todo:
-            for s in sampler.sample(devices):
-                rows.append((job_id, now, s.device_id, s.memory_used_bytes, s.utilization_ratio, s.power_watts))
+        for job_id, ex, devices in todo:
+            if isinstance(ex, DeviceSampler):
+                for s in ex.sample(devices):
+                    rows.append((job_id, now, s.device_id, s.memory_used_bytes, s.utilization_ratio, s.power_watts))
+                continue
+            try:
+                readings = ex.telemetry(devices)  # type: ignore[attr-defined]
+            except (AccelError, ExecutorError):
+                continue  # an unreadable device is left out of this sample, never fatal
+            for tel in readings:
+                if isinstance(tel, Telemetry):
+                    rows.append((job_id, now, tel.device_id, tel.memory_used_bytes, tel.utilization_ratio,
+                                 tel.power_watts))
         self.store.add_samples(rows)
 
     # -- requests ------------------------------------------------------------------------------------

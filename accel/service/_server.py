@@ -80,9 +80,19 @@ def main(args: argparse.Namespace) -> int:
         svc = holder.get("svc")
         return svc.now() if svc is not None else 0.0
 
+    extra: dict[str, object] = {}
+    for item in args.executor_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--executor-option {item!r}: expected NAME=VALUE")
+        extra[key] = {"true": True, "false": False}.get(value.lower(), value)
+    if args.run_as:
+        extra["run_as"] = args.run_as
+    if args.allow_root:
+        extra["allow_root"] = True
     executors = []
     for name in names:
-        options: dict[str, object] = {"time_scale": args.time_scale}
+        options: dict[str, object] = {"time_scale": args.time_scale, **extra}
         if name == "sim":
             options["profiles"] = args.sim or ""
         executors.append(build_executor(name, ExecutorContext(clock, state / "logs", options)))

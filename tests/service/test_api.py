@@ -168,3 +168,54 @@ def test_preemption_checkpoints_requeues_and_resumes_the_victim(tmp_path: Path) 
             assert kind in kinds
         assert rec["attempts"] == 2 and len(rec["bill"]["lines"]) == 2
         assert r.show(r.bob, high["id"])["state"] == "finished"
+
+
+def test_an_executor_offering_telemetry_feeds_the_charts(tmp_path: Path) -> None:
+    """The local executor reads a job's devices as accel Telemetry (``telemetry(devices)``)
+    instead of ``sample``: the service charts either."""
+    from collections.abc import Sequence
+    from typing import Any
+
+    from accel.model import Telemetry
+    from accel.service._auth import Principal
+    from accel.service._core import Service, default_policy
+    from accel.service._executor import PlacedDevice
+    from accel.service._jobreq import EnvAllowlist, parse_request
+    from accel.service.executors import ExecutorContext, build_executor
+    from tests.service._svc import FakeWall
+
+    class TelemetryOnly:
+        """The sim executor seen through the other reading interface (everything else delegated)."""
+
+        name = "sim"
+        relaunch_safe = True
+
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+            for attr in ("hosts", "start", "poll", "signal", "reattach", "log_path", "close"):
+                setattr(self, attr, getattr(inner, attr))
+
+        def telemetry(self, devices: Sequence[PlacedDevice]) -> list[Telemetry]:
+            out: list[Telemetry] = []
+            for d in devices:
+                host = self.inner._hosts[d.host]
+                out.extend(host.busy.telemetry([host.device_ids[d.index]]))
+            return out
+
+    wall = FakeWall()
+    holder: dict[str, Service] = {}
+    inner = build_executor("sim", ExecutorContext(lambda: holder["svc"].now() if holder else 0.0,
+                                                  tmp_path / "logs", {"profiles": "rtx4090-4"}))
+    svc = holder["svc"] = Service.open(tmp_path, [TelemetryOnly(inner)], time_scale=60, policy=default_policy(),
+                                       wall=wall, sample_every_s=1.0)
+    try:
+        who = Principal("t", "team-a", False)
+        job_id = svc.submit(who, parse_request({"command": ["x"], "devices": 2, "duration_s": 300}, EnvAllowlist()))
+        for _ in range(8):
+            wall.advance(1)
+            svc.tick()
+        samples = svc.samples(who, job_id)
+        assert samples and all(s[3] == pytest.approx(0.9) for s in samples)  # the busy copy's load
+        assert svc.record(who, job_id)["state"] == "finished"
+    finally:
+        svc.close()

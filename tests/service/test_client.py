@@ -102,3 +102,17 @@ def test_sched_price_file_errors(tmp_path: Path) -> None:
     path.write_text('{"currency": "EUR", "per_device_hour": {"H100": 3}}')
     table = load_prices(path)
     assert table.device_hour("H100") == 3.0 and table.currency == "EUR"
+
+
+def test_serve_refuses_bad_options_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = str(tmp_path / "s")
+    for argv, message in (
+        (["serve", "--state", state], "name the hosts to run on"),
+        (["serve", "--state", state, "--sim", "dgx-h100", "--listen", "nowhere"], "expected HOST:PORT"),
+        (["serve", "--state", state, "--executor", "nosuch"], "unknown executor 'nosuch'"),
+        (["serve", "--state", state, "--sim", "dgx-h100", "--price", "H100=-1"], "MODEL=PRICE"),
+        (["serve", "--state", state, "--sim", "dgx-h100", "--executor-option", "novalue"], "NAME=VALUE"),
+        (["serve", "--state", state, "--sim", "no-such-profile"], "no-such-profile"),
+    ):
+        code, _, err = _accel(capsys, *argv)
+        assert code == 2 and message in err and "Traceback" not in err, (argv, err)
