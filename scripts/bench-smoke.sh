@@ -22,3 +22,4 @@ echo "== bench: HTTP services under load: extender and exporter vs the stdlib se
 echo "== bench: serving routing on the Mooncake trace (quick)"; "$PY" benchmarks/serving/routing.py --quick --out "$OUT/serving"
 echo "== bench: serving autoscaling on the Azure trace (quick)"; "$PY" benchmarks/serving/autoscale.py --quick --out "$OUT/serving"
 echo "== bench: serving + training co-location (quick)"; "$PY" benchmarks/serving/colocate.py --quick --out "$OUT/serving"
+echo "== bench: accel serve API latency vs /healthz (quick)"; "$PY" benchmarks/service/bench_api.py --quick

@@ -262,6 +262,9 @@ def _sched_arguments(parser: argparse.ArgumentParser, context: CommandContext) -
     # Journal time is seconds from the journal's start: open run segments are billed up to it.
     bill.add_argument("--at", type=number(unit="seconds of journal time", minimum=0), default=None, metavar="S",
                       help="bill open run segments up to this journal time (default: the last event)")
+    bill.add_argument("--prices", default=None, metavar="FILE",
+                      help="price per device model (JSON; default: prices.json next to the journal, which "
+                           "accel serve keeps; without one every cost is 0)")
     for p in (history, jobs, bill):
         p.add_argument("--journal", default=None, metavar="PATH",
                        help="the scheduler journal (default: $ACCEL_SCHED_JOURNAL or ./accel-sched.db)")

@@ -457,6 +457,25 @@ class QueueingScheduler:
         self._emit(now, spec.id, "submitted", "submitted", data)
         return self.jobs[spec.id]
 
+    def quote(self, spec: JobSpec, now: float, *, depth: int | None = None) -> list[WaitEstimate]:
+        """Estimated start per pool for ``spec`` as if it were submitted at ``now``, best first:
+        a front desk's quote before the user chooses a pool (``accel serve``'s ``POST /v1/quotes``).
+
+        Nothing is journaled and nothing changes: the job is planned as a throwaway waiting record,
+        exactly as ``submit(..., estimate=True)`` does, and removed again.
+        """
+        if spec.id in self.jobs:
+            raise InvalidRequestError(f"job {spec.id} already submitted", field="id")
+        klass = self.policy.klass(spec.priority_class)
+        self._pools_for(spec)
+        t = max(float(now), self.now)
+        tmp = Job(spec, klass, self._seq + 1, t)
+        self.jobs[spec.id] = self._waiting[spec.id] = tmp
+        try:
+            return self.estimate(spec.id, t, depth=depth)
+        finally:
+            del self.jobs[spec.id], self._waiting[spec.id]
+
     def finish(self, job_id: str, now: float, *, ok: bool = True, reason: str = "") -> None:
         """The job ended by itself (``ok=False``: it failed)."""
         job = self._job(job_id)

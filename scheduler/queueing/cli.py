@@ -7,8 +7,10 @@ check what the journal names against that cluster too (as recovery does).
 
 * ``history JOB [--journal PATH] [--json]``: every event of one job (every row of the journal is checked first).
 * ``jobs [--journal PATH] [--json]``: each job's latest event (its current state and why).
-* ``bill [--journal PATH] [--json] [--at SECONDS]``: metered usage per tenant and device model,
-  from the journal alone (open run segments are billed up to ``--at``, default the last event).
+* ``bill [--journal PATH] [--json] [--at SECONDS] [--prices FILE]``: metered usage and its cost
+  per tenant and device model, from the journal (open run segments are billed up to ``--at``,
+  default the last event), priced from ``--prices`` (default ``prices.json`` next to the
+  journal, which ``accel serve`` keeps from its stored price table; none: every cost is 0).
 
 ``--journal`` defaults to ``$ACCEL_SCHED_JOURNAL`` or ``./accel-sched.db``.  The journal is
 opened read-only (never created, converted, locked or written, and no ``-wal``, ``-shm`` or
@@ -43,9 +45,9 @@ from accel.model import HostInventory
 from accel.scheduler import ClusterState, from_inventories
 
 from ._audit import NEEDS_CLUSTER, JournalAudit, read_journal
-from ._meter import Meter, Segment
+from ._meter import Meter, PriceTable, Segment
 
-__all__ = ["UnknownJobError", "add_arguments", "default_journal", "main"]
+__all__ = ["PRICES_FILE", "UnknownJobError", "add_arguments", "default_journal", "load_prices", "main"]
 
 DEFAULT_JOURNAL = "accel-sched.db"
 
@@ -68,6 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     j = sub.add_parser("jobs", help="each job's current state")
     b = sub.add_parser("bill", help="metered usage and cost per tenant and device model")
     b.add_argument("--at", type=float, default=None)
+    b.add_argument("--prices", default=None)
     for p in (h, j, b):
         p.add_argument("--journal", default=None)
         p.add_argument("--json", action="store_true")
@@ -160,8 +163,47 @@ def jobs(journal: JournalAudit, *, as_json: bool, out: TextIO) -> int:
     return 0
 
 
-def bill(journal: JournalAudit, *, at: float | None, as_json: bool, out: TextIO, err: TextIO) -> int:
-    meter = Meter(journal.prices)
+PRICES_FILE = "prices.json"
+
+
+def load_prices(path: str | Path) -> PriceTable:
+    """A price file: ``{"currency": "USD", "per_device_hour": {MODEL: PRICE}, "per_gib_hour": {...}}``
+    (what ``accel serve`` writes next to its journal); :class:`ConfigError` naming what is wrong."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"price file {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ConfigError(f"price file {path}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or set(data) - {"currency", "per_device_hour", "per_gib_hour"}:
+        raise ConfigError(f"price file {path}: expected an object of currency, per_device_hour, per_gib_hour")
+    tables: list[dict[str, float]] = []
+    for key in ("per_device_hour", "per_gib_hour"):
+        table = data.get(key, {})
+        if not isinstance(table, dict) or not all(
+                isinstance(m, str) and isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+                for m, v in table.items()):
+            raise ConfigError(f"price file {path}: {key} must map device models to prices >= 0")
+        tables.append({m: float(v) for m, v in table.items()})
+    currency = data.get("currency", "USD")
+    if not isinstance(currency, str) or not currency:
+        raise ConfigError(f"price file {path}: currency must be a name such as USD")
+    return PriceTable(tables[0], tables[1], currency=currency)
+
+
+def _prices_for(journal: JournalAudit, path: str | None) -> PriceTable | None:
+    """``--prices FILE`` first, then the table stored in the journal, then ``prices.json`` beside it."""
+    if path is not None:
+        return load_prices(path)
+    if journal.prices is not None:
+        return journal.prices
+    beside = Path(journal.path).parent / PRICES_FILE
+    return load_prices(beside) if beside.is_file() else None
+
+
+def bill(journal: JournalAudit, *, at: float | None, as_json: bool, out: TextIO, err: TextIO,
+         prices: PriceTable | None = None) -> int:
+    meter = Meter(prices)
     last = 0.0
     for ev in journal.events:
         last = ev.t
@@ -176,9 +218,9 @@ def bill(journal: JournalAudit, *, at: float | None, as_json: bool, out: TextIO,
             meter.stop(ev.job, ev.t)
     b = meter.bill(at if at is not None else last)
     rows = b.as_rows()
-    if journal.prices is None:  # no price table stored: the cost is unknown, not zero
-        err.write(f"note: {journal.path} (schema version {journal.schema_version}) stores no price table: "
-                  "cost unknown\n")
+    if prices is None:  # no price table stored or given: the cost is unknown, not zero
+        err.write(f"note: {journal.path} (schema version {journal.schema_version}) stores no price table "
+                  "and none was given (--prices): cost unknown\n")
         for r in rows:
             r["cost"] = r["currency"] = None
     if as_json:
@@ -206,6 +248,7 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     elif cmd == "jobs":
         code = jobs(journal, as_json=as_json, out=stream)
     else:
-        code = bill(journal, at=getattr(args, "at", None), as_json=as_json, out=stream, err=notes)
+        code = bill(journal, at=getattr(args, "at", None), as_json=as_json, out=stream, err=notes,
+                    prices=_prices_for(journal, getattr(args, "prices", None)))
     _note_unchecked(journal, notes)
     return code

@@ -88,11 +88,31 @@ RULES = {
         "accel.integrations", "accel.model", "accel.errors", "accel.discovery", "accel.plugin",
     ),
     "accel.integrations.slurm": ("accel.integrations", "accel.model", "accel.errors"),
+    # DESIGN.md section 11: service -> scheduler, discovery, integrations, model (plus the errors, the
+    # BackendConfig its sim executor opens a backend with, the loopback check, and the CLI's Command type
+    # its command module registers with).
+    "accel.service": (
+        "accel.service", "accel.scheduler", "accel.discovery", "accel.integrations", "accel.model", "accel.errors",
+        "accel.plugin", "accel._net", "accel.cli.commands", "accel.__version__",
+    ),
     "accel.conformance": (
         "accel.conformance", "accel.plugin", "accel.model", "accel.errors", "accel.sysfs", "accel.tools",
         "accel.testing", "accel.discovery",
     ),
 }
+
+
+def test_no_layer_below_the_service_imports_it() -> None:
+    """DESIGN.md section 11: integrations -/-> service, scheduler -/-> service (nor anything else
+    but the CLI's command list, which names its commands by entry point, not by import)."""
+    bad = []
+    for name, path in MODULES.items():
+        if name.startswith("accel.service"):
+            continue
+        for imp in _ours(_imports(name, path)):
+            if _allowed(imp, ("accel.service",)):
+                bad.append(f"{name} imports {imp}")
+    assert not bad, "\n".join(bad)
 
 
 @pytest.mark.parametrize("rule", sorted(RULES))

@@ -1,0 +1,119 @@
+"""``accel serve``: open the state, build the executors, run the live loop and the HTTP app."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from accel._net import is_loopback
+from accel.errors import ConfigError
+
+__all__ = ["main", "parse_listen", "state_dir"]
+
+
+def state_dir(value: str | None) -> Path:
+    return Path(value or os.environ.get("ACCEL_STATE") or "accel-state")
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"--listen {text!r}: expected HOST:PORT (127.0.0.1:8470)")
+    return host, int(port)
+
+
+def _prices(items: list[str]) -> dict[str, float]:
+    out = {}
+    for item in items:
+        model, sep, price = item.rpartition("=")
+        try:
+            value = float(price)
+        except ValueError:
+            value = -1.0
+        if not sep or not model or not value >= 0:
+            raise ConfigError(f"--price {item!r}: expected MODEL=PRICE with a price >= 0")
+        out[model] = value
+    return out
+
+
+def _token_create(args: argparse.Namespace) -> int:
+    from ._auth import TokenBook
+    from ._store import ServiceStore
+
+    state = state_dir(args.token_state or args.state)
+    if not (state / "service.sqlite").is_file():
+        raise ConfigError(f"{state} is not the state directory of an accel serve (no service.sqlite); start "
+                          f"`accel serve --state {state}` once first")
+    store = ServiceStore(state / "service.sqlite")
+    try:
+        token = TokenBook(store).create(args.tenant, admin=args.admin, label=args.label)
+    finally:
+        store.close()
+    print(token)
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    if getattr(args, "serve_action", None) == "token":
+        return _token_create(args)
+    import uvicorn
+
+    from ._app import build_app
+    from ._auth import TokenBook, ensure_admin_token
+    from ._core import Service, default_policy
+    from ._jobreq import DEFAULT_ENV_ALLOW, EnvAllowlist
+    from .executors import ExecutorContext, build_executor
+
+    host, port = parse_listen(args.listen)
+    state = state_dir(args.state)
+    names = list(args.executor) or (["sim"] if args.sim else [])
+    if not names:
+        raise ConfigError("name the hosts to run on: --sim PROFILES (simulated) or --executor local|slurm")
+    if args.grace < 0:
+        raise ConfigError("--grace must be >= 0")
+    holder: dict[str, Service] = {}
+
+    def clock() -> float:
+        svc = holder.get("svc")
+        return svc.now() if svc is not None else 0.0
+
+    extra: dict[str, object] = {}
+    for item in args.executor_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--executor-option {item!r}: expected NAME=VALUE")
+        extra[key] = {"true": True, "false": False}.get(value.lower(), value)
+    if args.run_as:
+        extra["run_as"] = args.run_as
+    if args.allow_root:
+        extra["allow_root"] = True
+    executors = []
+    for name in names:
+        options: dict[str, object] = {"time_scale": args.time_scale, **extra}
+        if name == "sim":
+            options["profiles"] = args.sim or ""
+        executors.append(build_executor(name, ExecutorContext(clock, state / "logs", options)))
+    service = Service.open(state, executors, time_scale=args.time_scale, prices=_prices(args.price),
+                           policy=default_policy(args.grace),
+                           env_allow=EnvAllowlist(tuple(args.env_allow) or DEFAULT_ENV_ALLOW))
+    holder["svc"] = service
+    tokens = TokenBook(service.store)
+    written = ensure_admin_token(state, tokens, service.store)
+    if written is not None:
+        print(f"accel serve: wrote the admin token to {written} (mode 0600)", file=sys.stderr)
+    if not is_loopback(host):
+        print(f"accel serve: warning: listening on {host}, not loopback: put TLS in front of it", file=sys.stderr)
+    app = build_app(service, tokens, rate=args.rate, burst=args.burst)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"accel serve: http://{shown}:{port} (state {state}, executors {', '.join(names)}, "
+          f"time scale {args.time_scale:g})", file=sys.stderr, flush=True)
+    service.start_loop()
+    try:
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                                      lifespan="off")).run()
+    finally:
+        service.close()
+    return 0
