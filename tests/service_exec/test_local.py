@@ -113,8 +113,15 @@ def test_the_job_sees_its_devices_and_nothing_of_the_service(
     assert env["ACCEL_JOB_ID"] == "job-1"
     assert "ACCEL_TOKEN" not in env
     assert set(env) == {
-        "PATH", "HOME", "USER", "LOGNAME", "LANG", "EPOCHS", "ACCEL_JOB_ID",
-        "CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES",
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "EPOCHS",
+        "ACCEL_JOB_ID",
+        "CUDA_VISIBLE_DEVICES",
+        "ASCEND_RT_VISIBLE_DEVICES",
     }
 
 
@@ -212,9 +219,7 @@ def test_classify_exit() -> None:
 
 
 # --------------------------------------------------------------------------- restart, reattach
-def test_reattach_from_a_new_executor_and_start_is_idempotent(
-    inv: HostInventory, tmp_path: Path
-) -> None:
+def test_reattach_from_a_new_executor_and_start_is_idempotent(inv: HostInventory, tmp_path: Path) -> None:
     state, go = tmp_path / "state", tmp_path / "go"
     first = LocalExecutor(state, inventory=lambda: inv, allow_root=True)
     argv = ("sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done; echo $$; exit 7")
@@ -231,9 +236,7 @@ def test_reattach_from_a_new_executor_and_start_is_idempotent(
     wait_end(first, h)  # reaps the supervisor, the first executor's child
 
 
-def test_the_job_survives_a_sigkilled_service_and_its_exit_code_is_kept(
-    inv: HostInventory, tmp_path: Path
-) -> None:
+def test_the_job_survives_a_sigkilled_service_and_its_exit_code_is_kept(inv: HostInventory, tmp_path: Path) -> None:
     state, go, out = tmp_path / "state", tmp_path / "go", tmp_path / "handle.json"
     (tmp_path / "j").mkdir()
     service = textwrap.dedent(f"""
@@ -245,7 +248,7 @@ def test_the_job_survives_a_sigkilled_service_and_its_exit_code_is_kept(
         inv = host()
         ex = LocalExecutor(Path({str(state)!r}), inventory=lambda: inv, allow_root=True)
         argv = ("sh", "-c", "while [ ! -e {go} ]; do sleep 0.05; done; exit 5")
-        h = ex.start(LaunchSpec(job_id="j", tenant="t", argv=argv, devices=(), log_dir=Path({str(tmp_path / 'j')!r})))
+        h = ex.start(LaunchSpec(job_id="j", tenant="t", argv=argv, devices=(), log_dir=Path({str(tmp_path / "j")!r})))
         Path({str(out)!r}).write_text(json.dumps([h.executor, h.job_id, h.ref]))
         time.sleep(300)
     """)
