@@ -41,6 +41,7 @@ from accel.errors import AccelError
 from accel.model import HostInventory
 
 from .._executor import ExecutorError, ExitReason, Handle, JobLostError, LaunchSpec, RunStatus
+from ._sources import inventory_source
 from ._visibility import job_visibility_env
 from ._wrap import EXIT, LAUNCH, RUN, read_start_ticks, write_json_atomic
 
@@ -94,26 +95,12 @@ def _alive(pid: object, start: object) -> bool:
     return read_start_ticks(pid) == start
 
 
-def _discovered() -> Callable[[], HostInventory]:
-    """This host through accel's discovery: one session, opened on first use."""
-    from accel.discovery import open_session
-
-    session: list[Any] = []
-
-    def read() -> HostInventory:
-        if not session:
-            session.append(open_session())
-        inv: HostInventory = session[0].inventory()
-        return inv
-
-    return read
-
-
 class LocalExecutor:
     """Runs placed jobs on this host (see the module docstring).
 
     :param state_dir: where the executor keeps one small record per job (created, mode 0700).
-    :param inventory: returns this host's inventory; default: accel's discovery.
+    :param inventory: returns this host's inventory; default: accel's discovery
+        (:func:`~accel.service.executors._sources.inventory_source` makes one from a name).
     :param run_as: the account jobs run as (needed when the service runs as root).
     :param allow_root: run jobs as root when the service is root and ``run_as`` is not given.
     :param path: the jobs' ``PATH`` (default ``/usr/local/bin:/usr/bin:/bin``).
@@ -137,7 +124,7 @@ class LocalExecutor:
         self._state = Path(state_dir)
         self._state.mkdir(parents=True, exist_ok=True)
         self._state.chmod(0o700)
-        self._inventory = inventory or _discovered()
+        self._inventory = inventory or inventory_source(None)
         self._path = path
         self._cgroup_root = cgroup_root
         self._start_timeout_s = start_timeout_s
@@ -215,8 +202,10 @@ class LocalExecutor:
         for i, arg in enumerate(spec.argv):
             if not isinstance(arg, str) or "\0" in arg:
                 raise ExecutorError(f"job {spec.job_id}: argv[{i}] is not a string without NUL")
-        if not spec.log_dir.is_dir():
-            raise ExecutorError(f"job {spec.job_id}: log directory {str(spec.log_dir)!r} does not exist")
+        if not spec.log_dir.is_absolute() or not spec.log_dir.is_dir():
+            raise ExecutorError(
+                f"job {spec.job_id}: log directory {str(spec.log_dir)!r} is not an existing absolute path"
+            )
 
     def start(self, spec: LaunchSpec) -> Handle:
         """Launch ``spec`` under a supervisor; if this job's last run is still alive, return its

@@ -149,7 +149,8 @@ class SlurmExecutor:
     """Runs placed jobs through Slurm (see the module docstring).
 
     :param state_dir: where the executor keeps one record and one batch script per job.
-    :param node_inventory: a node's inventory by node name.
+    :param node_inventory: a node's inventory by node name
+        (:func:`~accel.service.executors._sources.node_inventory_source` makes one from a name).
     :param runner: runs the Slurm commands (default: :class:`accel.tools.SubprocessRunner`).
     :param env: variables the Slurm commands need (``SLURM_CONF``...).
     :param partition: the Slurm partition jobs go to (default: the cluster's default).
@@ -301,8 +302,10 @@ class SlurmExecutor:
         if "%" in str(spec.log_dir) or "\\" in str(spec.log_dir):
             # sbatch expands %j, %u... in --output; a path with them would name another file.
             raise ExecutorError(f"job {spec.job_id}: log directory {str(spec.log_dir)!r} holds '%' or '\\'")
-        if not spec.log_dir.is_dir():
-            raise ExecutorError(f"job {spec.job_id}: log directory {str(spec.log_dir)!r} does not exist")
+        if not spec.log_dir.is_absolute() or not spec.log_dir.is_dir():
+            raise ExecutorError(
+                f"job {spec.job_id}: log directory {str(spec.log_dir)!r} is not an existing absolute path"
+            )
 
     def _job_name(self, job_id: str) -> str:
         return f"accel-{job_id}"

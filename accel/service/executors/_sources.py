@@ -1,0 +1,91 @@
+"""Where the ``local`` and ``slurm`` executors read their hosts' devices from.
+
+- ``local``: :func:`inventory_source` — ``None`` (or ``"discover"``) is this host through accel's
+  discovery; ``"sim:<profile>"`` a simulator profile (a laptop, a test); a path to a ``.json``
+  file an inventory as ``accel ls --json`` wrote it (a replay of a real host).
+- ``slurm``: :func:`node_inventory_source` — ``"sim:<profile>"`` gives every node that profile's
+  devices; a directory holds ``<node>.json`` per node, each what ``accel ls --json`` printed on that
+  node (written by the node itself, e.g. from its health check or a timer).
+
+Bad input (an unknown profile, a missing or invalid file, a node name that is not a plain file
+name) is a :class:`~accel.errors.ConfigError` naming it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from accel.errors import ConfigError
+from accel.model import HostInventory
+
+__all__ = ["inventory_source", "node_inventory_source"]
+
+_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _session_reader(configs: dict[str, Any] | None, backends: list[str] | None) -> Callable[[], HostInventory]:
+    from accel.discovery import open_session
+
+    session: list[Any] = []
+
+    def read() -> HostInventory:
+        if not session:  # one session, kept open: discovery is not repeated per read
+            session.append(open_session(configs, backends=backends))
+        inv: HostInventory = session[0].inventory()
+        return inv
+
+    return read
+
+
+def _sim(profile: str) -> Callable[[], HostInventory]:
+    from accel.plugin import BackendConfig
+    from accel.sim import list_profiles
+
+    if not profile or (profile not in list_profiles() and not profile.endswith(".json")):
+        raise ConfigError(f"unknown simulator profile {profile!r}; known: {', '.join(list_profiles())}")
+    return _session_reader({"sim": BackendConfig(options={"profile": profile})}, ["sim"])
+
+
+def _read_file(path: Path) -> HostInventory:
+    try:
+        return HostInventory.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"inventory file {str(path)!r} cannot be read: {exc.strerror}") from exc
+    except pydantic.ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        loc = ".".join(str(p) for p in first.get("loc", ()))
+        raise ConfigError(f"inventory file {str(path)!r} is not an accel inventory: {loc}: {first.get('msg')}") from exc
+
+
+def inventory_source(source: str | None) -> Callable[[], HostInventory]:
+    """This host's inventory, read anew on every call (see the module docstring)."""
+    if source is None or source == "discover":
+        return _session_reader(None, None)
+    if source.startswith("sim:"):
+        return _sim(source[len("sim:") :])
+    path = Path(source)
+    if path.suffix != ".json":
+        raise ConfigError(f"inventory source {source!r}: give 'discover', 'sim:<profile>' or an inventory .json file")
+    return lambda: _read_file(path)
+
+
+def node_inventory_source(source: str) -> Callable[[str], HostInventory]:
+    """A Slurm node's inventory by node name (see the module docstring)."""
+    if source.startswith("sim:"):
+        read = _sim(source[len("sim:") :])
+        return lambda _node: read()
+    folder = Path(source)
+    if not folder.is_dir():
+        raise ConfigError(f"node inventory source {source!r}: give 'sim:<profile>' or a directory of <node>.json")
+
+    def by_node(node: str) -> HostInventory:
+        if not _NODE.match(node):
+            raise ConfigError(f"Slurm node name {node!r} is not a plain file name")
+        return _read_file(folder / f"{node}.json")
+
+    return by_node
