@@ -227,8 +227,11 @@ def test_reattach_from_a_new_executor_and_start_is_idempotent(inv: HostInventory
     h = first.start(s)
     second = LocalExecutor(state, inventory=lambda: inv, allow_root=True)
     assert second.reattach(h).running
-    # Starting the same job again while it runs gives back the same run, not a second one.
+    # Starting the same job again while it runs gives back the same run, not a second one,
+    # also where the executor's record was never written (the service died just after the start).
     assert second.start(s) == h
+    unrecorded = LocalExecutor(tmp_path / "fresh-state", inventory=lambda: inv, allow_root=True)
+    assert unrecorded.start(s) == h
     go.touch()
     status = wait_end(second, h)
     assert (status.reason, status.exit_code) == (ExitReason.FAILED, 7)

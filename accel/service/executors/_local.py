@@ -219,6 +219,9 @@ class LocalExecutor:
                     return handle
         env = self._environment(spec)
         log_dir = spec.log_dir.resolve()
+        adopted = self._adopt(spec.job_id, log_dir)
+        if adopted is not None:
+            return adopted
         for stale in (RUN, EXIT):
             with contextlib.suppress(FileNotFoundError):
                 (log_dir / stale).unlink()
@@ -255,10 +258,24 @@ class LocalExecutor:
             ended = _read_json(log_dir / EXIT) or {}
             tail = (log_dir / ".accel-wrap.log").read_text(errors="replace")[-500:].strip()
             raise ExecutorError(f"job {spec.job_id}: {ended.get('error') or 'the supervisor failed: ' + tail}")
+        return self._remember(spec.job_id, log_dir, run)
+
+    def _adopt(self, job_id: str, log_dir: Path) -> Handle | None:
+        """A run of this job that its log directory shows alive, though this executor has no
+        record of it (the service died after the supervisor started, before the record was
+        written): take it over rather than start the job a second time."""
+        run = _read_json(log_dir / RUN)
+        if run is None or (log_dir / EXIT).exists():
+            return None
+        if not (_alive(run.get("wrapper_pid"), run.get("wrapper_start")) or _alive(run.get("pid"), run.get("start"))):
+            return None
+        return self._remember(job_id, log_dir, run)
+
+    def _remember(self, job_id: str, log_dir: Path, run: Mapping[str, Any]) -> Handle:
         ref = f"{run['wrapper_pid']}:{run['wrapper_start']}"
         record = {"ref": ref, "log_dir": str(log_dir), "pid": run["pid"], "pgid": run["pgid"], "start": run["start"]}
-        write_json_atomic(self._state / f"{spec.job_id}.json", record)
-        return Handle(self.name, spec.job_id, ref)
+        write_json_atomic(self._state / f"{job_id}.json", record)
+        return Handle(self.name, job_id, ref)
 
     # ------------------------------------------------------------------ find, poll, signal
     def _index(self, job_id: str) -> dict[str, Any] | None:
