@@ -40,14 +40,14 @@ def spec(
     )
 
 
-def wait_end(executor: Executor, handle: Handle, limit_s: float = 20.0) -> RunStatus:
+def wait_end(executor: Executor, handle: Handle, limit_s: float = 20.0, every_s: float = 0.02) -> RunStatus:
     """Poll until the job has ended; fail the test if it runs past ``limit_s``."""
     end = time.monotonic() + limit_s
     while time.monotonic() < end:
         status = executor.poll(handle)
         if not status.running:
             return status
-        time.sleep(0.02)
+        time.sleep(every_s)
     raise AssertionError(f"{handle} still running after {limit_s:g} s")
 
 

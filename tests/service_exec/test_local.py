@@ -22,7 +22,7 @@ import pytest
 from accel.model import HostInventory
 from accel.service import Executor, ExecutorError, ExitReason, Handle, JobLostError
 from accel.service.executors._local import LocalExecutor, classify_exit
-from accel.service.executors._wrap import EXIT, read_start_ticks
+from accel.service.executors._wrap import EXIT, RUN, read_start_ticks, supervised
 
 from ._common import host, spec, wait_end, wait_for
 
@@ -270,6 +270,40 @@ def test_the_job_survives_a_sigkilled_service_and_its_exit_code_is_kept(inv: Hos
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_a_run_the_service_never_recorded_is_adopted_not_repeated(inv: HostInventory, tmp_path: Path) -> None:
+    # The service died after the supervisor started the job, before either record was written;
+    # the job ended while it was down.  Starting it again reports that run.
+    s = spec(inv, tmp_path / "j", ("sh", "-c", "echo ran; exit 6"))
+    first = LocalExecutor(tmp_path / "state", inventory=lambda: inv, allow_root=True)
+    h = first.start(s)
+    wait_end(first, h)
+    (tmp_path / "state" / "job-1.json").unlink()
+    again = LocalExecutor(tmp_path / "state", inventory=lambda: inv, allow_root=True)
+    assert again.start(s) == h
+    assert wait_end(again, h).exit_code == 6
+    assert first.log_path(h, "stdout").read_text() == "ran\n"
+    # Recorded and ended, it is a finished attempt: starting it again runs it again (re-placed).
+    h2 = again.start(s)
+    assert h2 != h and wait_end(again, h2).exit_code == 6
+    assert first.log_path(h, "stdout").read_text() == "ran\nran\n"
+
+
+def test_one_supervisor_per_job(ex: LocalExecutor, inv: HostInventory, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    log_dir = tmp_path / "j"
+    h = ex.start(spec(inv, log_dir, ("sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done")))
+    assert supervised(log_dir)
+    run = (log_dir / RUN).read_text()
+    wrap = Path(__file__).resolve().parents[2] / "accel" / "service" / "executors" / "_wrap.py"
+    second = subprocess.run([PY, "-I", str(wrap), str(log_dir)], capture_output=True, text=True, timeout=30)
+    assert second.returncode == 1  # the second supervisor refused: the job is not run twice
+    assert (log_dir / RUN).read_text() == run
+    assert "another supervisor" in (log_dir / ".accel-wrap.log").read_text() + second.stderr
+    go.touch()
+    assert wait_end(ex, h).reason is ExitReason.COMPLETED
+    assert not supervised(log_dir)
 
 
 def test_a_lost_or_recycled_process_is_job_lost(ex: LocalExecutor, inv: HostInventory, tmp_path: Path) -> None:

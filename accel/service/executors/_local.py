@@ -33,6 +33,7 @@ import re
 import signal as _signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -43,7 +44,7 @@ from accel.model import HostInventory
 from .._executor import ExecutorError, ExitReason, Handle, JobLostError, LaunchSpec, RunStatus
 from ._sources import inventory_source
 from ._visibility import job_visibility_env
-from ._wrap import EXIT, LAUNCH, RUN, read_start_ticks, write_json_atomic
+from ._wrap import EXIT, LAUNCH, RUN, read_start_ticks, supervised, write_json_atomic
 
 __all__ = ["LocalExecutor", "classify_exit"]
 
@@ -109,6 +110,9 @@ class LocalExecutor:
     """
 
     name = "local"
+    #: Starting a job again after a crash cut its launch short never runs it twice (see
+    #: :meth:`start`): the service may simply call :meth:`start` again.
+    relaunch_safe = True
 
     def __init__(
         self,
@@ -208,8 +212,13 @@ class LocalExecutor:
             )
 
     def start(self, spec: LaunchSpec) -> Handle:
-        """Launch ``spec`` under a supervisor; if this job's last run is still alive, return its
-        handle instead of starting it a second time."""
+        """Launch ``spec`` under a supervisor.
+
+        Idempotent across crashes: if this job's recorded run is still alive, or its log directory
+        shows a run this executor never recorded (running or ended), that run's handle is
+        returned and nothing is started.  A recorded run that has ended is a finished attempt:
+        the job starts anew (re-placed after preemption), its logs appended to.
+        """
         self._check_spec(spec)
         previous = self._index(spec.job_id)
         if previous is not None:
@@ -219,7 +228,7 @@ class LocalExecutor:
                     return handle
         env = self._environment(spec)
         log_dir = spec.log_dir.resolve()
-        adopted = self._adopt(spec.job_id, log_dir)
+        adopted = self._adopt(spec.job_id, log_dir, previous)
         if adopted is not None:
             return adopted
         for stale in (RUN, EXIT):
@@ -260,16 +269,24 @@ class LocalExecutor:
             raise ExecutorError(f"job {spec.job_id}: {ended.get('error') or 'the supervisor failed: ' + tail}")
         return self._remember(spec.job_id, log_dir, run)
 
-    def _adopt(self, job_id: str, log_dir: Path) -> Handle | None:
-        """A run of this job that its log directory shows alive, though this executor has no
-        record of it (the service died after the supervisor started, before the record was
-        written): take it over rather than start the job a second time."""
-        run = _read_json(log_dir / RUN)
-        if run is None or (log_dir / EXIT).exists():
-            return None
-        if not (_alive(run.get("wrapper_pid"), run.get("wrapper_start")) or _alive(run.get("pid"), run.get("start"))):
-            return None
-        return self._remember(job_id, log_dir, run)
+    def _adopt(self, job_id: str, log_dir: Path, recorded: Mapping[str, Any] | None) -> Handle | None:
+        """A run of this job that its log directory shows but this executor has not recorded
+        (the service died after the supervisor started, before the record was written): take it
+        over, running or ended, rather than run the job a second time.  A supervisor that holds
+        the directory's lock but has not written its run file yet is waited for."""
+        deadline = time.monotonic() + self._start_timeout_s
+        while True:
+            run = _read_json(log_dir / RUN)
+            if run is not None:
+                ref = f"{run.get('wrapper_pid')}:{run.get('wrapper_start')}"
+                if recorded is not None and recorded.get("ref") == ref:
+                    return None  # the run we know of: it has ended, so this is a new attempt
+                return self._remember(job_id, log_dir, run)
+            if not supervised(log_dir):
+                return None
+            if time.monotonic() > deadline:
+                raise ExecutorError(f"job {job_id}: a supervisor holds {log_dir} but reports no run")
+            time.sleep(0.01)
 
     def _remember(self, job_id: str, log_dir: Path, run: Mapping[str, Any]) -> Handle:
         ref = f"{run['wrapper_pid']}:{run['wrapper_start']}"
@@ -330,8 +347,10 @@ class LocalExecutor:
             os.killpg(int(rec["pgid"]), signum)
 
     def log_path(self, handle: Handle, stream: Literal["stdout", "stderr"]) -> Path:
-        """``stdout.log`` or ``stderr.log`` in the job's log directory."""
+        """``stdout.log`` or ``stderr.log`` in the job's log directory (every attempt's output)."""
         if stream not in ("stdout", "stderr"):
             raise ExecutorError(f"job {handle.job_id}: no log stream {stream!r} (stdout or stderr)")
-        rec = self._record(handle)
+        rec = self._index(handle.job_id)  # the job's logs: every attempt appends to the same files
+        if rec is None:
+            raise JobLostError(f"job {handle.job_id}: this executor has no record of it ({self._state})")
         return Path(rec["log_dir"]) / f"{stream}.log"

@@ -12,8 +12,10 @@ A job is one ``sbatch`` of a generated batch script that ``exec``\\ s the job's 
 argument through :func:`shlex.join` and every user variable through :func:`shlex.quote` (a
 value never becomes shell syntax), with ``--nodelist`` the placed nodes, ``--gres=gpu:<type>:<n>``
 per node (the Slurm type of the placed devices' ``gres.conf`` records), ``--output`` /
-``--error`` the job's log files, ``--job-name=accel-<job id>`` and ``--no-requeue`` (Slurm
-must not run a job a second time behind accel's back).  Slurm chooses *which* devices of a type
+``--error`` the job's log files, ``--job-name=accel-<job id>``, ``--comment=accel:<nonce>`` (a
+random value written to the executor's record *before* ``sbatch`` runs, so that after a crash
+between ``sbatch`` and the record the submitted job is found, not submitted again) and
+``--no-requeue`` (Slurm must not run a job a second time behind accel's back).  Slurm chooses *which* devices of a type
 a job gets; accel's TaskProlog (``accel slurm task-prolog``) sets each vendor's visibility
 variable from that allocation, so the batch script sets none (a user variable of such a name, or
 one starting ``SLURM_``, is left out).
@@ -35,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import secrets
 import shlex
 import signal as _signal
 from collections.abc import Callable, Mapping, Sequence
@@ -158,6 +161,9 @@ class SlurmExecutor:
     """
 
     name = "slurm"
+    #: Starting a job again after a crash cut its launch short never submits it twice (see
+    #: :meth:`start`): the service may simply call :meth:`start` again.
+    relaunch_safe = True
 
     def __init__(
         self,
@@ -310,31 +316,62 @@ class SlurmExecutor:
     def _job_name(self, job_id: str) -> str:
         return f"accel-{job_id}"
 
-    def _live_by_name(self, job_id: str) -> str | None:
-        """A not-ended Slurm job of this accel job (submitted before a crash lost its record)."""
-        _, out, _ = self._run("squeue", "--noheader", f"--name={self._job_name(job_id)}", "--format=%i|%T")
+    def _by_name(self, job_id: str) -> list[tuple[str, str, str]]:
+        """``(Slurm id, state, comment)`` of every job the controller knows by this job's name."""
+        _, out, _ = self._run(
+            "squeue", "--noheader", "--states=all", f"--name={self._job_name(job_id)}", "--format=%i|%T|%k"
+        )
+        rows = []
         for line in out.splitlines():
-            sid, _, state = line.strip().partition("|")
-            if _SLURM_ID.match(sid) and state in RUNNING_STATES:
-                return sid
+            parts = line.strip().split("|", 2)
+            if len(parts) == 3 and _SLURM_ID.match(parts[0]):
+                rows.append((parts[0], parts[1], parts[2]))
+        return rows
+
+    def _existing(self, job_id: str, log_dir: Path) -> str | None:
+        """The Slurm job this start must not duplicate, if any.
+
+        - a submission the record announced (its nonce, in the job's ``--comment``) whose id the
+          crash kept from the record: that job, queued, running or ended;
+        - the recorded job, while it is queued or running;
+        - without any record (the state directory was lost), a queued or running job of this name.
+        """
+        rec = self._record(job_id) or {}
+        rows = self._by_name(job_id)
+        nonce = rec.get("pending_nonce")
+        if nonce:
+            mine = [sid for sid, _state, comment in rows if comment == f"accel:{nonce}"]
+            if mine:
+                self._remember(job_id, log_dir, mine[-1], str(nonce))
+                return mine[-1]
+        known = rec.get("slurm_job_id")
+        live = [sid for sid, state, _ in rows if state in RUNNING_STATES]
+        if known in live:
+            return str(known)
+        if not rec and live:
+            self._remember(job_id, log_dir, live[-1], None)
+            return live[-1]
         return None
 
     def start(self, spec: LaunchSpec) -> Handle:
-        """``sbatch`` the job; if a Slurm job of it is still queued or running, return that one."""
+        """``sbatch`` the job, once: if a Slurm job of this start already exists (see
+        :meth:`_existing`), its handle is returned and nothing is submitted.  A recorded job
+        that has ended is a finished attempt: the job is submitted anew (re-placed)."""
         self._check_spec(spec)
-        existing = self._live_by_name(spec.job_id)
+        log_dir = spec.log_dir.resolve()
+        existing = self._existing(spec.job_id, log_dir)
         if existing is not None:
-            self._remember(spec.job_id, existing, spec.log_dir.resolve())
             return Handle(self.name, spec.job_id, existing)
         nodes, gres, reserved = self._gres(spec)
-        log_dir = spec.log_dir.resolve()
         script = self._state / f"{spec.job_id}.sh"
         script.write_text(self._script(spec, reserved))
         script.chmod(0o700)
+        nonce = secrets.token_hex(8)
         argv = [
             "sbatch",
             "--parsable",
             f"--job-name={self._job_name(spec.job_id)}",
+            f"--comment=accel:{nonce}",
             f"--output={log_dir / 'stdout.log'}",
             f"--error={log_dir / 'stderr.log'}",
             "--open-mode=append",
@@ -348,15 +385,22 @@ class SlurmExecutor:
         if self._partition:
             argv.append(f"--partition={self._partition}")
         argv.append(str(script))
+        # The nonce is on disk before sbatch runs: a crash between sbatch and the record below
+        # leaves a way to find the submitted job (its comment) instead of submitting it again.
+        previous = (self._record(spec.job_id) or {}).get("slurm_job_id")
+        self._remember(spec.job_id, log_dir, previous, None, pending=nonce)
         _, out, _ = self._run(*argv)
         sid = out.strip().split(";", 1)[0]
         if not _SLURM_ID.match(sid):
             raise ExecutorError(f"job {spec.job_id}: sbatch printed {out.strip()!r}, not a job id")
-        self._remember(spec.job_id, sid, log_dir)
+        self._remember(spec.job_id, log_dir, sid, nonce)
         return Handle(self.name, spec.job_id, sid)
 
-    def _remember(self, job_id: str, sid: str, log_dir: Path) -> None:
-        write_json_atomic(self._state / f"{job_id}.json", {"slurm_job_id": sid, "log_dir": str(log_dir)})
+    def _remember(
+        self, job_id: str, log_dir: Path, sid: str | None, nonce: str | None, *, pending: str | None = None
+    ) -> None:
+        record = {"slurm_job_id": sid, "log_dir": str(log_dir), "nonce": nonce, "pending_nonce": pending}
+        write_json_atomic(self._state / f"{job_id}.json", record)
 
     # ------------------------------------------------------------------ state
     def _sid(self, handle: Handle) -> str:
@@ -437,7 +481,7 @@ class SlurmExecutor:
         if stream not in ("stdout", "stderr"):
             raise ExecutorError(f"job {handle.job_id}: no log stream {stream!r} (stdout or stderr)")
         rec = self._record(handle.job_id)
-        if rec is not None and rec.get("slurm_job_id") == handle.ref:
+        if rec is not None:  # the job's logs: every attempt appends to the same files
             return Path(rec["log_dir"]) / f"{stream}.log"
         fields = self._scontrol(self._sid(handle)) or {}
         path = fields.get("StdOut" if stream == "stdout" else "StdErr")

@@ -9,6 +9,8 @@ Standard library only (it starts in a few tens of milliseconds and imports nothi
 
 Files in ``LOG_DIR`` (names in :data:`LAUNCH`, :data:`RUN`, :data:`EXIT`):
 
+- holds an exclusive ``flock`` on ``.accel-lock`` while it lives (a second supervisor for the
+  same directory exits at once: a job is never run twice side by side);
 - reads the launch file the executor wrote: ``argv``, ``env`` (the job's whole environment),
   ``cwd``, ``user`` (run as this account; ``null``: as the supervisor's own) and ``cgroup_root``;
 - starts ``argv`` (never through a shell) in a new session, so that the job's processes form one
@@ -27,6 +29,7 @@ Files in ``LOG_DIR`` (names in :data:`LAUNCH`, :data:`RUN`, :data:`EXIT`):
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import pwd
@@ -38,11 +41,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXIT", "LAUNCH", "RUN", "main", "read_start_ticks"]
+__all__ = ["EXIT", "LAUNCH", "LOCK", "RUN", "main", "read_start_ticks", "supervised", "write_json_atomic"]
 
 LAUNCH = ".accel-launch.json"
 RUN = ".accel-run.json"
 EXIT = ".accel-exit.json"
+#: Held (``flock``) by the supervisor for as long as it lives: one supervisor per log directory.
+LOCK = ".accel-lock"
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -59,6 +64,18 @@ def read_start_ticks(pid: int) -> int | None:
     if len(rest) < 20 or rest[0] in ("Z", "X"):
         return None
     return int(rest[19])
+
+
+def supervised(log_dir: Path) -> bool:
+    """Whether a supervisor holds ``log_dir``'s lock now (it is alive, whatever its pid)."""
+    fd = os.open(log_dir / LOCK, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock taken here
+    return False
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -155,6 +172,13 @@ def main(argv: list[str]) -> int:
 
 
 def _supervise(log_dir: Path, ready_w: int) -> None:
+    # The lock lives as long as this process (the job does not inherit it: close_fds).
+    lock = os.open(log_dir / LOCK, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"another supervisor runs the job of {log_dir}; not starting it twice", file=sys.stderr)
+        os._exit(3)  # and leave that supervisor's files alone
     launch = json.loads((log_dir / LAUNCH).read_text(encoding="utf-8"))
     cgroup_root = Path(launch.get("cgroup_root") or "/sys/fs/cgroup")
     counter = _memory_counter_file(os.getpid(), cgroup_root)
