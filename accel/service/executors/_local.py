@@ -42,11 +42,11 @@ from accel.errors import AccelError
 from accel.model import HostInventory
 
 from .._executor import ExecutorError, ExitReason, Handle, JobLostError, LaunchSpec, RunStatus
-from ._sources import inventory_source
+from ._sources import ExecutorContextLike, inventory_source, option_bool, option_str, state_dir
 from ._visibility import job_visibility_env
 from ._wrap import EXIT, LAUNCH, RUN, read_start_ticks, supervised, write_json_atomic
 
-__all__ = ["LocalExecutor", "classify_exit"]
+__all__ = ["LocalExecutor", "build", "classify_exit"]
 
 _WRAP = Path(__file__).with_name("_wrap.py")
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -354,3 +354,16 @@ class LocalExecutor:
         if rec is None:
             raise JobLostError(f"job {handle.job_id}: this executor has no record of it ({self._state})")
         return Path(rec["log_dir"]) / f"{stream}.log"
+
+
+def build(context: ExecutorContextLike) -> LocalExecutor:
+    """The ``local`` executor from the service's context.  Options: ``inventory``
+    (``discover``, ``sim:<profile>`` or an inventory ``.json``; default ``discover``),
+    ``run_as`` (an account), ``allow_root`` (bool), ``path`` (the jobs' ``PATH``), ``state_dir``."""
+    return LocalExecutor(
+        state_dir(context, "local"),
+        inventory=inventory_source(option_str(context, "local", "inventory")),
+        run_as=option_str(context, "local", "run_as"),
+        allow_root=option_bool(context, "local", "allow_root"),
+        path=option_str(context, "local", "path") or _SAFE_PATH,
+    )

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import secrets
 import shlex
@@ -45,7 +46,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from accel.errors import AccelError, ToolError
+from accel.errors import AccelError, ConfigError, ToolError
 from accel.integrations.slurm._gres import GRES_NAME, GresConf, generate
 from accel.integrations.slurm._prolog import SLURM_SET
 from accel.model import Host, HostInventory, Problem, ProblemKind
@@ -53,9 +54,10 @@ from accel.model.health import Operational
 from accel.tools import Runner, SubprocessRunner
 
 from .._executor import ExecutorError, ExitReason, Handle, JobLostError, LaunchSpec, RunStatus
+from ._sources import ExecutorContextLike, node_inventory_source, option_str, state_dir
 from ._wrap import write_json_atomic
 
-__all__ = ["SlurmExecutor", "classify_state", "parse_gres"]
+__all__ = ["SlurmExecutor", "build", "classify_state", "parse_gres"]
 
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -496,3 +498,24 @@ class SlurmExecutor:
             data = json.loads((self._state / f"{job_id}.json").read_text(encoding="utf-8"))
             return data if isinstance(data, dict) else None
         return None
+
+
+def build(context: ExecutorContextLike) -> SlurmExecutor:
+    """The ``slurm`` executor from the service's context.  Options: ``nodes`` (required:
+    ``sim:<profile>`` or a directory of ``<node>.json``), ``slurm_conf`` (the ``SLURM_CONF`` of
+    the Slurm commands; default the service's own), ``partition``, ``state_dir``."""
+    nodes = option_str(context, "slurm", "nodes")
+    if not nodes:
+        raise ConfigError(
+            "executor slurm: say where the nodes' devices are read: option nodes = sim:<profile> or a "
+            "directory of <node>.json (accel ls --json of each node)"
+        )
+    # The Slurm commands run in a clean environment (accel.tools): the service's SLURM_CONF is
+    # passed on explicitly.
+    conf = option_str(context, "slurm", "slurm_conf") or os.environ.get("SLURM_CONF")
+    return SlurmExecutor(
+        state_dir(context, "slurm"),
+        node_inventory=node_inventory_source(nodes),
+        env={"SLURM_CONF": conf} if conf else None,
+        partition=option_str(context, "slurm", "partition"),
+    )

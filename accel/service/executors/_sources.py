@@ -14,16 +14,23 @@ name) is a :class:`~accel.errors.ConfigError` naming it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pydantic
 
 from accel.errors import ConfigError
 from accel.model import HostInventory
 
-__all__ = ["inventory_source", "node_inventory_source"]
+__all__ = [
+    "ExecutorContextLike",
+    "inventory_source",
+    "node_inventory_source",
+    "option_bool",
+    "option_str",
+    "state_dir",
+]
 
 _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -89,3 +96,38 @@ def node_inventory_source(source: str) -> Callable[[str], HostInventory]:
         return _read_file(folder / f"{node}.json")
 
     return by_node
+
+
+class ExecutorContextLike(Protocol):
+    """What an executor factory reads of the service's ``ExecutorContext``."""
+
+    @property
+    def log_root(self) -> Path: ...
+
+    @property
+    def options(self) -> Mapping[str, object]: ...
+
+
+def option_str(context: ExecutorContextLike, executor: str, key: str) -> str | None:
+    """Option ``key`` as a string (``None`` when not given); another type is a ConfigError."""
+    value = context.options.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, Path):
+        return str(value)
+    raise ConfigError(f"executor {executor}: option {key} must be a string, got {value!r}")
+
+
+def option_bool(context: ExecutorContextLike, executor: str, key: str) -> bool:
+    """Option ``key`` as a boolean (absent: ``False``)."""
+    value = context.options.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"executor {executor}: option {key} must be true or false, got {value!r}")
+    return value
+
+
+def state_dir(context: ExecutorContextLike, executor: str) -> Path:
+    """The executor's own state directory: option ``state_dir``, else ``executor-<name>`` beside
+    the service's log root (inside the service's state directory)."""
+    given = option_str(context, executor, "state_dir")
+    return Path(given) if given else context.log_root.parent / f"executor-{executor}"
