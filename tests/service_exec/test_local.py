@@ -368,3 +368,55 @@ def test_jobs_run_as_the_named_account(account: str, inv: HostInventory, tmp_pat
     uid, gid, who = ex.log_path(h, "stdout").read_text().splitlines()
     assert (int(uid), int(gid)) == (entry.pw_uid, entry.pw_gid)
     assert who == f"{account} {entry.pw_dir}"
+
+
+@pytest.fixture
+def memory_cgroup() -> Iterator[Path]:
+    """A cgroup v1 memory cgroup limited to 128 MiB (skipped where none can be made)."""
+    base = Path("/sys/fs/cgroup/memory")
+    if not ROOT or not (base / "cgroup.procs").exists():
+        pytest.skip("needs root and a cgroup v1 memory hierarchy at /sys/fs/cgroup/memory")
+    group = base / f"accel-test-{uuid.uuid4().hex[:8]}"
+    try:
+        group.mkdir()
+        (group / "memory.limit_in_bytes").write_text(str(128 << 20))
+    except OSError as exc:
+        pytest.skip(f"cannot make a memory cgroup: {exc}")
+    try:
+        yield group
+    finally:
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)  # its last process is still leaving
+
+
+def test_a_real_oom_kill_is_oom_killed(memory_cgroup: Path, inv: HostInventory, tmp_path: Path) -> None:
+    # The "service" moves itself into the limited cgroup after its imports (their memory stays
+    # charged where it was), so the supervisor and the job it starts live there.
+    state, out, log_dir = tmp_path / "state", tmp_path / "handle.json", tmp_path / "j"
+    log_dir.mkdir()
+    hog = "chunks = []\nwhile True:\n    chunks.append(bytearray(8 << 20))"
+    service = textwrap.dedent(f"""
+        import json
+        from pathlib import Path
+        from accel.service import LaunchSpec
+        from accel.service.executors._local import LocalExecutor
+        from tests.service_exec._common import host
+        inv = host()
+        ex = LocalExecutor(Path({str(state)!r}), inventory=lambda: inv, allow_root=True)
+        Path({str(memory_cgroup / "cgroup.procs")!r}).write_text("0")
+        h = ex.start(LaunchSpec(job_id="hog", tenant="t", argv=({PY!r}, "-I", "-c", {hog!r}),
+                                devices=(), log_dir=Path({str(log_dir)!r})))
+        Path({str(out)!r}).write_text(json.dumps([h.executor, h.job_id, h.ref]))
+    """)
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([PY, "-c", service], cwd=root, check=True, timeout=60)
+    handle = Handle(*json.loads(out.read_text()))
+    ex = LocalExecutor(state, inventory=lambda: inv, allow_root=True)
+    status = wait_end(ex, handle, 60)
+    assert (status.reason, status.signal) == (ExitReason.OOM_KILLED, signal.SIGKILL), status
+    assert "memory.oom_control: oom_kill 0 -> 1" in status.detail
