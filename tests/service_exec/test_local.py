@@ -290,7 +290,8 @@ def test_a_run_the_service_never_recorded_is_adopted_not_repeated(inv: HostInven
     assert first.log_path(h, "stdout").read_text() == "ran\nran\n"
 
 
-def test_one_supervisor_per_job(ex: LocalExecutor, inv: HostInventory, tmp_path: Path) -> None:
+def test_one_supervisor_per_job(inv: HostInventory, tmp_path: Path) -> None:
+    ex = LocalExecutor(tmp_path / "state", inventory=lambda: inv, allow_root=True, start_timeout_s=1.0)
     go = tmp_path / "go"
     log_dir = tmp_path / "j"
     h = ex.start(spec(inv, log_dir, ("sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done")))
@@ -303,7 +304,13 @@ def test_one_supervisor_per_job(ex: LocalExecutor, inv: HostInventory, tmp_path:
     assert "another supervisor" in (log_dir / ".accel-wrap.log").read_text() + second.stderr
     go.touch()
     assert wait_end(ex, h).reason is ExitReason.COMPLETED
+    end = time.monotonic() + 10
+    while supervised(log_dir) and time.monotonic() < end:
+        time.sleep(0.02)  # the supervisor exits just after writing the exit record
     assert not supervised(log_dir)
+    # Started again at once (re-placed), the next attempt waits for the last supervisor to go.
+    h2 = ex.start(spec(inv, log_dir, ("true",)))
+    assert h2 != h and wait_end(ex, h2).reason is ExitReason.COMPLETED
 
 
 def test_a_lost_or_recycled_process_is_job_lost(ex: LocalExecutor, inv: HostInventory, tmp_path: Path) -> None:

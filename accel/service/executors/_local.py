@@ -240,6 +240,7 @@ class LocalExecutor:
             "cwd": str(log_dir),
             "user": self._user.pw_name if self._user is not None else None,
             "cgroup_root": str(self._cgroup_root) if self._cgroup_root is not None else None,
+            "lock_wait_s": self._start_timeout_s,
         }
         write_json_atomic(log_dir / LAUNCH, launch)
         (log_dir / LAUNCH).chmod(0o600)

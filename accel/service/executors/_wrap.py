@@ -10,7 +10,8 @@ Standard library only (it starts in a few tens of milliseconds and imports nothi
 Files in ``LOG_DIR`` (names in :data:`LAUNCH`, :data:`RUN`, :data:`EXIT`):
 
 - holds an exclusive ``flock`` on ``.accel-lock`` while it lives (a second supervisor for the
-  same directory exits at once: a job is never run twice side by side);
+  same directory waits ``lock_wait_s`` for it, then exits; and one that finds the run file of
+  its launch already written exits too: a job is never run twice);
 - reads the launch file the executor wrote: ``argv``, ``env`` (the job's whole environment),
   ``cwd``, ``user`` (run as this account; ``null``: as the supervisor's own) and ``cgroup_root``;
 - starts ``argv`` (never through a shell) in a new session, so that the job's processes form one
@@ -173,13 +174,26 @@ def main(argv: list[str]) -> int:
 
 def _supervise(log_dir: Path, ready_w: int) -> None:
     # The lock lives as long as this process (the job does not inherit it: close_fds).
-    lock = os.open(log_dir / LOCK, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print(f"another supervisor runs the job of {log_dir}; not starting it twice", file=sys.stderr)
-        os._exit(3)  # and leave that supervisor's files alone
     launch = json.loads((log_dir / LAUNCH).read_text(encoding="utf-8"))
+    lock = os.open(log_dir / LOCK, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    # The previous attempt's supervisor may still be exiting (it wrote its exit file, the
+    # executor started the next attempt): wait for it a little.  One that still holds the lock
+    # after that runs the job now, and this launch is refused.
+    deadline = time.monotonic() + float(launch.get("lock_wait_s") or 10.0)
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                print(f"another supervisor runs the job of {log_dir}; not starting it twice", file=sys.stderr)
+                os._exit(3)  # and leave that supervisor's files alone
+            time.sleep(0.02)
+    if (log_dir / RUN).exists():
+        # The executor removes the run file before each launch: another supervisor already ran
+        # this one (two launchers raced after a crash of the service).
+        print(f"this launch of {log_dir} already ran; not starting it twice", file=sys.stderr)
+        os._exit(3)
     cgroup_root = Path(launch.get("cgroup_root") or "/sys/fs/cgroup")
     counter = _memory_counter_file(os.getpid(), cgroup_root)
     before = _oom_kills(counter)
