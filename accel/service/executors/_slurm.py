@@ -34,7 +34,6 @@ should run on every node starts its own ``srun``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -494,10 +493,14 @@ class SlurmExecutor:
     def _record(self, job_id: str) -> dict[str, Any] | None:
         if not _JOB_ID.match(job_id):
             return None
-        with contextlib.suppress(FileNotFoundError):
-            data = json.loads((self._state / f"{job_id}.json").read_text(encoding="utf-8"))
-            return data if isinstance(data, dict) else None
-        return None
+        path = self._state / f"{job_id}.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise ExecutorError(f"{path}: unreadable ({exc})") from exc
+        return data if isinstance(data, dict) else None
 
 
 def build(context: ExecutorContextLike) -> SlurmExecutor:
