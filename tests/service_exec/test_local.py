@@ -313,6 +313,31 @@ def test_one_supervisor_per_job(inv: HostInventory, tmp_path: Path) -> None:
     assert h2 != h and wait_end(ex, h2).reason is ExitReason.COMPLETED
 
 
+def test_a_job_whose_supervisor_was_killed(ex: LocalExecutor, inv: HostInventory, tmp_path: Path) -> None:
+    # Someone SIGKILLs the supervisor: the job runs on and can still be signalled, but once it
+    # ends nobody recorded how, so it is lost rather than guessed at.
+    ready = tmp_path / "ready"
+    h = ex.start(spec(inv, tmp_path / "j", ("sh", "-c", f"echo 1 > {ready}; exec sleep 300")))
+    wait_for(ready)
+    os.kill(int(h.ref.split(":")[0]), signal.SIGKILL)
+    assert _wait_gone(int(h.ref.split(":")[0]))
+    status = ex.poll(h)
+    assert status.running and "supervisor is gone" in status.detail
+    ex.signal(h, signal.SIGTERM)
+    end = time.monotonic() + 10
+    while _running(ex, h) and time.monotonic() < end:
+        time.sleep(0.02)
+    with pytest.raises(JobLostError, match="no exit was recorded"):
+        ex.poll(h)
+
+
+def _running(ex: LocalExecutor, h: Handle) -> bool:
+    try:
+        return ex.poll(h).running
+    except JobLostError:
+        return False
+
+
 def test_a_lost_or_recycled_process_is_job_lost(ex: LocalExecutor, inv: HostInventory, tmp_path: Path) -> None:
     with pytest.raises(JobLostError, match="no record"):
         ex.poll(Handle("local", "never-started", "1:1"))

@@ -163,6 +163,15 @@ def test_hosts_are_the_slurm_nodes_with_accels_devices(ex: SlurmExecutor, slurm:
     assert len(inv.devices) == 8
     assert not inv.problems
     assert {d.health.operational for d in inv.devices} == {Operational.ONLINE}
+    # A drained node offers no device: they carry the node's state.
+    slurm.run("scontrol", "update", f"NodeName={slurm.node}", "State=DRAIN", "Reason=accel-test")
+    try:
+        (drained,) = ex.hosts()
+        assert {d.health.operational for d in drained.devices} == {Operational.OFFLINE}
+    finally:
+        slurm.run("scontrol", "update", f"NodeName={slurm.node}", "State=RESUME")
+    # Resumed, the node is "idle*" (not responding) until slurmd answers again, then online.
+    slurm.wait("node back", lambda: {d.health.operational for d in ex.hosts()[0].devices} == {Operational.ONLINE}, 30)
     # A node whose Slurm GRES is not what accel's model of it makes is a problem, not a silence.
     other = _sim("rtx4090-4")
     wrong = SlurmExecutor(
