@@ -12,6 +12,7 @@ import pytest
 from accel.errors import ConfigError
 from accel.service import Executor, ExecutorError
 from accel.service.executors import _local, _slurm
+from accel.service.executors._visibility import placed_devices
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,13 @@ def test_build_local(tmp_path: Path) -> None:
     ctx = Context(tmp_path / "state" / "logs", {"inventory": "sim:rtx4090-4", "allow_root": root})
     ex = _local.build(ctx)
     assert isinstance(ex, Executor) and ex.name == "local"
-    assert len(ex.hosts()[0].devices) == 4
+    devices = ex.hosts()[0].devices
+    assert len(devices) == 4
+    # The job's page charts read its devices through the executor's own session.
+    placed = placed_devices(ex.hosts()[0], [devices[2].id])
+    (reading,) = ex.telemetry(placed)
+    assert reading.device_id == devices[2].id and reading.memory_used_bytes is not None
+    assert ex.telemetry(()) == []
     assert (tmp_path / "state" / "executor-local").is_dir()
     with pytest.raises(ConfigError, match="allow_root must be true or false"):
         _local.build(Context(tmp_path, {"allow_root": "yes"}))

@@ -72,9 +72,13 @@ def test_inventory_sources(tmp_path: Path) -> None:
     inv = host("rtx4090-4", name="n")
     path = tmp_path / "n-00000.json"
     path.write_text(inv.model_dump_json())
-    assert inventory_source(str(path))().devices == inv.devices
+    assert inventory_source(str(path)).inventory().devices == inv.devices
+    assert inventory_source(str(path)).telemetry([inv.devices[0].id]) == ()
     assert node_inventory_source(str(tmp_path))("n-00000").devices == inv.devices
-    assert len(inventory_source("sim:rtx4090-4")().devices) == 4
+    sim = inventory_source("sim:rtx4090-4")
+    devices = sim.inventory().devices
+    assert len(devices) == 4
+    assert [t.device_id for t in sim.telemetry([devices[1].id])] == [devices[1].id]
     assert len(node_inventory_source("sim:dgx-h100")("any-node").devices) == 8
     with pytest.raises(ConfigError, match="not a plain file name"):
         node_inventory_source(str(tmp_path))("../etc/passwd")
@@ -82,7 +86,7 @@ def test_inventory_sources(tmp_path: Path) -> None:
         node_inventory_source(str(tmp_path))("missing")
     (tmp_path / "bad.json").write_text('{"host": {}}')
     with pytest.raises(ConfigError, match="not an accel inventory"):
-        inventory_source(str(tmp_path / "bad.json"))()
+        inventory_source(str(tmp_path / "bad.json")).inventory()
     with pytest.raises(ConfigError, match="unknown simulator profile"):
         inventory_source("sim:no-such-profile")
     with pytest.raises(ConfigError):

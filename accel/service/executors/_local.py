@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from accel.errors import AccelError
-from accel.model import HostInventory
+from accel.model import HostInventory, Telemetry
 
-from .._executor import ExecutorError, ExitReason, Handle, JobLostError, LaunchSpec, RunStatus
+from .._executor import ExecutorError, ExitReason, Handle, JobLostError, LaunchSpec, PlacedDevice, RunStatus
 from ._sources import ExecutorContextLike, inventory_source, option_bool, option_str, state_dir
 from ._visibility import job_visibility_env
 from ._wrap import EXIT, LAUNCH, RUN, read_start_ticks, supervised, write_json_atomic
@@ -119,6 +119,8 @@ class LocalExecutor:
     :param state_dir: where the executor keeps one small record per job (created, mode 0700).
     :param inventory: returns this host's inventory; default: accel's discovery
         (:func:`~accel.service.executors._sources.inventory_source` makes one from a name).
+    :param telemetry: readings of devices by id (memory used, utilization, power); default: the
+        discovery session's, none when ``inventory`` is given without it.
     :param run_as: the account jobs run as (needed when the service runs as root).
     :param allow_root: run jobs as root when the service is root and ``run_as`` is not given.
     :param path: the jobs' ``PATH`` (default ``/usr/local/bin:/usr/bin:/bin``).
@@ -136,6 +138,7 @@ class LocalExecutor:
         state_dir: Path,
         *,
         inventory: Callable[[], HostInventory] | None = None,
+        telemetry: Callable[[Sequence[str]], Sequence[Telemetry]] | None = None,
         run_as: str | None = None,
         allow_root: bool = False,
         path: str = _SAFE_PATH,
@@ -145,7 +148,11 @@ class LocalExecutor:
         self._state = Path(state_dir)
         self._state.mkdir(parents=True, exist_ok=True)
         self._state.chmod(0o700)
-        self._inventory = inventory or inventory_source(None)
+        if inventory is None:
+            source = inventory_source(None)
+            inventory, telemetry = source.inventory, source.telemetry
+        self._inventory = inventory
+        self._telemetry = telemetry
         self._path = path
         self._cgroup_root = cgroup_root
         self._start_timeout_s = start_timeout_s
@@ -180,6 +187,19 @@ class LocalExecutor:
         """This host, read now."""
         self._last = self._inventory()
         return [self._last]
+
+    def telemetry(self, devices: Sequence[PlacedDevice]) -> list[Telemetry]:
+        """Readings of a job's ``devices`` now, for its page's charts; a device (or a whole
+        source) that cannot be read is left out of this reading, never an error."""
+        if self._telemetry is None or not devices:
+            return []
+        ids = [d.device_id for d in devices]
+        try:
+            readings = self._telemetry(ids)
+        except AccelError:
+            return []
+        wanted = set(ids)
+        return [t for t in readings if t.device_id in wanted]
 
     # ------------------------------------------------------------------ start
     def _environment(self, spec: LaunchSpec) -> dict[str, str]:
@@ -380,9 +400,11 @@ def build(context: ExecutorContextLike) -> LocalExecutor:
     """The ``local`` executor from the service's context.  Options: ``inventory``
     (``discover``, ``sim:<profile>`` or an inventory ``.json``; default ``discover``),
     ``run_as`` (an account), ``allow_root`` (bool), ``path`` (the jobs' ``PATH``), ``state_dir``."""
+    source = inventory_source(option_str(context, "local", "inventory"))
     return LocalExecutor(
         state_dir(context, "local"),
-        inventory=inventory_source(option_str(context, "local", "inventory")),
+        inventory=source.inventory,
+        telemetry=source.telemetry,
         run_as=option_str(context, "local", "run_as"),
         allow_root=option_bool(context, "local", "allow_root"),
         path=option_str(context, "local", "path") or _SAFE_PATH,

@@ -14,17 +14,18 @@ name) is a :class:`~accel.errors.ConfigError` naming it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import pydantic
 
 from accel.errors import ConfigError
-from accel.model import HostInventory
+from accel.model import HostInventory, Telemetry
 
 __all__ = [
     "ExecutorContextLike",
+    "HostSource",
     "inventory_source",
     "node_inventory_source",
     "option_bool",
@@ -35,27 +36,53 @@ __all__ = [
 _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-def _session_reader(configs: dict[str, Any] | None, backends: list[str] | None) -> Callable[[], HostInventory]:
+class HostSource:
+    """One host's devices: its inventory now (:meth:`inventory`) and readings of some of them
+    (:meth:`telemetry`; none where the source has no live devices, such as a file)."""
+
+    def __init__(
+        self,
+        inventory: Callable[[], HostInventory],
+        telemetry: Callable[[Sequence[str]], Sequence[Telemetry]] | None = None,
+    ) -> None:
+        self._inventory = inventory
+        self._telemetry = telemetry
+
+    def inventory(self) -> HostInventory:
+        return self._inventory()
+
+    def telemetry(self, ids: Sequence[str]) -> tuple[Telemetry, ...]:
+        return tuple(self._telemetry(ids)) if self._telemetry is not None else ()
+
+
+def _session_source(configs: dict[str, Any] | None, backends: list[str] | None) -> HostSource:
     from accel.discovery import open_session
 
     session: list[Any] = []
 
-    def read() -> HostInventory:
+    def opened() -> Any:
         if not session:  # one session, kept open: discovery is not repeated per read
             session.append(open_session(configs, backends=backends))
-        inv: HostInventory = session[0].inventory()
+        return session[0]
+
+    def inventory() -> HostInventory:
+        inv: HostInventory = opened().inventory()
         return inv
 
-    return read
+    def telemetry(ids: Sequence[str]) -> Sequence[Telemetry]:
+        got: Sequence[Telemetry] = opened().telemetry(list(ids))
+        return got
+
+    return HostSource(inventory, telemetry)
 
 
-def _sim(profile: str) -> Callable[[], HostInventory]:
+def _sim(profile: str) -> HostSource:
     from accel.plugin import BackendConfig
     from accel.sim import list_profiles
 
     if not profile or (profile not in list_profiles() and not profile.endswith(".json")):
         raise ConfigError(f"unknown simulator profile {profile!r}; known: {', '.join(list_profiles())}")
-    return _session_reader({"sim": BackendConfig(options={"profile": profile})}, ["sim"])
+    return _session_source({"sim": BackendConfig(options={"profile": profile})}, ["sim"])
 
 
 def _read_file(path: Path) -> HostInventory:
@@ -69,23 +96,23 @@ def _read_file(path: Path) -> HostInventory:
         raise ConfigError(f"inventory file {str(path)!r} is not an accel inventory: {loc}: {first.get('msg')}") from exc
 
 
-def inventory_source(source: str | None) -> Callable[[], HostInventory]:
-    """This host's inventory, read anew on every call (see the module docstring)."""
+def inventory_source(source: str | None) -> HostSource:
+    """This host's devices, read anew on every call (see the module docstring)."""
     if source is None or source == "discover":
-        return _session_reader(None, None)
+        return _session_source(None, None)
     if source.startswith("sim:"):
         return _sim(source[len("sim:") :])
     path = Path(source)
     if path.suffix != ".json":
         raise ConfigError(f"inventory source {source!r}: give 'discover', 'sim:<profile>' or an inventory .json file")
-    return lambda: _read_file(path)
+    return HostSource(lambda: _read_file(path))
 
 
 def node_inventory_source(source: str) -> Callable[[str], HostInventory]:
     """A Slurm node's inventory by node name (see the module docstring)."""
     if source.startswith("sim:"):
-        read = _sim(source[len("sim:") :])
-        return lambda _node: read()
+        sim = _sim(source[len("sim:") :])
+        return lambda _node: sim.inventory()
     folder = Path(source)
     if not folder.is_dir():
         raise ConfigError(f"node inventory source {source!r}: give 'sim:<profile>' or a directory of <node>.json")
