@@ -452,3 +452,40 @@ def test_a_real_oom_kill_is_oom_killed(memory_cgroup: Path, inv: HostInventory, 
     status = wait_end(ex, handle, 60)
     assert (status.reason, status.signal) == (ExitReason.OOM_KILLED, signal.SIGKILL), status
     assert "memory.oom_control: oom_kill 0 -> 1" in status.detail
+
+
+def test_a_sigkill_chain_loses_no_job_and_runs_none_twice(tmp_path: Path) -> None:
+    # The service stand-in is SIGKILLed at random moments (seeded) and started again on the same
+    # state until it has every job's outcome: each job ran exactly once, with its own exit code.
+    import random
+
+    from ._crash_service import JOBS
+
+    root = Path(__file__).resolve().parents[2]
+    rng = random.Random(33)
+    kills = 0
+    for _attempt in range(60):
+        proc = subprocess.Popen(
+            [PY, "-m", "tests.service_exec._crash_service", str(tmp_path)], cwd=root, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            proc.wait(timeout=rng.uniform(0.3, 1.2) if kills < 8 else 60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+            kills += 1
+            continue
+        finally:
+            assert proc.stdout is not None
+            out = proc.stdout.read()
+            proc.stdout.close()
+        assert proc.returncode == 0 and "ALL DONE" in out, (proc.returncode, out)
+        break
+    else:
+        raise AssertionError("the service stand-in never finished")
+    assert kills >= 1
+    runs = (tmp_path / "runs.log").read_text().split()
+    assert sorted(runs) == sorted(j for j, _, _ in JOBS), f"runs: {sorted(runs)} after {kills} kills"
+    journal = json.loads((tmp_path / "journal.json").read_text())
+    for job_id, _, code in JOBS:
+        assert journal[job_id]["outcome"]["exit_code"] == code, (job_id, journal[job_id])

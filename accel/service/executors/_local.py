@@ -304,6 +304,11 @@ class LocalExecutor:
             ) from None
         run = _read_json(log_dir / RUN) if rc == 0 else None
         if run is None:
+            # Our supervisor may have stood back for another one that ran this launch (two
+            # launches raced after a crash of the service): that run is the job's.
+            adopted = self._adopt(spec.job_id, log_dir, previous)
+            if adopted is not None:
+                return adopted
             ended = _read_json(log_dir / EXIT) or {}
             tail = (log_dir / ".accel-wrap.log").read_text(errors="replace")[-500:].strip()
             raise ExecutorError(f"job {spec.job_id}: {ended.get('error') or 'the supervisor failed: ' + tail}")
