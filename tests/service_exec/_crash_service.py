@@ -1,4 +1,7 @@
-"""A stand-in for ``accel serve`` driving the ``local`` executor, to be SIGKILLed at any moment.
+"""A stand-in for ``accel serve`` driving an executor, to be SIGKILLed at any moment.
+
+``local`` by default; ``CRASH_EXECUTOR=slurm`` (with ``SLURM_CONF``) drives the ``slurm`` executor
+on the node of the simulator profile ``mixed-nvidia-ascend``.
 
 It keeps a journal as the service does (a job's handle is written only after ``start``
 returned; its outcome once ``poll`` says it ended), and on every (re)start goes on from it:
@@ -17,8 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-from accel.service import Handle, JobLostError, LaunchSpec
+from accel.service import Executor, Handle, JobLostError, LaunchSpec
 from accel.service.executors._local import LocalExecutor
+from accel.service.executors._slurm import SlurmExecutor
+from accel.service.executors._sources import node_inventory_source
 from accel.service.executors._wrap import write_json_atomic
 from tests.service_exec._common import host
 
@@ -28,8 +33,16 @@ JOBS = [(f"j{i}", round(_SCALE * (0.05 + 0.07 * (i % 6)), 3), i % 4) for i in ra
 
 
 def main(state: Path) -> int:
-    inv = host()
-    ex = LocalExecutor(state / "executor", inventory=lambda: inv, allow_root=True)
+    ex: Executor
+    if os.environ.get("CRASH_EXECUTOR", "local") == "slurm":
+        ex = SlurmExecutor(
+            state / "executor",
+            node_inventory=node_inventory_source("sim:mixed-nvidia-ascend"),
+            env={"SLURM_CONF": os.environ["SLURM_CONF"]},
+        )
+    else:
+        inv = host()
+        ex = LocalExecutor(state / "executor", inventory=lambda: inv, allow_root=True)
     journal_path = state / "journal.json"
     journal: dict[str, dict[str, object]] = json.loads(journal_path.read_text()) if journal_path.exists() else {}
     runs = state / "runs.log"
@@ -46,7 +59,7 @@ def main(state: Path) -> int:
                 entry["ref"] = handle.ref
             else:
                 try:
-                    status = ex.reattach(Handle("local", job_id, str(entry["ref"])))
+                    status = ex.reattach(Handle(ex.name, job_id, str(entry["ref"])))
                 except JobLostError as exc:
                     entry["outcome"] = {"lost": str(exc)}
                 else:

@@ -294,3 +294,45 @@ def test_a_submission_the_record_missed_is_found_not_repeated(
     assert h2.ref != h.ref
     assert wait_end(again, h2, 60, 0.25).reason is ExitReason.COMPLETED
     assert again.log_path(h2, "stdout").read_text() == "ran\nran\n"
+
+
+@needs_slurm
+def test_a_sigkill_chain_loses_no_job_and_submits_none_twice(slurm: Cluster, tmp_path: Path) -> None:
+    # tests/service_exec/_crash_service.py on this executor: SIGKILLed at seeded random moments
+    # and started again until every job has an outcome; each ran once, with its exit code.
+    import os
+    import random
+    import subprocess
+    import sys
+
+    from ._crash_service import JOBS
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, CRASH_EXECUTOR="slurm", SLURM_CONF=slurm.env["SLURM_CONF"])
+    rng = random.Random(33)
+    kills = 0
+    for _attempt in range(30):
+        argv = [sys.executable, "-m", "tests.service_exec._crash_service", str(tmp_path)]
+        proc = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.PIPE, text=True)
+        try:
+            proc.wait(timeout=rng.uniform(0.4, 1.5) if kills < 4 else 120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+            kills += 1
+            continue
+        finally:
+            assert proc.stdout is not None
+            out = proc.stdout.read()
+            proc.stdout.close()
+        assert proc.returncode == 0 and "ALL DONE" in out, (proc.returncode, out)
+        break
+    else:
+        raise AssertionError("the service stand-in never finished")
+    assert kills >= 1
+    journal = json.loads((tmp_path / "journal.json").read_text())
+    for job_id, _, code in JOBS:
+        assert journal[job_id]["outcome"]["exit_code"] == code, (job_id, journal[job_id])
+    # Slurm ran every job's batch script once (it writes runs.log as it starts).
+    wait_for(tmp_path / "runs.log")
+    assert sorted((tmp_path / "runs.log").read_text().split()) == sorted(j for j, _, _ in JOBS)
