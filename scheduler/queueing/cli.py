@@ -9,8 +9,8 @@ check what the journal names against that cluster too (as recovery does).
 * ``jobs [--journal PATH] [--json]``: each job's latest event (its current state and why).
 * ``bill [--journal PATH] [--json] [--at SECONDS] [--prices FILE]``: metered usage and its cost
   per tenant and device model, from the journal (open run segments are billed up to ``--at``,
-  default the last event), priced from ``--prices``, else the table stored in the journal, else ``prices.json`` next to the
-  journal, which ``accel serve`` keeps from its stored price table; none: every cost is 0).
+  default the last event), priced from ``--prices``, else the table the engine stored in the
+  journal, else ``prices.json`` next to it; none of them: the cost is unknown, never 0).
 
 ``--journal`` defaults to ``$ACCEL_SCHED_JOURNAL`` or ``./accel-sched.db``.  The journal is
 opened read-only (never created, converted, locked or written, and no ``-wal``, ``-shm`` or
