@@ -90,10 +90,12 @@ RULES = {
     "accel.integrations.slurm": ("accel.integrations", "accel.model", "accel.errors"),
     # DESIGN.md section 11: service -> scheduler, discovery, integrations, model (plus the errors, the
     # BackendConfig its sim executor opens a backend with, the loopback check, and the CLI's Command type
-    # its command module registers with).
+    # its command module registers with; the slurm executor runs sbatch / squeue / scancel through
+    # accel.tools, the project's one way to run a tool, and the executors' `sim:<profile>` inventory
+    # source lists the simulator's profiles).
     "accel.service": (
         "accel.service", "accel.scheduler", "accel.discovery", "accel.integrations", "accel.model", "accel.errors",
-        "accel.plugin", "accel._net", "accel.cli.commands", "accel.__version__",
+        "accel.plugin", "accel._net", "accel.cli.commands", "accel.__version__", "accel.tools", "accel.sim",
     ),
     "accel.conformance": (
         "accel.conformance", "accel.plugin", "accel.model", "accel.errors", "accel.sysfs", "accel.tools",
