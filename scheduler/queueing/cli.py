@@ -219,8 +219,8 @@ def bill(journal: JournalAudit, *, at: float | None, as_json: bool, out: TextIO,
     b = meter.bill(at if at is not None else last)
     rows = b.as_rows()
     if prices is None:  # no price table stored or given: the cost is unknown, not zero
-        err.write(f"note: {journal.path} (schema version {journal.schema_version}) stores no price table "
-                  "and none was given (--prices): cost unknown\n")
+        err.write(f"note: {journal.path} (schema version {journal.schema_version}) stores no price table: "
+                  "cost unknown (--prices FILE gives one)\n")
         for r in rows:
             r["cost"] = r["currency"] = None
     if as_json:
