@@ -22,6 +22,8 @@ Resilience, per request:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -85,17 +87,27 @@ class Proxy:
         self.on_routed = on_routed
         self.on_finished = on_finished
         self._client: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._limits = JSONLimits(max_bytes=config.max_body_bytes, max_depth=32)
 
     def client(self) -> Any:
         import httpx
 
         if self._client is None:  # created on the server's event loop, at the first request
+            self._loop = asyncio.get_running_loop()
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.config.read_timeout_s, connect=self.config.connect_timeout_s, pool=None),
                 limits=httpx.Limits(max_connections=None, max_keepalive_connections=512, keepalive_expiry=30),
                 follow_redirects=False)
         return self._client
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        """Close the upstream connections (from another thread, while the server's loop runs)."""
+        client, loop = self._client, self._loop
+        self._client = None
+        if client is not None and loop is not None and loop.is_running():
+            with contextlib.suppress(Exception):  # a loop stopping under us: its sockets go with it
+                asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout_s)
 
     def _parse(self, raw: bytes) -> dict[str, Any]:
         try:

@@ -75,6 +75,7 @@ class RunningRouter:
         return f"http://{'[' + host + ']' if ':' in host else host}:{self.port}"
 
     def close(self) -> None:
+        self.proxy.close()
         self.server.close()
         self.monitor.close()
         for sub in self.subscribers:
