@@ -116,11 +116,19 @@ class Monitor:
                                  self._every(self.config.scrape_interval_s, self._scrape, client),
                                  self._scale_loop())
 
+    async def _sleep_until(self, deadline: float) -> None:
+        """Sleep until ``deadline`` (monotonic) or until :meth:`close`, whichever comes first."""
+        while not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await asyncio.sleep(min(0.05, left))
+
     async def _every(self, interval: float, fn: Any, client: Any) -> None:
         while not self._stop.is_set():
             started = time.monotonic()
             await asyncio.gather(*(fn(client, b) for b in self.backends))
-            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+            await self._sleep_until(started + interval)
 
     async def check_now(self) -> None:
         """One round of health checks and scrapes (tests and start-up)."""
@@ -194,6 +202,4 @@ class Monitor:
             return
         while not self._stop.is_set():
             self.decide()
-            deadline = time.monotonic() + self.autoscaler.sync_s
-            while not self._stop.is_set() and time.monotonic() < deadline:
-                await asyncio.sleep(min(0.2, self.autoscaler.sync_s))
+            await self._sleep_until(time.monotonic() + self.autoscaler.sync_s)
