@@ -11,7 +11,8 @@ from typing import Any
 from accel._net.asgi_server import BackgroundServer
 from accel.router import FakeEngine, FakeEngineConfig, MonitorConfig, RunningRouter, start_router
 
-FAST = MonitorConfig(health_interval_s=0.1, health_timeout_s=0.5, scrape_interval_s=0.1)
+# Checks often, but patient with a loaded machine: a dead port fails at once, a slow answer is not dead.
+FAST = MonitorConfig(health_interval_s=0.1, health_timeout_s=3.0, unhealthy_after=3, scrape_interval_s=0.1)
 
 
 @dataclass
