@@ -246,6 +246,9 @@ class Proxy:
             retry = await self._attempts(path, raw, headers, blocks, {up.backend.id})
             if isinstance(retry, _Upstream):
                 return await self._whole(retry, start, path, raw, headers, blocks)
+            if self.on_finished is not None:
+                self.on_finished(0)
+            self.metrics.duration.observe(time.perf_counter() - start)
             return retry
         await up.response.aclose()
         content = b"".join(chunks)

@@ -8,6 +8,7 @@ the HTTP stack accel's services share: uvicorn with header and body deadlines, c
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 import threading
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+from accel._net import is_loopback
 from accel.scheduler.serving import Autoscaler, Predictive, ReactiveHPA, decode_weight, load_catalog
 
 from ._app import Proxy, ProxyConfig, build_app
@@ -131,7 +133,7 @@ def start_router(backends: Sequence[str], *, listen: str = "127.0.0.1", port: in
     monitor = Monitor(reps, monitor_config, live=live, autoscaler=autoscaler, min_replicas=min_replicas,
                       max_replicas=max_replicas)
     metrics = RouterMetrics(reps, lambda: monitor.desired)
-    config = proxy_config if model is None else ProxyConfig(**{**proxy_config.__dict__, "default_model": model})
+    config = proxy_config if model is None else dataclasses.replace(proxy_config, default_model=model)
     proxy = Proxy(picker, hasher, metrics, config, on_routed=live.routed, on_finished=live.done)
     app = build_app(proxy, metrics)
     try:
@@ -201,6 +203,9 @@ def main(args: argparse.Namespace) -> int:
     if getattr(args, "router_action", None) == "fake-engine":
         return fake_main(args)
     host, port = parse_listen(args.listen)
+    if not is_loopback(host):
+        print(f"accel router: warning: listening on {host}, not loopback: the router has no authentication; put "
+              "it behind one", file=sys.stderr)
     roles: dict[str, Role] = {}
     for url, role in _pairs(args.role, "--role").items():
         if role not in ("both", "prefill", "decode"):
