@@ -19,6 +19,9 @@ import pytest
 
 from ._engines import FAST, wait_for
 
+# Long enough that a stream seen started at the client is still running at the engine when it is killed.
+TOKENS = 100
+
 
 def _spawn_engine() -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "accel", "router", "fake-engine", "--listen", "127.0.0.1:0",
@@ -50,7 +53,7 @@ def two_engines() -> Iterator[list[tuple[subprocess.Popen[str], str]]]:
 
 async def _one(client: httpx.AsyncClient, i: int, stream: bool, victim_url: str,
                streaming_on_victim: asyncio.Event) -> tuple[str, object]:
-    body = {"model": "m", "prompt": f"request {i} " * 20, "max_tokens": 30, "stream": stream}
+    body = {"model": "m", "prompt": f"request {i} " * 20, "max_tokens": TOKENS, "stream": stream}
     if not stream:
         r = await client.post("/v1/completions", json=body)
         return ("whole", (r.status_code, r.json()))
@@ -94,13 +97,13 @@ def test_killing_an_engine_mid_run_loses_no_request(two_engines: list[tuple[subp
     streams = [r for kind, r in results if kind == "stream"]
     assert len(whole) == 18 and len(streams) == 12  # every request answered: none lost
     for status, doc in whole:
-        assert status == 200 and doc["usage"]["completion_tokens"] == 30  # type: ignore[index]
+        assert status == 200 and doc["usage"]["completion_tokens"] == TOKENS  # type: ignore[index]
     complete = cut = 0
     for status, events, backend in streams:  # type: ignore[misc]
         assert status == 200
         assert isinstance(events, list)
         if events[-1] == "[DONE]":
-            assert len(events) == 31
+            assert len(events) == TOKENS + 1
             complete += 1
         else:
             assert backend == victim_url  # only the killed engine's streams are cut

@@ -60,7 +60,7 @@ def test_the_four_rpcs_against_a_running_scaler() -> None:
 
 
 def test_the_autoscaler_over_live_load_feeds_keda_and_prometheus() -> None:
-    engine = start_engine(time_scale=2.0)
+    engine = start_engine(time_scale=1.0)  # 60 tokens at about 30 ms a step: all four outstanding at once
     try:
         hpa = ReactiveHPA(1.0, metric="outstanding", sync_s=3600)  # decisions made by the test, not the clock
         with router_over([engine], autoscaler=hpa, keda_listen="127.0.0.1:0", min_replicas=1) as router:
@@ -68,7 +68,7 @@ def test_the_autoscaler_over_live_load_feeds_keda_and_prometheus() -> None:
             # four requests at once against a target of one outstanding request a replica
             results: list[int] = []
             threads = [threading.Thread(target=lambda i=i: results.append(httpx.post(
-                router.url + "/v1/completions", json={"model": "m", "prompt": f"x{i}", "max_tokens": 40},
+                router.url + "/v1/completions", json={"model": "m", "prompt": f"x{i}", "max_tokens": 60},
                 timeout=30).status_code)) for i in range(4)]
             for t in threads:
                 t.start()
