@@ -26,6 +26,7 @@ guessed.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -41,6 +42,8 @@ __all__ = ["AllBlocksCleared", "BlockMap", "BlockRemoved", "BlockStored", "Event
            "KVSubscriber", "decode_batch", "decode_frames", "encode_batch", "encode_frames"]
 
 BlockHash = int | bytes
+#: The engine-to-router hash map holds at most this many times the cache view's capacity.
+MAP_FACTOR = 4
 
 
 @dataclass(frozen=True)
@@ -299,6 +302,19 @@ class BlockMap:
             self.engine_to_router[h] = parent
             self.cache.add(parent)
             self.stored += 1
+        self._bound()
+
+    def _bound(self) -> None:
+        """Keep the engine-hash map bounded when removals were missed: past ``MAP_FACTOR`` x the
+        cache's capacity, the oldest mappings go (a later child of theirs is then unplaced)."""
+        cap = self.cache.capacity_blocks
+        if cap is None:
+            return
+        limit = max(1024, MAP_FACTOR * cap)
+        mapping = self.engine_to_router
+        if len(mapping) > limit:
+            for h in list(itertools.islice(mapping, len(mapping) - limit)):
+                del mapping[h]
 
 
 class KVSubscriber:

@@ -108,6 +108,14 @@ def test_block_map_rebuilds_the_routers_hashes_from_token_ids() -> None:
     assert unknown.unplaced == 1
 
 
+def test_the_hash_map_stays_bounded_when_removals_are_missed() -> None:
+    bm = BlockMap(EventCache(256), 1, "m")
+    for n in range(3000):  # 3000 stored blocks, none removed
+        bm.apply(KVEventBatch(0.0, (BlockStored((n,), None, (n,), 1, None, None, None),)))
+    assert len(bm.cache) == 256 and len(bm.engine_to_router) == 1024
+    assert 2999 in bm.engine_to_router and 0 not in bm.engine_to_router  # the oldest went
+
+
 @pytest.mark.parametrize("form", ["array", "map"])
 def test_the_fake_engines_events_over_zmq_match_the_routers_blocks(form: str) -> None:
     import httpx
