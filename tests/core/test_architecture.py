@@ -79,6 +79,13 @@ RULES = {
     "accel.toolkit": ("accel.toolkit", "accel.plugins._cli"),
     "accel.sysfs": ("accel.sysfs", "accel.model", "accel.errors"),
     "accel.k8s": ("accel.k8s", "accel.integrations.k8s"),  # the old name, kept for imports
+    "accel.exporter": ("accel.exporter", "accel.integrations.exporter"),  # the old name, kept for imports
+    # The Prometheus exporter (an integration): reads every backend through discovery, the leak
+    # analysis over the model, the loopback check, and the kubelet PodResources client.
+    "accel.integrations.exporter": (
+        "accel.integrations.exporter", "accel.integrations.k8s._podresources", "accel.model", "accel.errors",
+        "accel.discovery", "accel.plugin", "accel.leak", "accel._net",
+    ),
     # DESIGN.md section 1: integrations -> model, discovery, scheduler (the extender runs accel.scheduler)
     # (accel._net: the loopback check its extender shares with the exporter)
     "accel.integrations.k8s": ("accel.integrations", "accel.model", "accel.errors", "accel.scheduler", "accel._net"),
@@ -160,6 +167,17 @@ def test_vendor_libraries_only_in_boundary_modules() -> None:
 #: one job.  Checked where the rule holds so far (shipped code, fakes under ``testing`` included).
 _MAX_CLASS_LINES, _MAX_FUNCTION_LINES = 500, 100
 _SIZE_CHECKED = ("accel.plugins.nvidia",)
+#: Folders whose every module is checked: the core ring ``accel/`` (integrations, CLI, tools,
+#: discovery, toolkit... and modules added later) except what is exempt below.
+_SIZE_CHECKED_FOLDERS = (ROOT / "accel",)
+#: Not yet split (issue 34: the job service's Service class and build_app).
+_SIZE_EXEMPT = ("accel.service",)
+
+
+def _size_checked(name: str, path: Path) -> bool:
+    if _allowed(name, _SIZE_EXEMPT):
+        return False
+    return _allowed(name, _SIZE_CHECKED) or any(path.is_relative_to(folder) for folder in _SIZE_CHECKED_FOLDERS)
 
 
 def oversized(path: Path) -> list[str]:
@@ -178,8 +196,16 @@ def oversized(path: Path) -> list[str]:
     return out
 
 
+def test_the_size_rule_covers_the_core_ring_but_the_service() -> None:
+    checked = {name for name, path in MODULES.items() if _size_checked(name, path)}
+    for name in ("accel", "accel.tools._running", "accel.discovery._session", "accel.integrations.exporter._collector",
+                 "accel.cli", "accel.plugins.nvidia._backend"):
+        assert name in checked, name
+    assert not [n for n in checked if n.startswith(("accel.service", "accel.scheduler.queueing"))]
+
+
 def test_no_class_over_500_lines_and_no_function_over_100() -> None:
-    bad = [o for name, path in MODULES.items() if _allowed(name, _SIZE_CHECKED) for o in oversized(path)]
+    bad = [o for name, path in MODULES.items() if _size_checked(name, path) for o in oversized(path)]
     assert not bad, "\n".join(bad)
 
 
