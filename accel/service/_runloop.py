@@ -244,11 +244,14 @@ class RunLoop(ServiceBase):
         self.runs[job.id] = run
         # a resumed job runs what is left after the work the engine kept (its last checkpoint)
         declared = req.duration_s if req.duration_s is not None else job.spec.estimate_s
-        spec = LaunchSpec(job.id, job.spec.tenant, req.command, tuple(devices), req.env, self.log_root / job.id,
+        # the contract: an existing absolute path (the state directory may be given relative)
+        log_dir = (self.log_root / job.id).resolve()
+        spec = LaunchSpec(job.id, job.spec.tenant, req.command, tuple(devices), req.env, log_dir,
                           max(0.0, declared - job.work_s), req.time_limit_s, req.checkpoint_signal)
         try:
+            log_dir.mkdir(parents=True, exist_ok=True)
             handle = ex.start(spec)
-        except ExecutorError as exc:
+        except (ExecutorError, OSError) as exc:
             self.store.end_launch(job.id, attempt, now, None, None, ExitReason.FAILED.value, f"could not start: {exc}")
             self.runs.pop(job.id, None)
             self.engine.finish(job.id, now, ok=False, reason=f"could not start: {exc}")
