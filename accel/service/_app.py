@@ -28,6 +28,7 @@ from ._http import SESSION_COOKIE, Gate
 from ._jsonbody import MAX_BODY_BYTES
 from ._openapi import openapi
 from ._pages import page_routes
+from ._prometheus import PrometheusSource
 
 __all__ = ["SESSION_COOKIE", "build_app"]
 
@@ -35,11 +36,12 @@ _HERE = Path(__file__).parent
 
 
 def build_app(service: Service, tokens: TokenBook, *, rate: float = 50.0, burst: int = 100,
-              max_body_bytes: int = MAX_BODY_BYTES) -> Starlette:
-    """The ASGI app over ``service``."""
+              max_body_bytes: int = MAX_BODY_BYTES, metrics: PrometheusSource | None = None) -> Starlette:
+    """The ASGI app over ``service`` (``metrics``: the job pages' source of device readings,
+    ``--prometheus``; default the service's own samples)."""
     gate = Gate(tokens, RateLimiter(rate, burst))
     routes: list[BaseRoute] = [*api_routes(service, gate, openapi(accel.__version__), max_body_bytes),
-                               *page_routes(service, gate),
+                               *page_routes(service, gate, metrics),
                                Mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static")]
 
     async def server_error(request: Request, exc: Exception) -> Response:

@@ -43,6 +43,11 @@ def _serve_arguments(parser: argparse.ArgumentParser, context: CommandContext) -
                              "default allowlist)")
     parser.add_argument("--rate", type=float, default=50.0, help="requests per second per token (default 50)")
     parser.add_argument("--burst", type=int, default=100, help="burst per token (default 100)")
+    parser.add_argument("--prometheus", default=None, metavar="URL",
+                        help="read the job pages' device metrics from this Prometheus (which scrapes accel exporter "
+                             "on the job hosts) instead of the service's own samples")
+    parser.add_argument("--prometheus-timeout", type=float, default=5.0, metavar="SECONDS",
+                        help="the limit of one Prometheus query (default 5)")
     parser.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",
                         help="a preempted job's grace period, service seconds (default 30)")
     sub = parser.add_subparsers(dest="serve_action", metavar="{token}")

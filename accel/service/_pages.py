@@ -24,6 +24,7 @@ from ._base import NotFoundError
 from ._charts import Chart, line_chart
 from ._core import Service
 from ._http import SESSION_COOKIE, SESSION_S, Gate, HTTPError, error_response, job_id_of, read_log
+from ._prometheus import MetricsSourceError, PrometheusSource
 
 __all__ = ["page_routes"]
 
@@ -52,8 +53,9 @@ def _templates() -> Environment:
     return env
 
 
-def page_routes(service: Service, gate: Gate) -> list[Route]:
-    """The pages' routes over ``service``."""
+def page_routes(service: Service, gate: Gate, metrics: PrometheusSource | None = None) -> list[Route]:
+    """The pages' routes over ``service`` (``metrics``: where a job's device readings come from,
+    instead of the service's own samples)."""
     templates = _templates()
 
     def page(fn: Callable[[Request, Principal], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
@@ -112,12 +114,15 @@ def page_routes(service: Service, gate: Gate) -> list[Route]:
     async def job_page(request: Request, who: Principal) -> Response:
         job_id = job_id_of(request)
 
-        def gather() -> tuple[dict[str, Any], list[Chart], str]:
+        def gather() -> tuple[dict[str, Any], list[Chart], str | None, str]:
             r = service.record(who, job_id)
-            return r, _charts(service.samples(who, job_id)), read_log(service.log_file(who, job_id, "stdout"), 50)
+            charts, error = _job_charts(service, who, job_id, metrics)
+            return r, charts, error, read_log(service.log_file(who, job_id, "stdout"), 50)
 
-        r, charts, tail = await run_in_threadpool(gather)
-        return render("job.html", who=who, r=r, charts=charts, log_tail=tail)
+        r, charts, metrics_error, tail = await run_in_threadpool(gather)
+        source = metrics.describe() if metrics is not None else "the service's samples of its executor"
+        return render("job.html", who=who, r=r, charts=charts, metrics_source=source, metrics_error=metrics_error,
+                      log_tail=tail)
 
     async def pools_page(request: Request, who: Principal) -> Response:
         hosts = [{"name": name, "executor": service.host_executor[name].name, "devices": len(inv.devices),
@@ -142,12 +147,32 @@ def _health(inv: Any) -> str:
     return "ok" if not problems else f"{problems} problem(s)"
 
 
+def _job_charts(service: Service, who: Principal, job_id: str,
+                metrics: PrometheusSource | None) -> tuple[list[Chart], str | None]:
+    """The job's charts and, when the metrics source failed, why (never an empty chart instead)."""
+    if metrics is None:
+        return _charts(service.samples(who, job_id)), None
+    rows: list[tuple[float, str, int | None, float | None, float | None]] = []
+    clock = service.clock
+    try:
+        for devices, start, end in service.run_windows(who, job_id):
+            for w, dev, m, u, p in metrics.job_samples(devices, start, end):
+                # on the service's time line, as its own samples are
+                rows.append((clock.t0 + (w - clock.wall0) * clock.scale, dev, m, u, p))
+    except MetricsSourceError as exc:
+        return [], str(exc)
+    return _charts(rows), None
+
+
 def _charts(samples: list[tuple[float, str, int | None, float | None, float | None]]) -> list[Chart]:
     mem: dict[str, list[tuple[float, float]]] = {}
     util: dict[str, list[tuple[float, float]]] = {}
     power: dict[str, list[tuple[float, float]]] = {}
+    # a long id is labelled by its last 8 characters, unless two of the job's devices share them
+    short = {dev: dev[-8:] if len(dev) > 24 else dev for dev in {row[1] for row in samples}}
+    labels = {dev: (lab if list(short.values()).count(lab) == 1 else dev) for dev, lab in short.items()}
     for t, dev, m, u, p in samples:
-        label = dev.rsplit("-", 1)[-1][:8] if len(dev) > 24 else dev
+        label = labels[dev]
         if m is not None:
             mem.setdefault(label, []).append((t, float(m)))
         if u is not None:

@@ -66,8 +66,10 @@ class PrometheusSource:
             raise ValueError(f"--prometheus {self.url!r}: expected an http:// or https:// URL of a Prometheus")
         if parts.username or parts.password or parts.query or parts.fragment:
             raise ValueError(f"--prometheus {self.url!r}: give the server's URL without credentials, query or fragment")
-        if not (self.timeout_s > 0 and self.max_bytes > 0):
-            raise ValueError("the Prometheus timeout and size limit must be > 0")
+        if not 0 < self.timeout_s <= 60:
+            raise ValueError(f"--prometheus-timeout {self.timeout_s}: give a number of seconds above 0, at most 60")
+        if not self.max_bytes > 0:
+            raise ValueError(f"the limit on a Prometheus answer must be > 0 bytes, not {self.max_bytes}")
         object.__setattr__(self, "url", self.url.rstrip("/"))
 
     def describe(self) -> str:

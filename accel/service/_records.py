@@ -159,6 +159,17 @@ class Records(ServiceBase):
             stored = self._visible(who, job_id)
         return self.store.samples(stored.id)
 
+    def run_windows(self, who: Principal, job_id: str, last: int = 4) -> list[tuple[tuple[tuple[str, str], ...], float,
+                                                                                  float]]:
+        """The job's last ``last`` launches as ``((host, device id)...), start wall, end wall`` (a
+        running launch ends now): where and when to read its devices from a metrics source."""
+        with self.lock:
+            stored = self._visible(who, job_id)
+            launches = self.store.launches(stored.id)[-last:]
+            now = self.now()
+        return [(tuple((str(d["host"]), str(d["device_id"])) for d in la.devices), self.clock.wall(la.started_t),
+                 self.clock.wall(la.ended_t if la.ended_t is not None else now)) for la in launches if la.devices]
+
 
 
 

@@ -74,6 +74,14 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("name the hosts to run on: --sim PROFILES (simulated) or --executor local|slurm")
     if args.grace < 0:
         raise ConfigError("--grace must be >= 0")
+    metrics = None
+    if args.prometheus:
+        from ._prometheus import PrometheusSource
+
+        try:
+            metrics = PrometheusSource(args.prometheus, timeout_s=args.prometheus_timeout)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
     holder: dict[str, Service] = {}
 
     def clock() -> float:
@@ -106,7 +114,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"accel serve: wrote the admin token to {written} (mode 0600)", file=sys.stderr)
     if not is_loopback(host):
         print(f"accel serve: warning: listening on {host}, not loopback: put TLS in front of it", file=sys.stderr)
-    app = build_app(service, tokens, rate=args.rate, burst=args.burst)
+    app = build_app(service, tokens, rate=args.rate, burst=args.burst, metrics=metrics)
     shown = f"[{host}]" if ":" in host else host
     print(f"accel serve: http://{shown}:{port} (state {state}, executors {', '.join(names)}, "
           f"time scale {args.time_scale:g})", file=sys.stderr, flush=True)

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import shutil
 import socket
+import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
+from accel.service._app import build_app
+from accel.service._auth import TokenBook, ensure_admin_token
 from accel.service._prometheus import MetricsSourceError, PrometheusSource
 from tests.exporter._procs import exporter, free_port, prometheus, query, wait_for
+from tests.service._svc import open_service, serving
 
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(
@@ -58,6 +63,41 @@ def test_a_jobs_device_readings_come_from_prometheus(tmp_path: Path) -> None:
             source._range("accel_power_watts{", start, end, 1.0)
         with pytest.raises(MetricsSourceError, match="larger than 200 bytes"):
             PrometheusSource(base, max_bytes=200).job_samples([(HOST, DEV0)], start, end)
+        _job_page_charts_from_prometheus(tmp_path, base, prom)
+
+
+def _job_page_charts_from_prometheus(tmp_path: Path, base: str, prom: subprocess.Popen[bytes]) -> None:
+    # accel serve over the same simulator profile (the same device ids) on the real wall clock:
+    # a job runs 3 s on two devices, and its page draws Prometheus's readings of them; with a
+    # Prometheus that cannot be reached, the page says so instead of drawing nothing.
+    svc = open_service(tmp_path / "state", time.time, profiles="dgx-h100", scale=60.0)  # type: ignore[arg-type]
+    try:
+        tokens = TokenBook(svc.store)
+        path = ensure_admin_token(tmp_path / "state", tokens, svc.store)
+        assert path is not None
+        auth = {"Authorization": f"Bearer {path.read_text().strip()}"}
+        good = build_app(svc, tokens, metrics=PrometheusSource(base))
+        bad = build_app(svc, tokens, metrics=PrometheusSource(f"http://127.0.0.1:{free_port()}", timeout_s=1))
+        svc.start_loop(0.1)
+        with serving(good) as url, serving(bad) as bad_url:
+            body = {"name": "p", "command": ["train"], "devices": 2, "duration_s": 180}
+            job = httpx.post(f"{url}/v1/jobs", json=body, headers=auth, timeout=30).json()["id"]
+
+            def ended() -> bool | None:
+                r = httpx.get(f"{url}/v1/jobs/{job}", headers=auth, timeout=30).json()
+                return True if r["state"] == "finished" else None
+
+            wait_for("the job ended", ended, 60, prom)
+            page = httpx.get(f"{url}/jobs/{job}", headers=auth, timeout=30).text
+            assert f"from Prometheus at {base}" in page
+            assert 'aria-label="memory used"' in page and 'aria-label="power"' in page
+            assert page.count("<polyline") == 3 * 2  # three charts, a line per device
+            assert "metrics-error" not in page
+            page = httpx.get(f"{bad_url}/jobs/{job}", headers=auth, timeout=30).text
+            assert 'id="metrics-error"' in page and "could not be read" in page and "ConnectError" in page
+            assert "<polyline" not in page and "no readings" not in page
+    finally:
+        svc.close()
 
 
 def test_an_unreachable_or_silent_prometheus_is_an_error_not_an_empty_chart() -> None:
