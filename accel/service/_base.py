@@ -23,6 +23,7 @@ from accel.scheduler.queueing import JobSpec, QueueingScheduler
 from ._auth import Principal
 from ._executor import Executor, Handle
 from ._jobreq import EnvAllowlist, JobRequest, request_from_dict
+from ._partitions import is_partition_pool, pool_profile
 from ._store import Launch, ServiceStore, StoredJob
 
 
@@ -83,6 +84,8 @@ class ServiceBase:
         for inv in inventories.values():
             for dev in inv.devices:
                 self._pool_vendor.setdefault(dev.model or "unknown", dev.vendor)
+        #: Whether some device is offered as its partitions (see ``_partitions``).
+        self.partitioned = any(is_partition_pool(p) for p in engine.pools)
         self._wait_ratios: list[float] = []
         self._requests: dict[str, JobRequest] = {}
         self._stop = threading.Event()
@@ -115,7 +118,8 @@ class ServiceBase:
 
     def pools_for(self, req: JobRequest) -> list[str]:
         """The pools that can take ``req`` (its model / pool / vendor selectors)."""
-        pools = list(self.engine.pools)
+        # whole devices for a request without a partition profile, that profile's partitions for one
+        pools = [p for p in self.engine.pools if pool_profile(p) == (req.partition or None)]
         want = req.pool or req.model
         if want:
             exact = [p for p in pools if p == want]

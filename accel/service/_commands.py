@@ -94,6 +94,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help="device model (pool), or a part of its name: H100")
     parser.add_argument("--vendor", default=None, help="device vendor: nvidia, amd, ascend...")
     parser.add_argument("--pool", default=None, help="take this pool's quote")
+    parser.add_argument("--partition", default=None, metavar="PROFILE",
+                        help="hardware partitions (MIG instances...) of this profile instead of whole devices: 1g.10gb")
     parser.add_argument("--share", type=int, default=None, metavar="MILLI",
                         help="a fractional share of one device, in milli-devices (1 to 1000)")
     parser.add_argument("--share-memory", type=int, default=None, metavar="BYTES",

@@ -34,6 +34,7 @@ from ._auth import Principal
 from ._base import NotFoundError, ServiceClock
 from ._executor import Executor, ExitReason
 from ._jobreq import EnvAllowlist, JobRequest
+from ._partitions import PartitionPool, partition_prices, schedulable
 from ._quoting import Quoting
 from ._records import Records
 from ._runloop import RunLoop
@@ -88,6 +89,7 @@ class Service(RunLoop, Quoting, Records):
             clock = ServiceClock(float(store.meta("t0") or 0.0), float(store.meta("wall0") or 0.0), float(time_scale),
                                  wall)
             inventories: dict[str, HostInventory] = {}
+            partition_pools: dict[str, PartitionPool] = {}
             host_executor: dict[str, Executor] = {}
             for ex in executors:
                 for inv in ex.hosts():
@@ -95,7 +97,9 @@ class Service(RunLoop, Quoting, Records):
                     if name in inventories:
                         raise ConfigError(f"host {name!r} is offered by two executors ({host_executor[name].name}, "
                                           f"{ex.name})")
-                    inventories[name] = inv
+                    # a device split into partitions is offered as its partitions (pools of their own)
+                    inventories[name], pools = schedulable(inv)
+                    partition_pools.update(pools)
                     host_executor[name] = ex
             if not inventories:
                 raise ConfigError("no executor offers any host: nothing to schedule on")
@@ -104,12 +108,18 @@ class Service(RunLoop, Quoting, Records):
                 for model, price in (prices or {}).items():
                     store.set_price(model, float(price))
                 if not store.prices():
-                    models = {d.model for inv in inventories.values() for d in inv.devices if d.model}
+                    # a partition pool is priced from its device model's price (below)
+                    models = {d.model for inv in inventories.values() for d in inv.devices
+                              if d.model and d.model not in partition_pools}
+                    models |= {pp.parent_model for pp in partition_pools.values()}
                     for model in sorted(models):
                         for key, price in DEFAULT_PRICES:
                             if key.lower() in model.lower():
                                 store.set_price(model, price)
                                 break
+                for pool, price in partition_prices(partition_pools,
+                                                    {m: p[0] for m, p in store.prices().items()}).items():
+                    store.set_price(pool, price)
             table = PriceTable({m: p[0] for m, p in store.prices().items()},
                                {m: p[1] for m, p in store.prices().items() if p[1]})
             _write_prices(state / "prices.json", table)
@@ -164,7 +174,10 @@ class Service(RunLoop, Quoting, Records):
                 raise InvalidRequestError(self._no_pool(req), field="pool")
             seq = self.store.next_seq()
             job_id = f"j{seq:06d}-{secrets.token_hex(3)}"
-            pool = chosen["pool"] if (req.pool or req.model or req.vendor) else ""
+            # a request naming no pool may go to any, unless partitions are offered: those a
+            # request for whole devices never gets
+            pinned = req.pool or req.model or req.vendor or req.partition or self.partitioned
+            pool = chosen["pool"] if pinned else ""
             stored = StoredJob(job_id, seq, tenant, req.name, {**req.as_dict(), "tenant": tenant, "pool": pool}, now,
                                self.clock.wall(now), who.actor, {**chosen, "all": quotes})
             with self.store.transaction():  # the request and its quote: one commit, before the journal's
