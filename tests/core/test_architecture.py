@@ -79,6 +79,13 @@ RULES = {
     "accel.toolkit": ("accel.toolkit", "accel.plugins._cli"),
     "accel.sysfs": ("accel.sysfs", "accel.model", "accel.errors"),
     "accel.k8s": ("accel.k8s", "accel.integrations.k8s"),  # the old name, kept for imports
+    "accel.exporter": ("accel.exporter", "accel.integrations.exporter"),  # the old name, kept for imports
+    # The Prometheus exporter (an integration): reads every backend through discovery, the leak
+    # analysis over the model, the loopback check, and the kubelet PodResources client.
+    "accel.integrations.exporter": (
+        "accel.integrations.exporter", "accel.integrations.k8s._podresources", "accel.model", "accel.errors",
+        "accel.discovery", "accel.plugin", "accel.leak", "accel._net",
+    ),
     # DESIGN.md section 1: integrations -> model, discovery, scheduler (the extender runs accel.scheduler)
     # (accel._net: the loopback check its extender shares with the exporter)
     "accel.integrations.k8s": ("accel.integrations", "accel.model", "accel.errors", "accel.scheduler", "accel._net"),

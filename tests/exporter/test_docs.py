@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from accel.exporter import FAMILIES, RULE_GROUPS
-from accel.exporter._dcgm import DCGM_RULE_GROUPS
+from accel.integrations.exporter._dcgm import DCGM_RULE_GROUPS
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = {f.name for f in FAMILIES}

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..model import (
+from ...model import (
     Device,
     Health,
     HealthState,
@@ -131,7 +131,7 @@ class AccelCollector(Collector):
 
     ``processes`` adds ``accel_process_memory_bytes`` per process (one series per pid: high
     cardinality, so off by default).  ``fields`` (``accel exporter --fields``, see
-    :func:`~accel.exporter._families.parse_fields`) limits the families emitted; the backends
+    :func:`~accel.integrations.exporter._families.parse_fields`) limits the families emitted; the backends
     should be opened with its ``readings`` so that they read no more than that.
     """
 
@@ -139,7 +139,7 @@ class AccelCollector(Collector):
                  fields: FieldSelection | None = None, labels: str = "accel",
                  attribution: Attribution | None = None) -> None:
         if labels not in LABEL_MODES:
-            from ..errors import ConfigError
+            from ...errors import ConfigError
 
             raise ConfigError(f"--labels {labels!r}: use one of {', '.join(LABEL_MODES)}")
         self.source = source

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import AccelError, ConfigError
-from ..model import Device
+from ...errors import AccelError, ConfigError
+from ...model import Device
 
 if TYPE_CHECKING:  # the k8s package loads only with --pod-resources-socket
-    from ..integrations.k8s._podresources import DeviceHolder
+    from ..k8s._podresources import DeviceHolder
 
 __all__ = [
     "HPC_SOURCE",

@@ -5,7 +5,7 @@ families without it.  Each :class:`Family` belongs to one *group*: a
 :class:`~accel.plugin.Reading` (the backend reads it only when a selected family needs it),
 ``partitions`` (always read: it places processes), ``identity`` (``accel_device_info``, always
 exported), ``attribution`` (which pod or Slurm job holds a device; exported when the exporter is
-told where to look, :mod:`accel.exporter._attribution`) or ``exporter`` (the exporter's own
+told where to look, :mod:`accel.integrations.exporter._attribution`) or ``exporter`` (the exporter's own
 families: backend up, read errors, inventory complete and problems; always exported, since they
 say whether a scrape can be trusted).
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..errors import ConfigError
-from ..plugin import Reading
+from ...errors import ConfigError
+from ...plugin import Reading
 
 __all__ = ["COMMON_FAMILIES", "FAMILIES", "PROFILES", "Family", "FieldSelection", "parse_fields"]
 
