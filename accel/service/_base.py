@@ -20,6 +20,7 @@ from accel.model import HostInventory
 from accel.scheduler import Share, TopologyConstraint, TopologyLevel
 from accel.scheduler.queueing import JobSpec, QueueingScheduler
 
+from ._attribution import AttributionWriter
 from ._auth import Principal
 from ._executor import Executor, Handle
 from ._jobreq import EnvAllowlist, JobRequest, request_from_dict
@@ -86,6 +87,8 @@ class ServiceBase:
                 self._pool_vendor.setdefault(dev.model or "unknown", dev.vendor)
         #: Whether some device is offered as its partitions (see ``_partitions``).
         self.partitioned = any(is_partition_pool(p) for p in engine.pools)
+        #: Publishes which job holds which device for the exporters (``--attribution-dir``).
+        self.attribution: AttributionWriter | None = None
         self._wait_ratios: list[float] = []
         self._requests: dict[str, JobRequest] = {}
         self._stop = threading.Event()

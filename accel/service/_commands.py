@@ -43,6 +43,9 @@ def _serve_arguments(parser: argparse.ArgumentParser, context: CommandContext) -
                              "default allowlist)")
     parser.add_argument("--rate", type=float, default=50.0, help="requests per second per token (default 50)")
     parser.add_argument("--burst", type=int, default=100, help="burst per token (default 100)")
+    parser.add_argument("--attribution-dir", default=None, metavar="DIR",
+                        help="write DIR/<host>.json: which job and tenant hold each device of the host, for "
+                             "accel exporter --accel-serve-attribution (nothing else of a job leaves the service)")
     parser.add_argument("--prometheus", default=None, metavar="URL",
                         help="read the job pages' device metrics from this Prometheus (which scrapes accel exporter "
                              "on the job hosts) instead of the service's own samples")

@@ -69,15 +69,40 @@ def schedulable(inv: HostInventory) -> tuple[HostInventory, dict[str, PartitionP
             fraction = p.compute_ratio or (p.memory_bytes / total if p.memory_bytes and total else None)
             pool = partition_pool(model, p.profile)
             pools.setdefault(pool, PartitionPool(model, round(fraction, 6) if fraction else 0.0))
-            memory = tuple(m.model_copy(update={"total_bytes": p.memory_bytes, "usable_bytes": p.memory_bytes,
-                                                 "used_bytes": None, "reserved_bytes": None})
-                           for m in dev.memory[:1]) if p.memory_bytes else ()
-            devices.append(dev.model_copy(update={"id": p.id, "uuid": p.uuid, "model": pool, "binding": p.binding,
-                                                  "memory": memory, "pci": None}))
+            memory = (
+                tuple(
+                    m.model_copy(
+                        update={
+                            "total_bytes": p.memory_bytes,
+                            "usable_bytes": p.memory_bytes,
+                            "used_bytes": None,
+                            "reserved_bytes": None,
+                        }
+                    )
+                    for m in dev.memory[:1]
+                )
+                if p.memory_bytes
+                else ()
+            )
+            devices.append(
+                dev.model_copy(
+                    update={
+                        "id": p.id,
+                        "uuid": p.uuid,
+                        "model": pool,
+                        "binding": p.binding,
+                        "memory": memory,
+                        "pci": None,
+                    }
+                )
+            )
     return inv.model_copy(update={"devices": tuple(devices), "partitions": ()}), pools
 
 
 def partition_prices(pools: Mapping[str, PartitionPool], prices: Mapping[str, float]) -> dict[str, float]:
     """List prices of the partition pools that have none, from their device model's price."""
-    return {pool: round(prices[pp.parent_model] * pp.fraction, 6) for pool, pp in pools.items()
-            if pool not in prices and pp.parent_model in prices and pp.fraction}
+    return {
+        pool: round(prices[pp.parent_model] * pp.fraction, 6)
+        for pool, pp in pools.items()
+        if pool not in prices and pp.parent_model in prices and pp.fraction
+    }

@@ -113,8 +113,22 @@ class RunLoop(ServiceBase):
             if wall_now - self._last_sample >= self._sample_every_s:
                 self._last_sample = wall_now
                 todo = self._to_sample()
+            held = self._held() if self.attribution is not None else None
         # device reads are I/O: outside the lock, so API calls do not wait for them
         self._sample(todo, now)
+        if self.attribution is not None and held is not None:
+            self.attribution.update(held)
+
+    def _held(self) -> dict[str, list[tuple[str, str, str]]]:
+        """host -> (device id, job id, tenant) of every job with a started run."""
+        out: dict[str, list[tuple[str, str, str]]] = {}
+        for job_id, run in self.runs.items():
+            job = self.engine.jobs.get(job_id)
+            if run.handle is None or job is None:
+                continue
+            for d in run.launch.devices:
+                out.setdefault(str(d["host"]), []).append((str(d["device_id"]), job_id, job.spec.tenant))
+        return out
 
     def _reap(self, now: float) -> None:
         for job_id, run in list(self.runs.items()):

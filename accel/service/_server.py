@@ -108,6 +108,17 @@ def main(args: argparse.Namespace) -> int:
                            policy=default_policy(args.grace),
                            env_allow=EnvAllowlist(tuple(args.env_allow) or DEFAULT_ENV_ALLOW))
     holder["svc"] = service
+    if args.attribution_dir:
+        from ._attribution import AttributionWriter
+
+        def warn(line: str) -> None:
+            print(f"accel serve: attribution: {line}", file=sys.stderr, flush=True)
+
+        try:
+            service.attribution = AttributionWriter(Path(args.attribution_dir), service.inventories, warn=warn)
+        except OSError as exc:
+            service.close()
+            raise ConfigError(f"--attribution-dir {args.attribution_dir}: {exc.strerror or exc}") from exc
     tokens = TokenBook(service.store)
     written = ensure_admin_token(state, tokens, service.store)
     if written is not None:

@@ -43,8 +43,10 @@ def test_partition_requests_on_the_sim_executor(tmp_path: Path) -> None:
         assert len(running) == 2 and recs[jobs[2]]["state"] == "queued"  # two 1g.10gb instances
         placed = sorted(recs[j]["allocation"]["devices"][0]["visibility_env"]["CUDA_VISIBLE_DEVICES"] for j in running)
         assert placed == [MIG_09, MIG_10]
-        assert {recs[j]["allocation"]["devices"][0]["device_id"] for j in running} == {f"nvidia:{MIG_09}",
-                                                                                     f"nvidia:{MIG_10}"}
+        assert {recs[j]["allocation"]["devices"][0]["device_id"] for j in running} == {
+            f"nvidia:{MIG_09}",
+            f"nvidia:{MIG_10}",
+        }
         # a request for whole devices never gets a partition
         assert recs[whole]["pool"] == "NVIDIA H100 80GB HBM3"
         # the slice reads as its GPU in the simulator, under the slice's id
@@ -89,14 +91,18 @@ def test_a_local_job_on_a_partition_sees_the_mig_device(tmp_path: Path) -> None:
     # CUDA_VISIBLE_DEVICES naming its MIG instance, not the GPU.
     state = tmp_path / "state"
     holder: dict[str, Service] = {}
-    ctx = ExecutorContext(lambda: holder["svc"].now() if "svc" in holder else 0.0, state / "logs",
-                          {"inventory": "sim:a100-mig", "allow_root": True})
+    ctx = ExecutorContext(
+        lambda: holder["svc"].now() if "svc" in holder else 0.0,
+        state / "logs",
+        {"inventory": "sim:a100-mig", "allow_root": True},
+    )
     svc = Service.open(state, [build_executor("local", ctx)], policy=default_policy())
     holder["svc"] = svc
     try:
         who = Principal("t", "t", False)
-        req = parse_request({"command": ["sh", "-c", "echo $CUDA_VISIBLE_DEVICES"], "partition": "3g.40gb"},
-                            EnvAllowlist())
+        req = parse_request(
+            {"command": ["sh", "-c", "echo $CUDA_VISIBLE_DEVICES"], "partition": "3g.40gb"}, EnvAllowlist()
+        )
         job = svc.submit(who, req)
         end = time.monotonic() + 30
         while svc.record(who, job)["state"] != "finished":

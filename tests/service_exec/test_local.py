@@ -23,6 +23,7 @@ from accel.model import HostInventory
 from accel.service import Executor, ExecutorError, ExitReason, Handle, JobLostError
 from accel.service.executors._local import LocalExecutor, classify_exit
 from accel.service.executors._wrap import EXIT, RUN, read_start_ticks, supervised
+from tests.slurm._cluster import missing as slurm_missing
 
 from ._common import crash_jobs, crash_test, host, spec, wait_end, wait_for
 
@@ -454,6 +455,11 @@ def test_a_real_oom_kill_is_oom_killed(memory_cgroup: Path, inv: HostInventory, 
     assert "memory.oom_control: oom_kill 0 -> 1" in status.detail
 
 
+@pytest.mark.skipif(
+    slurm_missing() is None and "CRASH_KILLS" not in os.environ,
+    reason="where the real Slurm runs, test_slurm.py's chain over accel serve with local and slurm jobs covers "
+    "local jobs (CI's time); tox -e crash runs this one too",
+)
 def test_a_sigkill_chain_over_accel_serve_loses_no_job_and_runs_none_twice(tmp_path: Path) -> None:
     # `accel serve --executor local` is SIGKILLed at seeded random moments and started again on
     # the same state: every job's outcome and bill is the uninterrupted run's (CRASH_KILLS kills;
