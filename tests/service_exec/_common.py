@@ -96,7 +96,7 @@ CRASH_JOB_SCALE = float(os.environ.get("CRASH_JOB_SCALE", "1"))
 CRASH_SEED = int(os.environ.get("CRASH_SEED", "33"))
 #: What one job's billed device-seconds may differ by between two runs, besides the service's down
 #: time: the live loop's tick (0.2 s) and the poll that sees the end, on a loaded machine.
-BILL_SLACK_S = 1.5
+BILL_SLACK_S = 2.0
 
 
 @dataclass(frozen=True)
