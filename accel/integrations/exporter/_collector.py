@@ -47,6 +47,7 @@ POD_LABELS = ("namespace", "pod", "container")
 HPC_LABEL = "hpc_job"
 #: Families keyed by ``device`` that never get the extra labels: they are identity or attribution already.
 _NO_EXTRA = frozenset({"accel_device_info", "accel_device_pod_info", "accel_device_hpc_job_info",
+                       "accel_device_accel_job_info",
                        "accel_device_read_problems"})
 
 
@@ -238,6 +239,9 @@ def _attribution(out: _Families, who: AttributionRead) -> None:
     for device, jobs in sorted(who.jobs.items()):
         for job in jobs:
             out.add("accel_device_hpc_job_info", [device, job], 1)
+    for device, held in sorted(who.serve.items()):
+        for job, tenant in held:
+            out.add("accel_device_accel_job_info", [device, job, tenant], 1)
 
 
 def _device_problems(out: _Families, read: BackendRead) -> None:

@@ -60,6 +60,8 @@ FAMILIES: tuple[Family, ...] = (
        "A Kubernetes container the kubelet allocated this device to (value 1; PodResources List)."),
     _f("accel_device_hpc_job_info", "gauge", "attribution", "device hpc_job",
        "A Slurm (HPC) job the job-mapping directory assigns this device to (value 1)."),
+    _f("accel_device_accel_job_info", "gauge", "attribution", "device accel_job tenant",
+       "An accel serve job (and its tenant) running on this device (value 1; accel serve --attribution-dir)."),
     _f("accel_memory_total_bytes", "gauge", "memory", _DEV, "Device memory in bytes."),
     _f("accel_memory_used_bytes", "gauge", "memory", _DEV, "Device memory in use, bytes."),
     _f("accel_memory_free_bytes", "gauge", "memory", _DEV, "Device memory free, bytes."),

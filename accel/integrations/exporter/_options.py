@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from ...errors import ConfigError
-from ._attribution import Attribution, HpcJobMapping
+from ._attribution import Attribution, HpcJobMapping, ServeJobs
 
 __all__ = ["collector_options", "rules_text"]
 
@@ -46,8 +46,11 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError("--pod-resources-socket is empty")
     if directory == "":
         raise ConfigError("--hpc-job-mapping-dir is empty")
+    serve_file = getattr(args, "accel_serve_attribution", None)
+    if serve_file == "":
+        raise ConfigError("--accel-serve-attribution is empty")
     attribution = None
-    if socket or directory:
+    if socket or directory or serve_file:
         pods = None
         if socket:
             from ..k8s._podresources import PodResourcesClient, PodResourcesError, require_grpc
@@ -58,7 +61,8 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
                 raise ConfigError(f"--pod-resources-socket: {exc}") from exc
             pods = PodResourcesClient(socket, timeout_s=timeout)
         jobs = HpcJobMapping(directory) if directory else None
-        attribution = Attribution(pods=pods, jobs=jobs, ttl_s=interval, warn=_warn)
+        serve = ServeJobs(serve_file) if serve_file else None
+        attribution = Attribution(pods=pods, jobs=jobs, serve=serve, ttl_s=interval, warn=_warn)
     return {"labels": labels, "attribution": attribution}
 
 
