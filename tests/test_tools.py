@@ -32,6 +32,7 @@ from accel.tools import (
     Runner,
     SubprocessRunner,
     ToolResult,
+    _running,
     run,
     which,
 )
@@ -255,7 +256,7 @@ def test_interrupt_while_running_kills_the_group(
         read_pid(pidfile)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tools, "_pump", interrupted)
+    monkeypatch.setattr(_running, "_pump", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run(["vtool", str(pidfile)], search_path=[str(bindir)], timeout_s=5)
     grandchild = read_pid(pidfile)
@@ -716,10 +717,10 @@ def test_kill_running_tools_ends_a_tool_run_by_another_thread(tmp_path: Path) ->
     with ThreadPoolExecutor(1) as pool:
         future = pool.submit(tools.run, [str(script)], timeout_s=120)
         deadline = time.monotonic() + 10
-        while not tools._RUNNING and time.monotonic() < deadline:
+        while not _running._RUNNING and time.monotonic() < deadline:
             time.sleep(0.01)
         assert tools.kill_running_tools() == 1
         with pytest.raises(ToolExitError):
             future.result(timeout=10)
-    assert not tools._RUNNING
+    assert not _running._RUNNING
     assert tools.kill_running_tools() == 0

@@ -63,14 +63,14 @@ CONFORMANCE = Command(
 
 
 def _exporter_arguments(parser: argparse.ArgumentParser, context: CommandContext) -> None:
-    from ..exporter._args import add_arguments  # the exporter and prometheus_client load in run
+    from ..integrations.exporter._args import add_arguments  # the exporter and prometheus_client load in run
 
     add_arguments(parser)
     context.add_selection_arguments(parser)
 
 
 def _exporter_run(args: argparse.Namespace) -> int:
-    from ..exporter._server import main
+    from ..integrations.exporter._server import main
     from ._commands import _configs
 
     selection = _configs(args) if args.action == "serve" else None

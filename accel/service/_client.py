@@ -111,6 +111,7 @@ def request_body(args: argparse.Namespace) -> dict[str, Any]:
         command = command[1:]
     body: dict[str, Any] = {"command": command, "devices": args.devices}
     for key, value in (("name", args.name), ("model", args.model), ("vendor", args.vendor), ("pool", args.pool),
+                       ("partition", args.partition),
                        ("priority_class", args.priority_class), ("duration_s", args.duration),
                        ("time_limit_s", args.time_limit), ("tenant", args.tenant)):
         if value is not None:

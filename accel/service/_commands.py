@@ -43,6 +43,14 @@ def _serve_arguments(parser: argparse.ArgumentParser, context: CommandContext) -
                              "default allowlist)")
     parser.add_argument("--rate", type=float, default=50.0, help="requests per second per token (default 50)")
     parser.add_argument("--burst", type=int, default=100, help="burst per token (default 100)")
+    parser.add_argument("--attribution-dir", default=None, metavar="DIR",
+                        help="write DIR/<host>.json: which job and tenant hold each device of the host, for "
+                             "accel exporter --accel-serve-attribution (nothing else of a job leaves the service)")
+    parser.add_argument("--prometheus", default=None, metavar="URL",
+                        help="read the job pages' device metrics from this Prometheus (which scrapes accel exporter "
+                             "on the job hosts) instead of the service's own samples")
+    parser.add_argument("--prometheus-timeout", type=float, default=5.0, metavar="SECONDS",
+                        help="the limit of one Prometheus query (default 5)")
     parser.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",
                         help="a preempted job's grace period, service seconds (default 30)")
     sub = parser.add_subparsers(dest="serve_action", metavar="{token}")
@@ -89,6 +97,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help="device model (pool), or a part of its name: H100")
     parser.add_argument("--vendor", default=None, help="device vendor: nvidia, amd, ascend...")
     parser.add_argument("--pool", default=None, help="take this pool's quote")
+    parser.add_argument("--partition", default=None, metavar="PROFILE",
+                        help="hardware partitions (MIG instances...) of this profile instead of whole devices: 1g.10gb")
     parser.add_argument("--share", type=int, default=None, metavar="MILLI",
                         help="a fractional share of one device, in milli-devices (1 to 1000)")
     parser.add_argument("--share-memory", type=int, default=None, metavar="BYTES",

@@ -74,6 +74,8 @@ class JobRequest:
     pool: str = ""
     tenant: str = ""
     labels: tuple[tuple[str, str], ...] = field(default=())
+    #: A hardware partition profile (``1g.10gb``): ``devices`` partitions of it, not whole devices.
+    partition: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -83,7 +85,7 @@ class JobRequest:
         return out
 
 
-_FIELDS = {"name", "command", "env", "devices", "model", "vendor", "share", "topology", "same_host",
+_FIELDS = {"name", "command", "env", "devices", "model", "vendor", "partition", "share", "topology", "same_host",
            "priority_class", "duration_s", "time_limit_s", "checkpoint", "pool", "tenant", "labels"}
 
 
@@ -162,7 +164,14 @@ def parse_request(body: Any, allow: EnvAllowlist, *, need_command: bool = True) 
             if not SELECTOR_RE.match(v):
                 raise RequestError(f"{key} {v[:40]!r} has characters a device model never has", key)
         sel[key] = v
+    partition = body.get("partition") or ""
+    if partition:
+        partition = _text(partition, "partition", 64)
+        if not NAME_RE.match(partition):
+            raise RequestError(f"partition {partition[:40]!r} is not a partition profile name (1g.10gb)", "partition")
     share = body.get("share")
+    if share is not None and partition:
+        raise RequestError("a job asks for partitions or a share of a device, not both", "share")
     if share is not None:
         if not isinstance(share, Mapping) or set(share) - {"compute_milli", "memory_bytes"}:
             raise RequestError("share must be {compute_milli, memory_bytes}", "share")
@@ -208,7 +217,7 @@ def parse_request(body: Any, allow: EnvAllowlist, *, need_command: bool = True) 
         if not NAME_RE.match(k):
             raise RequestError(f"label name {k[:40]!r} is not a name", "labels")
     return JobRequest(name, command, tuple(env), devices, sel["model"], sel["vendor"], share, topo, same_host,
-                      pclass, duration, limit, ck_sig, ck_int, sel["pool"], tenant, labels)
+                      pclass, duration, limit, ck_sig, ck_int, sel["pool"], tenant, labels, partition)
 
 
 def request_from_dict(data: Mapping[str, Any]) -> JobRequest:

@@ -38,6 +38,8 @@ _JOB_REQUEST: dict[str, Any] = {
         "model": {"type": "string", "description": "a device model (pool) or a part of its name"},
         "vendor": {"type": "string"},
         "pool": {"type": "string", "description": "take this pool's quote"},
+        "partition": {"type": "string", "description": "a hardware partition profile (MIG 1g.10gb...): the job "
+                      "gets `devices` whole partitions of it"},
         "share": {"type": "object", "properties": {"compute_milli": {"type": "integer"},
                                                    "memory_bytes": {"type": "integer"}}},
         "topology": {"type": "object", "properties": {

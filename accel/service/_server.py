@@ -74,6 +74,14 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("name the hosts to run on: --sim PROFILES (simulated) or --executor local|slurm")
     if args.grace < 0:
         raise ConfigError("--grace must be >= 0")
+    metrics = None
+    if args.prometheus:
+        from ._prometheus import PrometheusSource
+
+        try:
+            metrics = PrometheusSource(args.prometheus, timeout_s=args.prometheus_timeout)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
     holder: dict[str, Service] = {}
 
     def clock() -> float:
@@ -100,13 +108,24 @@ def main(args: argparse.Namespace) -> int:
                            policy=default_policy(args.grace),
                            env_allow=EnvAllowlist(tuple(args.env_allow) or DEFAULT_ENV_ALLOW))
     holder["svc"] = service
+    if args.attribution_dir:
+        from ._attribution import AttributionWriter
+
+        def warn(line: str) -> None:
+            print(f"accel serve: attribution: {line}", file=sys.stderr, flush=True)
+
+        try:
+            service.attribution = AttributionWriter(Path(args.attribution_dir), service.inventories, warn=warn)
+        except OSError as exc:
+            service.close()
+            raise ConfigError(f"--attribution-dir {args.attribution_dir}: {exc.strerror or exc}") from exc
     tokens = TokenBook(service.store)
     written = ensure_admin_token(state, tokens, service.store)
     if written is not None:
         print(f"accel serve: wrote the admin token to {written} (mode 0600)", file=sys.stderr)
     if not is_loopback(host):
         print(f"accel serve: warning: listening on {host}, not loopback: put TLS in front of it", file=sys.stderr)
-    app = build_app(service, tokens, rate=args.rate, burst=args.burst)
+    app = build_app(service, tokens, rate=args.rate, burst=args.burst, metrics=metrics)
     shown = f"[{host}]" if ":" in host else host
     print(f"accel serve: http://{shown}:{port} (state {state}, executors {', '.join(names)}, "
           f"time scale {args.time_scale:g})", file=sys.stderr, flush=True)

@@ -228,7 +228,8 @@ def test_a_core_command_loads_no_group_command() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     loaded = set(json.loads(proc.stderr))
-    for heavy in ("accel.cli._builtin", "accel.integrations.k8s", "accel.exporter", "accel.scheduler",
+    for heavy in ("accel.cli._builtin", "accel.integrations.k8s", "accel.integrations.exporter", "accel.exporter",
+                  "accel.scheduler",
                   "accel.conformance", "numpy", "pytest", "prometheus_client"):
         assert heavy not in loaded, heavy
 

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from accel.discovery import CODE_TIMEOUT, EntryStatus, _Worker, open_session
+from accel.discovery import CODE_TIMEOUT, EntryStatus, open_session
+from accel.discovery._deadline import _Worker
 from accel.model import Health, HostInventory, Telemetry
 from accel.plugin import BackendConfig, register
 from tests.discovery_isolation._plugins import GATE, TinyBackend, TinyPlugin

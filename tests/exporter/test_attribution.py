@@ -21,9 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from accel.discovery import discover
 from accel.errors import ConfigError
 from accel.exporter import AccelCollector, SnapshotSource
-from accel.exporter._args import add_arguments
-from accel.exporter._attribution import Attribution, HpcJobMapping
-from accel.exporter._options import collector_options, rules_text
+from accel.integrations.exporter._args import add_arguments
+from accel.integrations.exporter._attribution import Attribution, HpcJobMapping
+from accel.integrations.exporter._options import collector_options, rules_text
 from accel.integrations.k8s._podresources import DeviceHolder, PodResourcesClient, PodResourcesError
 from accel.model import Device, Problem, ProblemKind
 from accel.plugin import BackendConfig, register

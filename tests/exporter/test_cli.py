@@ -101,12 +101,13 @@ def test_building_the_cli_parser_loads_neither_the_exporter_nor_prometheus_clien
         code = (
             f"import sys, json; from accel.cli import build_parser; build_parser({argv}); "
             "print(json.dumps(sorted(m for m in sys.modules\n"
-            "                        if m.startswith(('prometheus_client', 'accel.exporter.')))))"
+            "                        if m.startswith(('prometheus_client', 'accel.integrations.exporter.',\n"
+            "                                         'accel.exporter')))))"
         )
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
         result: list[str] = json.loads(out.stdout)
         return result
 
     assert loaded("['ls']") == []  # another command's parser does not build the exporter's
-    assert loaded("['exporter']") == ["accel.exporter._args"]
-    assert loaded("") == ["accel.exporter._args"]  # the full parser (the CLI reference)
+    assert loaded("['exporter']") == ["accel.integrations.exporter._args"]
+    assert loaded("") == ["accel.integrations.exporter._args"]  # the full parser (the CLI reference)

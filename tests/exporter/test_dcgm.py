@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from accel.exporter._dcgm import DCGM_FIELDS, DCGM_RULE_GROUPS, dcgm_rules_yaml
+from accel.integrations.exporter._dcgm import DCGM_FIELDS, DCGM_RULE_GROUPS, dcgm_rules_yaml
 from tests.exporter._procs import exporter, free_port, get, prometheus, query, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

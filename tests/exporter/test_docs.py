@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from accel.exporter import FAMILIES, RULE_GROUPS
-from accel.exporter._dcgm import DCGM_RULE_GROUPS
+from accel.integrations.exporter._dcgm import DCGM_RULE_GROUPS
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = {f.name for f in FAMILIES}
 METRIC = re.compile(r"\baccel_[a-z_]+\b")
 #: Words of the form accel_* in the docs that are not metric names.
-NOT_METRICS = {"accel_backend_example"}
+NOT_METRICS = {"accel_backend_example", "accel_job"}  # accel_job: a label (accel_device_accel_job_info)
 
 
 def _exprs(node: Any) -> list[str]:

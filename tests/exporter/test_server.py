@@ -18,7 +18,7 @@ pytest.importorskip("uvicorn")
 from prometheus_client import CollectorRegistry, Gauge
 
 from accel._net.asgi_server import BackgroundServer, ServerLimits
-from accel.exporter._asgi import MAX_QUERY_CHARS, MetricsApp
+from accel.integrations.exporter._asgi import MAX_QUERY_CHARS, MetricsApp
 
 LIMITS = ServerLimits(header_timeout_s=0.5, body_timeout_s=0.5, keep_alive_s=1)
 

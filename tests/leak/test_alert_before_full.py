@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from accel.exporter._rules import RULE_GROUPS
+from accel.integrations.exporter._rules import RULE_GROUPS
 from accel.leak import LeakDetector
 from accel.plugin import BackendConfig
 from accel.sim import PLUGIN

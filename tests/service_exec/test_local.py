@@ -23,8 +23,9 @@ from accel.model import HostInventory
 from accel.service import Executor, ExecutorError, ExitReason, Handle, JobLostError
 from accel.service.executors._local import LocalExecutor, classify_exit
 from accel.service.executors._wrap import EXIT, RUN, read_start_ticks, supervised
+from tests.slurm._cluster import missing as slurm_missing
 
-from ._common import host, spec, wait_end, wait_for
+from ._common import crash_jobs, crash_test, host, spec, wait_end, wait_for
 
 ROOT = os.geteuid() == 0
 PY = sys.executable
@@ -454,38 +455,26 @@ def test_a_real_oom_kill_is_oom_killed(memory_cgroup: Path, inv: HostInventory, 
     assert "memory.oom_control: oom_kill 0 -> 1" in status.detail
 
 
-def test_a_sigkill_chain_loses_no_job_and_runs_none_twice(tmp_path: Path) -> None:
-    # The service stand-in is SIGKILLed at random moments (seeded) and started again on the same
-    # state until it has every job's outcome: each job ran exactly once, with its own exit code.
-    import random
-
-    from ._crash_service import JOBS
-
-    root = Path(__file__).resolve().parents[2]
-    rng = random.Random(33)
-    kills = 0
-    for _attempt in range(60):
-        proc = subprocess.Popen(
-            [PY, "-m", "tests.service_exec._crash_service", str(tmp_path)], cwd=root, stdout=subprocess.PIPE, text=True
-        )
-        try:
-            proc.wait(timeout=rng.uniform(0.3, 1.2) if kills < 8 else 60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-            kills += 1
-            continue
-        finally:
-            assert proc.stdout is not None
-            out = proc.stdout.read()
-            proc.stdout.close()
-        assert proc.returncode == 0 and "ALL DONE" in out, (proc.returncode, out)
-        break
-    else:
-        raise AssertionError("the service stand-in never finished")
-    assert kills >= 1
-    runs = (tmp_path / "runs.log").read_text().split()
-    assert sorted(runs) == sorted(j for j, _, _ in JOBS), f"runs: {sorted(runs)} after {kills} kills"
-    journal = json.loads((tmp_path / "journal.json").read_text())
-    for job_id, _, code in JOBS:
-        assert journal[job_id]["outcome"]["exit_code"] == code, (job_id, journal[job_id])
+@pytest.mark.skipif(
+    slurm_missing() is None and "CRASH_KILLS" not in os.environ,
+    reason="where the real Slurm runs, test_slurm.py's chain over accel serve with local and slurm jobs covers "
+    "local jobs (CI's time); tox -e crash runs this one too",
+)
+def test_a_sigkill_chain_over_accel_serve_loses_no_job_and_runs_none_twice(tmp_path: Path) -> None:
+    # `accel serve --executor local` is SIGKILLed at seeded random moments and started again on
+    # the same state: every job's outcome and bill is the uninterrupted run's (CRASH_KILLS kills;
+    # `tox -e crash` runs a long chain).
+    inventory = tmp_path / "local.json"
+    inventory.write_text(host("rtx4090-4", name="local").model_dump_json())
+    args = [
+        "--executor",
+        "local",
+        "--executor-option",
+        f"inventory={inventory}",
+        "--allow-root",
+        "--price",
+        "NVIDIA GeForce RTX 4090=0.5",
+    ]
+    jobs = crash_jobs(["RTX 4090"], 6)  # 6 jobs of one device on 4 devices: two wait in the queue
+    chain = crash_test(tmp_path, args, jobs)
+    assert chain.kills >= 1

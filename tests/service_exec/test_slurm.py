@@ -29,7 +29,7 @@ from accel.service.executors._visibility import placed_devices
 from accel.tools import ReplayRunner
 from tests.slurm._cluster import Cluster, cluster, missing
 
-from ._common import wait_end, wait_for
+from ._common import crash_jobs, crash_test, host, wait_end, wait_for
 
 PROFILE = "mixed-nvidia-ascend"
 
@@ -297,42 +297,21 @@ def test_a_submission_the_record_missed_is_found_not_repeated(
 
 
 @needs_slurm
-def test_a_sigkill_chain_loses_no_job_and_submits_none_twice(slurm: Cluster, tmp_path: Path) -> None:
-    # tests/service_exec/_crash_service.py on this executor: SIGKILLed at seeded random moments
-    # and started again until every job has an outcome; each ran once, with its exit code.
-    import os
-    import random
-    import subprocess
-    import sys
-
-    from ._crash_service import JOBS
-
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, CRASH_EXECUTOR="slurm", SLURM_CONF=slurm.env["SLURM_CONF"])
-    rng = random.Random(33)
-    kills = 0
-    for _attempt in range(30):
-        argv = [sys.executable, "-m", "tests.service_exec._crash_service", str(tmp_path)]
-        proc = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.PIPE, text=True)
-        try:
-            proc.wait(timeout=rng.uniform(0.4, 1.5) if kills < 4 else 120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-            kills += 1
-            continue
-        finally:
-            assert proc.stdout is not None
-            out = proc.stdout.read()
-            proc.stdout.close()
-        assert proc.returncode == 0 and "ALL DONE" in out, (proc.returncode, out)
-        break
-    else:
-        raise AssertionError("the service stand-in never finished")
-    assert kills >= 1
-    journal = json.loads((tmp_path / "journal.json").read_text())
-    for job_id, _, code in JOBS:
-        assert journal[job_id]["outcome"]["exit_code"] == code, (job_id, journal[job_id])
-    # Slurm ran every job's batch script once (it writes runs.log as it starts).
-    wait_for(tmp_path / "runs.log")
-    assert sorted((tmp_path / "runs.log").read_text().split()) == sorted(j for j, _, _ in JOBS)
+def test_a_sigkill_chain_over_accel_serve_with_local_and_slurm_jobs(slurm: Cluster, tmp_path: Path) -> None:
+    # One `accel serve` with two clusters (a local host and this Slurm node) is SIGKILLed at
+    # seeded random moments and started again on the same state: every job's outcome and bill is
+    # the uninterrupted run's, none lost, none submitted twice (`tox -e crash`: a long chain).
+    inventory = tmp_path / "local.json"
+    inventory.write_text(host("rtx4090-4", name="local").model_dump_json())
+    args = ["--executor", "local", "--executor", "slurm", "--allow-root",
+            "--executor-option", f"inventory={inventory}",
+            "--executor-option", f"nodes=sim:{PROFILE}",
+            "--executor-option", f"slurm_conf={slurm.env['SLURM_CONF']}",
+            "--price", "NVIDIA GeForce RTX 4090=0.5", "--price", "NVIDIA H100 PCIe=4"]
+    # Two H100 jobs each for the chain and the uninterrupted run beside it: the node's four H100s.
+    jobs = crash_jobs(["RTX 4090", "H100"], 2)
+    chain = crash_test(tmp_path, args, jobs)
+    assert chain.kills >= 1
+    models = {r["allocation"]["devices"][0]["model"] for r in chain.records.values()}
+    assert models == {"NVIDIA GeForce RTX 4090", "NVIDIA H100 PCIe"}
+    assert {r["launches"][0]["executor"] for r in chain.records.values()} == {"local", "slurm"}

@@ -63,6 +63,8 @@ class _SimHost:
         self.inventory: HostInventory = inv.model_copy(
             update={"host": inv.host.model_copy(update={"hostname": hostname})})
         self.device_ids = [d.id for d in inv.devices]
+        #: A partition's device (the simulator reads devices, not partitions).
+        self.parent_of = {p.id: p.parent_id for p in inv.partitions if p.parent_id in self.device_ids}
 
     def close(self) -> None:
         self.idle.close()
@@ -175,15 +177,20 @@ class SimExecutor:
             host = self._hosts.get(hostname)
             if host is None:
                 continue
-            ids = [host.device_ids[d.index] for d in devs if 0 <= d.index < len(host.device_ids)]
+            # a placed partition reads as its device (the simulator has no per-partition readings)
+            read_as: dict[str, list[str]] = {}
+            for d in devs:
+                real = host.parent_of.get(d.device_id) or (
+                    host.device_ids[d.index] if 0 <= d.index < len(host.device_ids) else None)
+                if real is not None:
+                    read_as.setdefault(real, []).append(d.device_id)
             try:
-                readings = host.busy.telemetry(ids)
+                readings = host.busy.telemetry(list(read_as))
             except AccelError:
                 continue  # an unreadable host is left out of this sample, never fatal
-            back = {host.device_ids[d.index]: d.device_id for d in devs if 0 <= d.index < len(host.device_ids)}
             for tel in readings:
-                out.append(DeviceSample(back.get(tel.device_id, tel.device_id), tel.memory_used_bytes,
-                                        tel.utilization_ratio, tel.power_watts))
+                for placed in read_as.get(tel.device_id, [tel.device_id]):
+                    out.append(DeviceSample(placed, tel.memory_used_bytes, tel.utilization_ratio, tel.power_watts))
         return out
 
     def _log_end(self, handle: Handle, t: float, code: int) -> None:

@@ -5,7 +5,7 @@ families without it.  Each :class:`Family` belongs to one *group*: a
 :class:`~accel.plugin.Reading` (the backend reads it only when a selected family needs it),
 ``partitions`` (always read: it places processes), ``identity`` (``accel_device_info``, always
 exported), ``attribution`` (which pod or Slurm job holds a device; exported when the exporter is
-told where to look, :mod:`accel.exporter._attribution`) or ``exporter`` (the exporter's own
+told where to look, :mod:`accel.integrations.exporter._attribution`) or ``exporter`` (the exporter's own
 families: backend up, read errors, inventory complete and problems; always exported, since they
 say whether a scrape can be trusted).
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..errors import ConfigError
-from ..plugin import Reading
+from ...errors import ConfigError
+from ...plugin import Reading
 
 __all__ = ["COMMON_FAMILIES", "FAMILIES", "PROFILES", "Family", "FieldSelection", "parse_fields"]
 
@@ -60,6 +60,8 @@ FAMILIES: tuple[Family, ...] = (
        "A Kubernetes container the kubelet allocated this device to (value 1; PodResources List)."),
     _f("accel_device_hpc_job_info", "gauge", "attribution", "device hpc_job",
        "A Slurm (HPC) job the job-mapping directory assigns this device to (value 1)."),
+    _f("accel_device_accel_job_info", "gauge", "attribution", "device accel_job tenant",
+       "An accel serve job (and its tenant) running on this device (value 1; accel serve --attribution-dir)."),
     _f("accel_memory_total_bytes", "gauge", "memory", _DEV, "Device memory in bytes."),
     _f("accel_memory_used_bytes", "gauge", "memory", _DEV, "Device memory in use, bytes."),
     _f("accel_memory_free_bytes", "gauge", "memory", _DEV, "Device memory free, bytes."),

@@ -2,7 +2,7 @@
 
 ``accel exporter --labels dcgm --pod-resources-socket PATH --hpc-job-mapping-dir DIR`` and
 ``accel exporter rules --dcgm``: the server calls :func:`collector_options` when it builds the
-:class:`~accel.exporter.AccelCollector` and :func:`rules_text` for the ``rules`` action, so the
+:class:`~accel.integrations.exporter.AccelCollector` and :func:`rules_text` for the ``rules`` action, so the
 options are checked (a bad value is a :class:`~accel.errors.ConfigError` naming the option) before
 anything listens.
 """
@@ -13,8 +13,8 @@ import argparse
 import sys
 from typing import Any
 
-from ..errors import ConfigError
-from ._attribution import Attribution, HpcJobMapping
+from ...errors import ConfigError
+from ._attribution import Attribution, HpcJobMapping, ServeJobs
 
 __all__ = ["collector_options", "rules_text"]
 
@@ -25,7 +25,7 @@ def _float(args: argparse.Namespace, name: str, default: float) -> float:
 
 
 def collector_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``labels`` and ``attribution`` for :class:`~accel.exporter.AccelCollector` (``**`` them in).
+    """``labels`` and ``attribution`` for :class:`~accel.integrations.exporter.AccelCollector` (``**`` them in).
 
     The PodResources client is built here but connects on the first scrape; a socket that is not
     there yet (the kubelet restarting) is a scrape-time ``accel_attribution_up 0``, not a refusal
@@ -46,11 +46,14 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError("--pod-resources-socket is empty")
     if directory == "":
         raise ConfigError("--hpc-job-mapping-dir is empty")
+    serve_file = getattr(args, "accel_serve_attribution", None)
+    if serve_file == "":
+        raise ConfigError("--accel-serve-attribution is empty")
     attribution = None
-    if socket or directory:
+    if socket or directory or serve_file:
         pods = None
         if socket:
-            from ..integrations.k8s._podresources import PodResourcesClient, PodResourcesError, require_grpc
+            from ..k8s._podresources import PodResourcesClient, PodResourcesError, require_grpc
 
             try:
                 require_grpc()
@@ -58,7 +61,8 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
                 raise ConfigError(f"--pod-resources-socket: {exc}") from exc
             pods = PodResourcesClient(socket, timeout_s=timeout)
         jobs = HpcJobMapping(directory) if directory else None
-        attribution = Attribution(pods=pods, jobs=jobs, ttl_s=interval, warn=_warn)
+        serve = ServeJobs(serve_file) if serve_file else None
+        attribution = Attribution(pods=pods, jobs=jobs, serve=serve, ttl_s=interval, warn=_warn)
     return {"labels": labels, "attribution": attribution}
 
 

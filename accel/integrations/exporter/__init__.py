@@ -1,5 +1,8 @@
 """accel as a Prometheus exporter: one snapshot of every backend per scrape.
 
+An integration (DESIGN.md section 1: the outer ring, beside the CLI); the old import path
+``accel.exporter`` names the same objects.
+
     $ accel exporter --sim dgx-h100            # http://127.0.0.1:10400/metrics
     $ accel exporter rules > accel-rules.yml   # alerting and recording rules
     $ accel exporter rules --dcgm > dcgm.yml   # dcgm-exporter's names, units and labels
@@ -7,7 +10,7 @@
 
 In Python::
 
-    from accel.exporter import AccelCollector, SnapshotSource
+    from accel.integrations.exporter import AccelCollector, SnapshotSource
     source = SnapshotSource(accel.discover(), min_interval_s=1.0)
     registry = prometheus_client.CollectorRegistry()
     registry.register(AccelCollector(source))
@@ -15,7 +18,7 @@ In Python::
 Metric families are in base units with the model's names (``accel_memory_used_bytes``,
 ``accel_power_watts``, ``accel_utilization_ratio``...); a value the model does not know is an
 absent sample, never 0.  The collector needs ``prometheus_client`` (extra ``[exporter]``);
-:mod:`accel.exporter` imports it only when the collector is used, so ``accel exporter rules``
+:mod:`accel.integrations.exporter` imports it only when the collector is used, so ``accel exporter rules``
 and the snapshot machinery work without it.  ``docs/exporter.md`` has the families, the
 mapping to dcgm-exporter, AMD device-metrics-exporter and HAMi names, dcgm-exporter's labels and
 names (:data:`DCGM_FIELDS`), who uses each device (:class:`Attribution`: kubelet PodResources,

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..model import (
+from ...model import (
     Device,
     Health,
     HealthState,
@@ -47,6 +47,7 @@ POD_LABELS = ("namespace", "pod", "container")
 HPC_LABEL = "hpc_job"
 #: Families keyed by ``device`` that never get the extra labels: they are identity or attribution already.
 _NO_EXTRA = frozenset({"accel_device_info", "accel_device_pod_info", "accel_device_hpc_job_info",
+                       "accel_device_accel_job_info",
                        "accel_device_read_problems"})
 
 
@@ -131,7 +132,7 @@ class AccelCollector(Collector):
 
     ``processes`` adds ``accel_process_memory_bytes`` per process (one series per pid: high
     cardinality, so off by default).  ``fields`` (``accel exporter --fields``, see
-    :func:`~accel.exporter._families.parse_fields`) limits the families emitted; the backends
+    :func:`~accel.integrations.exporter._families.parse_fields`) limits the families emitted; the backends
     should be opened with its ``readings`` so that they read no more than that.
     """
 
@@ -139,7 +140,7 @@ class AccelCollector(Collector):
                  fields: FieldSelection | None = None, labels: str = "accel",
                  attribution: Attribution | None = None) -> None:
         if labels not in LABEL_MODES:
-            from ..errors import ConfigError
+            from ...errors import ConfigError
 
             raise ConfigError(f"--labels {labels!r}: use one of {', '.join(LABEL_MODES)}")
         self.source = source
@@ -238,6 +239,9 @@ def _attribution(out: _Families, who: AttributionRead) -> None:
     for device, jobs in sorted(who.jobs.items()):
         for job in jobs:
             out.add("accel_device_hpc_job_info", [device, job], 1)
+    for device, held in sorted(who.serve.items()):
+        for job, tenant in held:
+            out.add("accel_device_accel_job_info", [device, job, tenant], 1)
 
 
 def _device_problems(out: _Families, read: BackendRead) -> None:

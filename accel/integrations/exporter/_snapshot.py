@@ -18,11 +18,11 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from ..discovery import BackendEntry, DiscoveryReport, EntryStatus, Session
-from ..errors import AccelError
-from ..leak import LeakVerdict, LeakWatch
-from ..model import Health, HostInventory, Problem, ProblemKind, Telemetry
-from ..plugin import BackendConfig
+from ...discovery import BackendEntry, DiscoveryReport, EntryStatus, Session
+from ...errors import AccelError
+from ...leak import LeakVerdict, LeakWatch
+from ...model import Health, HostInventory, Problem, ProblemKind, Telemetry
+from ...plugin import BackendConfig
 
 __all__ = ["BackendRead", "Snapshot", "SnapshotSource"]
 
@@ -118,7 +118,7 @@ class SnapshotSource:
         leak: LeakWatch | None = None,
     ) -> None:
         if min_interval_s < 0 or min_interval_s != min_interval_s:
-            from ..errors import ConfigError
+            from ...errors import ConfigError
 
             raise ConfigError(f"min interval must be zero or more seconds, got {min_interval_s!r}")
         self.min_interval_s = float(min_interval_s)

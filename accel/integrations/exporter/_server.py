@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
-from .._net import is_loopback
-from ..discovery import EntryStatus, discover
-from ..errors import AccelError, ConfigError, ProfileError
-from ..leak import LeakWatch
-from ..plugin import BackendConfig
+from ..._net import is_loopback
+from ...discovery import EntryStatus, discover
+from ...errors import AccelError, ConfigError, ProfileError
+from ...leak import LeakWatch
+from ...plugin import BackendConfig
 from ._families import FieldSelection, parse_fields
 from ._options import collector_options, rules_text
 from ._snapshot import SnapshotSource
@@ -98,7 +98,7 @@ def _serve(args: argparse.Namespace, source: SnapshotSource, fields: FieldSelect
         import uvicorn  # noqa: F401
     except ImportError as exc:
         raise ConfigError(f"accel exporter serves with uvicorn ({exc}): pip install 'accel-sdk[exporter]'") from exc
-    from .._net.asgi_server import BackgroundServer
+    from ..._net.asgi_server import BackgroundServer
     from ._asgi import MetricsApp
 
     app = MetricsApp(registry)

@@ -20,6 +20,8 @@ device on an answer that may be minutes old.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import threading
@@ -29,25 +31,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import AccelError, ConfigError
-from ..model import Device
+from ...errors import AccelError, ConfigError
+from ...model import Device
 
 if TYPE_CHECKING:  # the k8s package loads only with --pod-resources-socket
-    from ..integrations.k8s._podresources import DeviceHolder
+    from ..k8s._podresources import DeviceHolder
 
 __all__ = [
     "HPC_SOURCE",
     "POD_SOURCE",
+    "SERVE_SOURCE",
     "Attribution",
     "AttributionRead",
     "HpcJobMapping",
     "JobSource",
     "PodSource",
+    "ServeJobs",
     "SourceState",
 ]
 
 POD_SOURCE = "pod-resources"
 HPC_SOURCE = "hpc-job-mapping"
+SERVE_SOURCE = "accel-serve"
+#: What ``accel serve --attribution-dir`` writes (accel/service/_attribution.py ``FORMAT``).
+SERVE_FORMAT = "accel-serve-attribution/1"
+_MAX_SERVE_BYTES = 1 << 20
+_MAX_SERVE_ROWS = 4096
 #: dcgm-exporter's file-name rule (hpc.go ``validGPUFile``).
 _GPU_FILE = re.compile(r"^\d+(\.\d+)?$")
 #: A job-mapping file larger than this is not read (a GPU holds a handful of jobs).
@@ -107,6 +116,63 @@ class HpcJobMapping:
         return {d.id: by_index[d.index] for d in devices if d.index is not None and d.index in by_index}
 
 
+class ServeJobs:
+    """``accel serve``'s jobs on this host: the file ``accel serve --attribution-dir DIR`` writes as
+    ``DIR/<host>.json`` (accel/service/_attribution.py): device id -> ``(job id, tenant)``.
+
+    Bounded: at most :data:`_MAX_SERVE_BYTES` read and :data:`_MAX_SERVE_ROWS` rows; a file that is
+    not that format, names another host's file format, or was last written more than ``max_age_s``
+    ago (the service rewrites it at least every 30 s while it runs) is an error: the devices lose
+    the attribution rather than carry an answer the service may no longer stand behind.  A
+    missing file is an error too (the service has not started, or the path is wrong).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, max_age_s: float = 120.0,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.path = Path(path)
+        self.max_age_s = max_age_s
+        self._wall = wall
+
+    def _fail(self, why: str) -> AccelError:
+        return AccelError(f"accel serve attribution file {self.path}: {why}", code="exporter.accel-serve")
+
+    def read(self) -> dict[str, tuple[tuple[str, str], ...]]:
+        try:
+            with open(self.path, "rb") as fh:
+                raw = fh.read(_MAX_SERVE_BYTES + 1)
+        except OSError as exc:
+            raise self._fail(exc.strerror or str(exc)) from exc
+        if len(raw) > _MAX_SERVE_BYTES:
+            raise self._fail(f"over {_MAX_SERVE_BYTES} bytes")
+        try:
+            doc = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise self._fail("not JSON") from exc
+        if not isinstance(doc, dict) or doc.get("format") != SERVE_FORMAT or not isinstance(doc.get("devices"), list):
+            raise self._fail(f"not the {SERVE_FORMAT} format")
+        written = doc.get("written_at")
+        if isinstance(written, bool) or not isinstance(written, int | float) or not math.isfinite(written):
+            raise self._fail("no written_at time")
+        age = self._wall() - float(written)
+        if age > self.max_age_s:
+            raise self._fail(f"written {age:.0f} s ago (over {self.max_age_s:g} s): the service stopped updating it")
+        rows = doc["devices"]
+        if len(rows) > _MAX_SERVE_ROWS:
+            raise self._fail(f"over {_MAX_SERVE_ROWS} devices")
+        out: dict[str, list[tuple[str, str]]] = {}
+        for row in rows:
+            values = [row.get(k) if isinstance(row, dict) else None for k in ("device", "accel_job", "tenant")]
+            if not all(isinstance(v, str) and 0 < len(v) <= 256 for v in values):
+                raise self._fail("a row is not {device, accel_job, tenant} strings")
+            device, job, tenant = (str(v) for v in values)
+            out.setdefault(device, []).append((job, tenant))
+        return {d: tuple(sorted(set(v))) for d, v in out.items()}
+
+    def holders(self, devices: Iterable[Device]) -> Mapping[str, tuple[tuple[str, str], ...]]:
+        held = self.read()
+        return {d.id: held[d.id] for d in devices if d.id in held}
+
+
 @dataclass(frozen=True)
 class SourceState:
     """One source's last answer: ``up``, the ``reason`` when not, and when it was asked."""
@@ -123,10 +189,12 @@ class AttributionRead:
     pods: Mapping[str, tuple[DeviceHolder, ...]] = field(default_factory=dict)
     jobs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     states: Mapping[str, SourceState] = field(default_factory=dict)
+    #: ``accel serve``'s jobs: device id -> (job id, tenant) pairs.
+    serve: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
 class _Cached:
-    def __init__(self, name: str, source: PodSource | JobSource) -> None:
+    def __init__(self, name: str, source: PodSource | JobSource | ServeJobs) -> None:
         self.name = name
         self.source = source
         self.answer: Mapping[str, tuple[Any, ...]] = {}
@@ -144,7 +212,7 @@ class Attribution:
     """
 
     def __init__(self, *, pods: PodSource | None = None, jobs: JobSource | None = None,
-                 ttl_s: float = 10.0, clock: Callable[[], float] = time.monotonic,
+                 serve: ServeJobs | None = None, ttl_s: float = 10.0, clock: Callable[[], float] = time.monotonic,
                  warn: Callable[[str], None] | None = None) -> None:
         if not ttl_s >= 0:
             raise ConfigError(f"attribution cache time must be zero or more seconds, got {ttl_s!r}")
@@ -158,6 +226,8 @@ class Attribution:
             self._sources.append(_Cached(POD_SOURCE, pods))
         if jobs is not None:
             self._sources.append(_Cached(HPC_SOURCE, jobs))
+        if serve is not None:
+            self._sources.append(_Cached(SERVE_SOURCE, serve))
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -177,7 +247,8 @@ class Attribution:
                 assert cached.state is not None
                 answers[cached.name] = cached.answer
                 states[cached.name] = cached.state
-        return AttributionRead(pods=answers.get(POD_SOURCE, {}), jobs=answers.get(HPC_SOURCE, {}), states=states)
+        return AttributionRead(pods=answers.get(POD_SOURCE, {}), jobs=answers.get(HPC_SOURCE, {}), states=states,
+                               serve=answers.get(SERVE_SOURCE, {}))
 
     def _ask(self, cached: _Cached, devs: tuple[Device, ...], key: frozenset[str], now: float) -> None:
         cached.key = key

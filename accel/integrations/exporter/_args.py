@@ -45,6 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hpc-job-mapping-dir", metavar="DIR", default=None,
                    help="attribute devices to Slurm jobs from dcgm-exporter's job-mapping directory (a file per "
                         "GPU index holding its job ids): accel_device_hpc_job_info, and hpc_job with --labels dcgm")
+    p.add_argument("--accel-serve-attribution", metavar="FILE", default=None,
+                   help="the file accel serve --attribution-dir writes for this host (DIR/<host>.json): "
+                        "accel_device_accel_job_info{accel_job, tenant}")
     p.add_argument("--attribution-interval", type=float, default=10.0, metavar="S",
                    help="ask the kubelet and read the job-mapping directory at most every S seconds (default 10)")
     p.add_argument("--attribution-timeout", type=float, default=2.0, metavar="S",

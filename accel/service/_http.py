@@ -1,0 +1,134 @@
+"""HTTP plumbing shared by the API and the pages: typed errors, the gate, bounded bodies, logs.
+
+The gate: the bearer token (or, for pages, the session cookie the login page sets) names a
+:class:`Principal`; the principal's token bucket is charged (a client without a valid token is
+charged by address, so guessing tokens is rate limited too).  Bodies are capped by their
+``Content-Length`` and by what is actually read, then decoded by the bounded reader.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from ._auth import Principal, RateLimiter, TokenBook
+from ._jsonbody import BodyError, parse_body
+
+__all__ = ["SESSION_COOKIE", "SESSION_S", "Gate", "HTTPError", "error_response", "job_id_of", "read_json", "read_log"]
+
+SESSION_COOKIE = "accel_session"
+SESSION_S = 12 * 3600.0
+_JOB_ID = re.compile(r"^j[0-9]{6}-[0-9a-f]{6}$")
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, code: str, message: str, field: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.field, self.headers = status, code, message, field, headers
+
+
+def error_response(exc: HTTPError) -> JSONResponse:
+    body: dict[str, Any] = {"code": exc.code, "message": exc.message}
+    if exc.field:
+        body["field"] = exc.field
+    return JSONResponse({"error": body}, status_code=exc.status, headers=exc.headers)
+
+
+class Gate:
+    """Auth, sessions and rate limits for one app."""
+
+    def __init__(self, tokens: TokenBook, limiter: RateLimiter) -> None:
+        self.tokens = tokens
+        self.limiter = limiter
+        self.sessions: dict[str, tuple[Principal, float]] = {}
+
+    def charge(self, key: str) -> None:
+        wait = self.limiter.allow(key)
+        if wait > 0:
+            raise HTTPError(429, "rate-limited", f"too many requests; retry in {wait:.1f} s",
+                             headers={"Retry-After": str(max(1, math.ceil(wait)))})
+
+    def principal(self, request: Request, *, cookie: bool = False) -> Principal:
+        who: Principal | None = None
+        header = request.headers.get("authorization", "")
+        if header:
+            scheme, _, token = header.partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                who = self.tokens.check(token.strip())
+            if who is None:
+                self.charge(f"addr:{request.client.host if request.client else '?'}")
+                raise HTTPError(401, "unauthorized", "the bearer token is not valid",
+                                 headers={"WWW-Authenticate": "Bearer"})
+        elif cookie:
+            sid = request.cookies.get(SESSION_COOKIE, "")
+            entry = self.sessions.get(sid) if sid else None
+            if entry is not None and entry[1] > time.monotonic():
+                who = entry[0]
+        if who is None:
+            self.charge(f"addr:{request.client.host if request.client else '?'}")
+            raise HTTPError(401, "unauthorized", "send Authorization: Bearer <token>",
+                             headers={"WWW-Authenticate": "Bearer"})
+        self.charge(f"token:{who.token_id}")
+        return who
+
+    def login(self, token: str) -> str | None:
+        who = self.tokens.check(token)
+        if who is None:
+            return None
+        sid = secrets.token_urlsafe(32)
+        now = time.monotonic()
+        for k in [k for k, (_w, exp) in self.sessions.items() if exp <= now]:
+            del self.sessions[k]
+        self.sessions[sid] = (who, now + SESSION_S)
+        return sid
+
+
+async def read_json(request: Request, max_bytes: int) -> Any:
+    length = request.headers.get("content-length")
+    if length is not None:
+        if not length.isdigit():
+            raise HTTPError(400, "bad-request", "Content-Length is not a number")
+        if int(length) > max_bytes:
+            raise HTTPError(413, "too-large", f"request body is {length} bytes; the limit is {max_bytes}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise HTTPError(413, "too-large", f"request body is over the limit of {max_bytes} bytes")
+        chunks.append(chunk)
+    try:
+        return parse_body(b"".join(chunks), max_bytes=max_bytes)
+    except BodyError as exc:
+        raise HTTPError(exc.status, "too-large" if exc.status == 413 else "bad-json", str(exc)) from None
+
+
+def job_id_of(request: Request) -> str:
+    job_id = str(request.path_params["job_id"])
+    if not _JOB_ID.match(job_id):
+        raise HTTPError(404, "not-found", "no such job")
+    return job_id
+
+
+def read_log(path: Path | None, tail: int | None, *, max_bytes: int = 8 * 1024 * 1024) -> str:
+    """The log's text (its last ``tail`` lines), at most ``max_bytes`` from its end."""
+    if path is None or not path.is_file():
+        return ""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - max_bytes))
+        data = f.read().decode("utf-8", "replace")
+    if tail is not None:
+        lines = data.splitlines()
+        data = "\n".join(lines[-tail:]) + ("\n" if lines and tail else "")
+    return data
+
+

@@ -1,0 +1,183 @@
+"""Reading the service: job lists, a job's whole record, bills, pools, logs and samples."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from accel.scheduler import InvalidRequestError
+from accel.scheduler.queueing import Event, Job
+
+from ._auth import Principal
+from ._base import ServiceBase
+from ._executor import Handle
+from ._jobreq import request_from_dict
+from ._store import StoredJob
+
+
+class Records(ServiceBase):
+    """The reading half of the service."""
+
+    # -- reading -------------------------------------------------------------------------------------
+    def jobs(self, who: Principal, *, limit: int = 100, state: str | None = None) -> list[dict[str, Any]]:
+        with self.lock:
+            rows = self.store.jobs(None if who.admin else who.tenant, limit=limit if state is None else None)
+            ran_on = self.store.last_models([s.id for s in rows[:limit] if state is None] or None)
+            out = []
+            for s in rows:
+                job = self.engine.jobs.get(s.id)
+                st = job.state.value if job is not None else "unknown"
+                if state is not None and st != state:
+                    continue
+                out.append(self._summary(s, job, ran_on))
+                if len(out) >= limit:
+                    break
+            return out
+
+    def _summary(self, s: StoredJob, job: Job | None, ran_on: Mapping[str, str] | None = None) -> dict[str, Any]:
+        pool = (job.pool if job else None) or s.request.get("pool") or None
+        if pool is None and job is not None and job.attempts:
+            pool = (ran_on or {}).get(s.id) or _pool_of(job, self.engine.history(s.id))
+        return {"id": s.id, "name": s.name, "tenant": s.tenant, "state": job.state.value if job else "unknown",
+                "pool": pool,
+                "devices": s.request["devices"], "submitted_at": s.submitted_t,
+                "submitted_wall": s.submitted_wall, "reason": job.reason if job else ""}
+
+    def record(self, who: Principal, job_id: str) -> dict[str, Any]:
+        """Everything about one job (what its page shows and ``accel job show --json`` prints)."""
+        with self.lock:
+            stored = self._visible(who, job_id)
+            job = self.engine.jobs.get(stored.id)
+            history = self.engine.history(stored.id)
+            launches = self.store.launches(stored.id)
+            audit = self.store.audit_rows(stored.id)
+            now = self.now()
+        req = request_from_dict(stored.request)
+        timeline = [{"t": ev.t, "wall": self.clock.wall(ev.t), "actor": "scheduler", "kind": ev.kind,
+                     "reason": ev.reason} for ev in history]
+        timeline += [{"t": a.t, "wall": a.wall, "actor": a.actor, "kind": a.kind, "reason": a.reason}
+                     for a in audit]
+        timeline.sort(key=lambda r: (r["t"], 0 if r["actor"] == "scheduler" else 1))
+        last = launches[-1] if launches else None
+        exit_info = None
+        if last is not None and last.ended_t is not None:
+            exit_info = {"exit_code": last.exit_code, "signal": last.signal, "reason": last.reason,
+                         "detail": last.detail, "at": last.ended_t}
+        quote = stored.quote if isinstance(stored.quote, dict) else {}
+        actual = None
+        if job is not None and job.first_started_at is not None:
+            actual = job.first_started_at - job.submitted_at
+        topo = req.topology["level"] if req.topology else None
+        return {
+            "id": stored.id, "name": stored.name, "tenant": stored.tenant, "submitted_by": stored.actor,
+            "state": job.state.value if job is not None else "unknown", "reason": job.reason if job else "",
+            "submitted_at": stored.submitted_t, "submitted_wall": stored.submitted_wall,
+            "pool": _pool_of(job, history), "attempts": job.attempts if job is not None else 0,
+            "command": list(req.command), "env_names": [k for k, _v in req.env],
+            "request": {k: v for k, v in stored.request.items() if k != "env"},
+            "quote": {k: v for k, v in quote.items() if k != "all"}, "quotes": quote.get("all", []),
+            "wait": {"quoted_p50_s": quote.get("wait_p50_s"), "quoted_p90_s": quote.get("wait_p90_s"),
+                     "actual_s": actual},
+            "allocation": {"devices": last.devices if last is not None else [], "topology_level": topo},
+            "exit": exit_info,
+            "launches": [{"attempt": la.attempt, "executor": la.executor, "ref": la.ref, "started_at": la.started_t,
+                          "ended_at": la.ended_t, "exit_code": la.exit_code, "signal": la.signal, "reason": la.reason,
+                          "detail": la.detail} for la in launches],
+            "timeline": timeline,
+            "bill": self._job_bill(history, now),
+            "now": now,
+        }
+
+    def _job_bill(self, history: list[Event], now: float) -> dict[str, Any]:
+        """Bill lines of one job, priced from the stored table as the engine's meter prices them."""
+        prices = self.engine.meter.prices
+        lines: list[dict[str, Any]] = []
+        open_seg: tuple[float, str, int, float] | None = None
+
+        def close(t: float) -> None:
+            assert open_seg is not None
+            start, pool, n, share = open_seg
+            hours = max(0.0, t - start) / 3600.0
+            share_h = share * hours
+            lines.append({"pool": pool, "from": start, "until": t, "devices": n, "device_hours": round(n * hours, 6),
+                          "price_per_device_hour": prices.device_hour(pool),
+                          "cost": round(share_h * prices.device_hour(pool), 6)})
+
+        for ev in history:
+            if ev.kind in ("placed", "resumed"):
+                n = sum(len(slots) for _h, slots in ev.data["chunks"])
+                open_seg = (ev.t, str(ev.data["pool"]), n, float(ev.data["share"]))
+            elif open_seg is not None and ev.kind in ("preempted", "failed", "finished", "cancelled"):
+                close(ev.t)
+                open_seg = None
+        if open_seg is not None:
+            close(now)
+        return {"lines": lines, "total": round(sum(x["cost"] for x in lines), 6), "currency": prices.currency}
+
+    def bill(self, who: Principal) -> dict[str, Any]:
+        with self.lock:
+            b = self.engine.bill(self.now())
+        rows = [r for r in b.as_rows() if who.sees(str(r["tenant"]))]
+        return {"lines": rows, "total": round(sum(float(str(r["cost"])) for r in rows), 6), "currency": b.currency,
+                "until": b.until}
+
+    def pools(self) -> list[dict[str, Any]]:
+        with self.lock:
+            queued = self.engine.queue()
+            out = []
+            for p in self.engine.pools:
+                hosts = sorted({inv.host.hostname for inv in self.inventories.values()
+                                for d in inv.devices if (d.model or "unknown") == p})
+                out.append({"pool": p, "vendor": self._pool_vendor.get(p, ""), "hosts": hosts,
+                            "devices": self.engine.pool_capacity(p), "free": self.engine.pool_free(p),
+                            "queued": sum(1 for j in queued if j.spec.pool in ("", p)),
+                            "running": sum(1 for j in self.engine.running() if j.pool == p),
+                            "price_per_device_hour": self.engine.meter.prices.device_hour(p),
+                            "currency": self.engine.meter.prices.currency})
+            return out
+
+    def log_file(self, who: Principal, job_id: str, stream: str) -> Path | None:
+        """The job's ``stream`` log (``stdout`` / ``stderr`` only), or ``None`` before it ran."""
+        if stream not in ("stdout", "stderr"):
+            raise InvalidRequestError("stream must be stdout or stderr", field="stream")
+        with self.lock:
+            stored = self._visible(who, job_id)
+            launches = self.store.launches(stored.id)
+            if not launches:
+                return None
+            last = launches[-1]
+            ex = {e.name: e for e in self.executors}.get(last.executor)
+        if ex is None:
+            return None
+        path = ex.log_path(Handle(last.executor, stored.id, last.ref or ""), "stdout" if stream == "stdout"
+                           else "stderr")
+        return path
+
+    def samples(self, who: Principal, job_id: str) -> list[tuple[float, str, int | None, float | None, float | None]]:
+        with self.lock:
+            stored = self._visible(who, job_id)
+        return self.store.samples(stored.id)
+
+    def run_windows(self, who: Principal, job_id: str, last: int = 4) -> list[tuple[tuple[tuple[str, str], ...], float,
+                                                                                  float]]:
+        """The job's last ``last`` launches as ``((host, device id)...), start wall, end wall`` (a
+        running launch ends now): where and when to read its devices from a metrics source."""
+        with self.lock:
+            stored = self._visible(who, job_id)
+            launches = self.store.launches(stored.id)[-last:]
+            now = self.now()
+        return [(tuple((str(d["host"]), str(d["device_id"])) for d in la.devices), self.clock.wall(la.started_t),
+                 self.clock.wall(la.ended_t if la.ended_t is not None else now)) for la in launches if la.devices]
+
+
+
+
+def _pool_of(job: Job | None, history: list[Event]) -> str | None:
+    """The pool a job runs (or last ran) in: the engine's, else its last placement's."""
+    if job is not None and job.pool:
+        return job.pool
+    placed = [ev for ev in history if ev.kind in ("placed", "resumed")]
+    return str(placed[-1].data["pool"]) if placed else None
+
+
