@@ -143,3 +143,21 @@ def test_breaker_half_open_lets_one_trial_through() -> None:
     b.begin(22.5)
     b.success()
     assert b.state(22.6) == "closed" and b.available(22.6)
+
+
+def test_only_whole_request_replicas_are_picked_and_engine_load_counts() -> None:
+    from accel.router import Backend, EngineLoad, make_policy
+    from accel.router._policy import Picker
+
+    reps = [Backend(0, "http://a", role="prefill"), Backend(1, "http://b"), Backend(2, "http://c", role="decode"),
+            Backend(3, "http://d")]
+    picker = Picker(make_policy("least-outstanding", capacity_blocks=None), reps)
+    reps[1].load = EngineLoad("vllm", running=5.0, waiting=2.0, kv_usage=0.5)  # busy with others' traffic
+    reps[3].in_flight = 3
+    assert reps[1].outstanding() == 7 and reps[3].outstanding() == 3
+    picked = picker.pick([1, 2, 3])
+    assert picked is not None and picked[0].url == "http://d"  # prefill / decode replicas wait for disaggregation
+    reps[3].healthy = False
+    picked = picker.pick([1, 2, 3])
+    assert picked is not None and picked[0].url == "http://b"
+    assert picker.pick([1, 2, 3], exclude={1}) is None
