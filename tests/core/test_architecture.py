@@ -104,6 +104,8 @@ RULES = {
         "accel.service", "accel.scheduler", "accel.discovery", "accel.integrations", "accel.model", "accel.errors",
         "accel.plugin", "accel._net", "accel.cli.commands", "accel.__version__", "accel.tools", "accel.sim",
     ),
+    # accel router: scheduler.serving's policies and autoscalers behind an HTTP proxy on the shared stack.
+    "accel.router": ("accel.router", "accel.scheduler", "accel.errors", "accel._net", "accel.cli.commands"),
     "accel.conformance": (
         "accel.conformance", "accel.plugin", "accel.model", "accel.errors", "accel.sysfs", "accel.tools",
         "accel.testing", "accel.discovery",

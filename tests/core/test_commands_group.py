@@ -18,7 +18,7 @@ from accel.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, build_parser, main
 from accel.cli._parser import CORE_COMMANDS
 from accel.cli.commands import ENTRY_POINT_GROUP, Command
 
-OWN = {"bill", "cdi", "conformance", "dra", "exporter", "job", "k8s", "ray", "sched", "serve", "slurm"}
+OWN = {"bill", "cdi", "conformance", "dra", "exporter", "job", "k8s", "ray", "router", "sched", "serve", "slurm"}
 
 HELLO = '''
 import argparse

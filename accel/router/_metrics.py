@@ -1,0 +1,94 @@
+"""The router's own Prometheus metrics (``prometheus_client``, one registry per router)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ._backends import Backend
+
+__all__ = ["RouterMetrics"]
+
+
+class RouterMetrics:
+    """Counters and histograms updated per request; per-replica gauges read at scrape time."""
+
+    def __init__(self, backends: Sequence[Backend], desired: Callable[[], int | None]) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
+        self.registry = CollectorRegistry()
+        self.requests = Counter("accel_router_requests", "Requests answered by the router, by replica "
+                                "(empty: none chosen) and HTTP status", ["backend", "code"], registry=self.registry)
+        self.retries = Counter("accel_router_retries", "Requests sent again to another replica after this one "
+                               "failed before its first byte", ["backend"], registry=self.registry)
+        self.stream_errors = Counter("accel_router_stream_errors", "Streams ended with an error event after the "
+                                     "replica failed mid-stream", ["backend"], registry=self.registry)
+        self.duration = Histogram("accel_router_request_duration_seconds", "Time from the request's arrival to "
+                                  "the end of its response", registry=self.registry,
+                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+                                           10, 30, 60, 120))
+        self.prefix_blocks = Counter("accel_router_prompt_blocks", "Prompt blocks hashed for routing",
+                                     registry=self.registry)
+        self.matched_blocks = Counter("accel_router_matched_blocks", "Prompt blocks found in the chosen replica's "
+                                      "cache view when routed", registry=self.registry)
+        self.registry.register(_Live(backends, desired))
+
+    def render(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        out: bytes = generate_latest(self.registry)
+        return out
+
+
+class _Live:
+    """Gauges read from the replica table at each scrape."""
+
+    def __init__(self, backends: Sequence[Backend], desired: Callable[[], int | None]) -> None:
+        self._backends = backends
+        self._desired = desired
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        fams = {
+            "healthy": GaugeMetricFamily("accel_router_backend_healthy", "1 if the replica's last health checks "
+                                         "passed", labels=["backend", "role"]),
+            "open": GaugeMetricFamily("accel_router_backend_circuit_open", "1 while the replica's circuit breaker "
+                                      "is open or half-open", labels=["backend"]),
+            "in_flight": GaugeMetricFamily("accel_router_backend_in_flight", "Requests the router has at the "
+                                           "replica now", labels=["backend"]),
+            "engine": GaugeMetricFamily("accel_router_backend_engine_outstanding", "Running + waiting requests "
+                                        "from the replica's last scrape", labels=["backend"]),
+            "kv": GaugeMetricFamily("accel_router_backend_kv_usage_ratio", "KV-cache use (0..1) from the "
+                                    "replica's last scrape", labels=["backend"]),
+            "view": GaugeMetricFamily("accel_router_backend_cached_blocks", "Blocks in the router's view of the "
+                                      "replica's prefix cache (KV events)", labels=["backend"]),
+        }
+        kv_batches = CounterMetricFamily("accel_router_kv_event_batches", "KV-event batches received, by "
+                                         "outcome", labels=["backend", "outcome"])
+        opened = CounterMetricFamily("accel_router_circuit_opened", "Times the replica's breaker opened",
+                                     labels=["backend"])
+        for b in self._backends:
+            fams["healthy"].add_metric([b.url, b.role], 1.0 if b.healthy else 0.0)
+            fams["open"].add_metric([b.url], 0.0 if b.breaker.opened_at is None else 1.0)
+            fams["in_flight"].add_metric([b.url], float(b.in_flight))
+            opened.add_metric([b.url], float(b.breaker.opened_total))
+            if b.load is not None and b.load.outstanding is not None:
+                fams["engine"].add_metric([b.url], b.load.outstanding)
+            if b.load is not None and b.load.kv_usage is not None:
+                fams["kv"].add_metric([b.url], b.load.kv_usage)
+            if b.block_map is not None:
+                fams["view"].add_metric([b.url], float(len(b.block_map.cache)))
+            if b.kv is not None:
+                kv_batches.add_metric([b.url, "ok"], float(b.kv.batches))
+                kv_batches.add_metric([b.url, "malformed"], float(b.kv.errors))
+                kv_batches.add_metric([b.url, "gap"], float(b.kv.gaps))
+        yield from fams.values()
+        yield kv_batches
+        yield opened
+        desired = self._desired()
+        if desired is not None:
+            g = GaugeMetricFamily("accel_router_desired_replicas", "Replicas the autoscaler wants for the "
+                                  "router's live load (an HPA external metric)")
+            g.add_metric([], float(desired))
+            yield g

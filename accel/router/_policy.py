@@ -1,0 +1,97 @@
+"""The routing policies: scheduler.serving's four routers, behind the live router.
+
+The router objects are :mod:`accel.scheduler.serving`'s own (their decisions are not changed here);
+this module names them, feeds them the live replicas as :class:`ReplicaLoad` (the replica's
+outstanding requests, :meth:`Backend.outstanding`) and, for ``cache-aware``, lets an engine's KV
+events write the replica view the router matches prompts against (:class:`EngineFedCacheAware`:
+the same router with its per-replica caches made :class:`EventCache`, which vLLM's BlockStored /
+BlockRemoved / AllBlocksCleared update between requests).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Collection, Sequence
+
+from accel.scheduler.serving import (
+    CacheAware,
+    ConsistentHash,
+    LeastOutstanding,
+    PrefixCache,
+    ReplicaLoad,
+    RoundRobin,
+    Router,
+)
+
+from ._backends import Backend
+from ._errors import RouterError
+from ._kvevents import EventCache
+
+__all__ = ["POLICIES", "EngineFedCacheAware", "Picker", "make_policy"]
+
+POLICIES = ("round-robin", "least-outstanding", "consistent-hash", "cache-aware")
+
+
+class EngineFedCacheAware(CacheAware):
+    """:class:`CacheAware` whose per-replica caches accept the engine's KV events too."""
+
+    def tracked(self, replica_id: int) -> PrefixCache:
+        cache = self._caches.get(replica_id)
+        if cache is None:
+            cache = self._caches[replica_id] = EventCache(self.capacity_blocks)
+        return cache
+
+    def event_cache(self, replica_id: int) -> EventCache:
+        cache = self.tracked(replica_id)
+        assert isinstance(cache, EventCache)
+        return cache
+
+
+def make_policy(name: str, *, capacity_blocks: int | None) -> Router:
+    """The router of a policy name (:data:`POLICIES`); ``capacity_blocks``: the cache-aware view of
+    one replica's cache, in the router's blocks."""
+    if name == "round-robin":
+        return RoundRobin()
+    if name == "least-outstanding":
+        return LeastOutstanding()
+    if name == "consistent-hash":
+        return ConsistentHash()
+    if name == "cache-aware":
+        return EngineFedCacheAware(capacity_blocks)
+    raise RouterError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
+
+
+class Picker:
+    """Chooses a replica for a prompt among those available now (healthy, breaker allowing,
+    serving whole requests (role "both"), not already tried for this request).  Thread-safe: KV-event threads change
+    the cache views under the same lock."""
+
+    def __init__(self, policy: Router, backends: Sequence[Backend]) -> None:
+        self.policy = policy
+        self.backends = list(backends)
+        self._by_id = {b.id: b for b in self.backends}
+        self.lock = threading.Lock()
+
+    def candidates(self, exclude: Collection[int] = (), now: float | None = None) -> list[Backend]:
+        now = time.monotonic() if now is None else now
+        return [b for b in self.backends if b.id not in exclude and b.role == "both" and b.available(now)]
+
+    def pick(self, blocks: Sequence[int], exclude: Collection[int] = ()) -> tuple[Backend, int] | None:
+        """The replica chosen and the prompt's leading blocks in its cache view before this request
+        (the cache-aware router's view, or the KV events'; 0 without either)."""
+        now = time.monotonic()
+        cands = self.candidates(exclude, now)
+        if not cands:
+            return None
+        loads = [ReplicaLoad(b.id, b.outstanding()) for b in cands]
+        policy = self.policy
+        with self.lock:
+            if isinstance(policy, CacheAware):
+                matched = {b.id: policy.tracked(b.id).match(blocks) for b in cands}
+            else:
+                matched = {b.id: b.block_map.cache.match(blocks) for b in cands if b.block_map is not None}
+            rid = policy.route(blocks, loads)
+        chosen = self._by_id[rid]
+        chosen.breaker.begin(now)
+        return chosen, matched.get(rid, 0)
