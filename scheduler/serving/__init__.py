@@ -44,7 +44,9 @@ from ._costmodel import (
     cache_blocks,
     load_catalog,
 )
+from ._engine import EngineConfig
 from ._errors import InvalidRequestError, UnknownModelError
+from ._operator import OperatorProfile, ValidationPoint, load_operator_profile
 from ._routers import CacheAware, ConsistentHash, LeastOutstanding, ReplicaLoad, RoundRobin, Router
 from ._service import Service
 from ._sim import (
@@ -74,12 +76,14 @@ __all__ = [
     "ConsistentHash",
     "CostProfile",
     "CostTable",
+    "EngineConfig",
     "HitReplay",
     "InvalidRequestError",
     "LeastOutstanding",
     "ModelCatalog",
     "ModelSpec",
     "Objective",
+    "OperatorProfile",
     "OraclePlan",
     "Predictive",
     "PrefixCache",
@@ -98,12 +102,14 @@ __all__ = [
     "ServingSim",
     "ServingSnapshot",
     "UnknownModelError",
+    "ValidationPoint",
     "cache_blocks",
     "decode_weight",
     "fit_oracle",
     "load_azure",
     "load_catalog",
     "load_mooncake",
+    "load_operator_profile",
     "measure_capacities",
     "measure_capacity",
     "oracle_plan",
