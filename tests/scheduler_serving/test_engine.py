@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -107,3 +108,9 @@ def test_gap_histogram_bins() -> None:
 def test_engine_config_is_checked() -> None:
     with pytest.raises(InvalidRequestError):
         EngineConfig(OP, token_budget=0)
+
+
+def test_more_tokens_never_run_faster() -> None:
+    # the measured rows dip (32 -> 64 tokens); the profile reads them as a running maximum
+    steps = [OP.decode_step_seconds(b, b * 640) for b in range(1, 257)]
+    assert all(a <= b for a, b in itertools.pairwise(steps))
