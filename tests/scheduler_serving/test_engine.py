@@ -114,3 +114,24 @@ def test_more_tokens_never_run_faster() -> None:
     # the measured rows dip (32 -> 64 tokens); the profile reads them as a running maximum
     steps = [OP.decode_step_seconds(b, b * 640) for b in range(1, 257)]
     assert all(a <= b for a, b in itertools.pairwise(steps))
+
+
+def test_decode_fast_forward_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from scheduler.serving._engine import ChunkedReplica
+
+    reqs = [ServingRequest(i, 0.3 * i, 300 + 97 * (i % 7), 5 + 37 * (i % 5), (i % 3, i)) for i in range(40)]
+    reqs += [ServingRequest(100 + i, 0.0, 900, 700, ()) for i in range(6)]  # KV pressure: preemptions
+
+    def run() -> tuple[list[object], dict[int, int], int]:
+        res = simulate(reqs, RoundRobin(), [spec(12, budget=512), spec(40, budget=1024)])
+        rows: list[object] = [(o.request_id, o.first_token_s, o.end_s, o.max_tbt_s) for o in res.outcomes]
+        return rows, res.token_gaps, res.preemptions
+
+    fast = run()
+    monkeypatch.setattr(ChunkedReplica, "fast_forward", False)
+    slow = run()
+    assert fast[2] == slow[2] and fast[2] > 0
+    assert fast[1] == slow[1]
+    assert len(fast[0]) == len(slow[0])
+    for a, b in zip(fast[0], slow[0], strict=True):
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-9)
