@@ -215,7 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     counts = [8] if args.quick else [4, 8, 16]
     rows: list[dict[str, object]] = []
     print(f"\nphysical capacity: Llama-3-8B on 80 GB x 0.9 - 16 GB weights = {physical} blocks of 512; "
-          f"timing: Llama2-70B TP=8 H100 (Splitwise); metrics after minute 20")
+          f"timing: Llama2-70B TP=8 H100 "
+          f"({'engine replicas, Vidur operator profile' if args.engine else 'Splitwise'}); metrics after minute 20")
     hdr = (f"{'cap':8s} {'n':>3s} {'router':18s} {'hit':>6s} {'pooled':>6s} {'unbnd':>6s} {'ttft50':>7s} "
            f"{'ttft99':>7s} {'tpot50':>7s} {'tpot99':>7s} {'max/mean':>8s} {'SLO%':>6s}  goals(hit,bal,p99)")
     print(hdr)
