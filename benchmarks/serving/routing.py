@@ -42,6 +42,7 @@ from pathlib import Path
 from accel.scheduler.serving import (
     CacheAware,
     ConsistentHash,
+    EngineConfig,
     LeastOutstanding,
     Objective,
     PrefixCache,
@@ -52,6 +53,7 @@ from accel.scheduler.serving import (
     cache_blocks,
     load_catalog,
     load_mooncake,
+    load_operator_profile,
     percentile,
     replay_hits,
     simulate,
@@ -109,12 +111,13 @@ def check(reqs: Sequence[ServingRequest], out: Path) -> None:
             print(f"  {name:42s} {res.hit_ratio:7.2%} {'' if issue is None else f'{issue:.1%}':>7s} {imb:8.3f}")
 
 
-def run(trace: Path, replicas: int, label: str, capacity: int) -> list[dict[str, object]]:
+def run(trace: Path, replicas: int, label: str, capacity: int, engine: bool = False) -> list[dict[str, object]]:
     scale = 8.0 / replicas
     reqs = load_mooncake(trace, time_scale=scale)
     start = TUNE_S * scale
     profile = load_catalog().profile("llama-2-70b", "h100-80gb")
-    spec = ReplicaSpec(profile, capacity)
+    cfg = EngineConfig(load_operator_profile("llama-2-70b", "h100-80gb")) if engine else None
+    spec = ReplicaSpec(profile, capacity, engine=cfg)
     unbounded = window_bounds(reqs, None, start)
     pooled = window_bounds(reqs, replicas * capacity, start)
     rows: list[dict[str, object]] = []
@@ -141,6 +144,7 @@ def run(trace: Path, replicas: int, label: str, capacity: int) -> list[dict[str,
             "tpot_p99_ms": 1000 * percentile([o.tpot_s for o in rep if o.output_tokens > 1], 0.99),
             "max_mean_requests": max(per) / (sum(per) / replicas),
             "attainment": sum(OBJECTIVE.attained(o) for o in rep) / len(rep),
+            "tbt_p99_ms": 1000 * res.tbt(0.99) if engine else math.nan,
             "sim_wall_s": wall,
         })
     ch = next(r for r in rows if r["router"] == "consistent-hash")
@@ -193,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--trace", default=str(_default_trace()))
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--quick", action="store_true", help="the check plus 8 replicas at the issue's capacity")
+    ap.add_argument("--engine", action="store_true",
+                    help="calibrated engine replicas (chunked prefill, operator profile) instead of Splitwise's tables")
     args = ap.parse_args(argv)
     trace = Path(args.trace)
     if not trace.is_file():
@@ -209,13 +215,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     counts = [8] if args.quick else [4, 8, 16]
     rows: list[dict[str, object]] = []
     print(f"\nphysical capacity: Llama-3-8B on 80 GB x 0.9 - 16 GB weights = {physical} blocks of 512; "
-          f"timing: Llama2-70B TP=8 H100 (Splitwise); metrics after minute 20")
+          f"timing: Llama2-70B TP=8 H100 "
+          f"({'engine replicas, Vidur operator profile' if args.engine else 'Splitwise'}); metrics after minute 20")
     hdr = (f"{'cap':8s} {'n':>3s} {'router':18s} {'hit':>6s} {'pooled':>6s} {'unbnd':>6s} {'ttft50':>7s} "
            f"{'ttft99':>7s} {'tpot50':>7s} {'tpot99':>7s} {'max/mean':>8s} {'SLO%':>6s}  goals(hit,bal,p99)")
     print(hdr)
     for label, cap in caps:
         for n in counts:
-            for r in run(trace, n, label, cap):
+            for r in run(trace, n, label, cap, args.engine):
                 rows.append(r)
                 goals = "".join("Y" if r[g] else "n" for g in (
                     "goal_hit_within_1pt_of_ch", "goal_max_mean_le_1_05", "goal_lowest_ttft_p99"))
@@ -223,7 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{float(str(r['pooled_bound'])):6.1%} {float(str(r['unbounded_bound'])):6.1%} "
                       f"{float(str(r['ttft_p50_s'])):7.2f} {float(str(r['ttft_p99_s'])):7.2f} "
                       f"{float(str(r['tpot_p50_ms'])):7.1f} {float(str(r['tpot_p99_ms'])):7.1f} "
-                      f"{float(str(r['max_mean_requests'])):8.3f} {float(str(r['attainment'])):6.1%}  {goals}")
+                      f"{float(str(r['max_mean_requests'])):8.3f} {float(str(r['attainment'])):6.1%}  {goals}"
+                      + (f"  tbt99 {float(str(r['tbt_p99_ms'])):.1f} ms" if args.engine else ""))
     with open(out / "routing.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()

@@ -13,6 +13,11 @@ The foundations the serving scheduler builds on (DESIGN.md section 10):
   batching, KV-bounded batches, start-up delays and a replica set that changes over time,
   giving per-request TTFT, TPOT, replica and cached blocks; :class:`Objective` says whether
   each request met a latency objective.  :func:`replay_hits` is the no-timing routing replay.
+- calibrated engine replicas (``ReplicaSpec(engine=EngineConfig(load_operator_profile(...)))``):
+  vLLM V1-style scheduling (chunked prefill under a token budget, KV blocks taken as tokens are
+  computed, preemption with recompute) timed by an operator-level :class:`OperatorProfile`
+  (Vidur's measured per-layer rows, ``data/operators.json``), with the time between tokens
+  recorded (``RequestOutcome.max_tbt_s``, ``ServingResult.tbt``, ``Objective(tbt_s=...)``).
 
 See docs/guides/serving.md and benchmarks/serving/.
 """
@@ -44,7 +49,9 @@ from ._costmodel import (
     cache_blocks,
     load_catalog,
 )
+from ._engine import EngineConfig
 from ._errors import InvalidRequestError, UnknownModelError
+from ._operator import OperatorProfile, ValidationPoint, load_operator_profile
 from ._routers import CacheAware, ConsistentHash, LeastOutstanding, ReplicaLoad, RoundRobin, Router
 from ._service import Service
 from ._sim import (
@@ -74,12 +81,14 @@ __all__ = [
     "ConsistentHash",
     "CostProfile",
     "CostTable",
+    "EngineConfig",
     "HitReplay",
     "InvalidRequestError",
     "LeastOutstanding",
     "ModelCatalog",
     "ModelSpec",
     "Objective",
+    "OperatorProfile",
     "OraclePlan",
     "Predictive",
     "PrefixCache",
@@ -98,12 +107,14 @@ __all__ = [
     "ServingSim",
     "ServingSnapshot",
     "UnknownModelError",
+    "ValidationPoint",
     "cache_blocks",
     "decode_weight",
     "fit_oracle",
     "load_azure",
     "load_catalog",
     "load_mooncake",
+    "load_operator_profile",
     "measure_capacities",
     "measure_capacity",
     "oracle_plan",

@@ -48,6 +48,7 @@ from typing import Literal
 
 from ._cache import PrefixCache
 from ._costmodel import DEFAULT_BLOCK_TOKENS, DEFAULT_MEMORY_UTILIZATION, CostProfile, cache_blocks
+from ._engine import ChunkedReplica, EngineConfig, gap_seconds
 from ._errors import InvalidRequestError
 from ._routers import ReplicaLoad, Router
 
@@ -105,6 +106,10 @@ class ReplicaSpec:
     startup_s: float = 0.0
     max_batch: int = 256
     max_prefill_tokens: int = 8192
+    #: When set, the replica runs as vLLM's V1 scheduler does (chunked prefill, KV blocks on
+    #: demand, preemption; see :mod:`._engine`) with this engine's operator profile for time;
+    #: ``None`` keeps the whole-prompt prefill with the output reserved up front (``profile``'s tables).
+    engine: EngineConfig | None = None
 
     def __post_init__(self) -> None:
         if self.capacity_blocks < 1:
@@ -131,6 +136,7 @@ class ReplicaSpec:
         memory_utilization: float = DEFAULT_MEMORY_UTILIZATION,
         max_batch: int = 256,
         max_prefill_tokens: int = 8192,
+        engine: EngineConfig | None = None,
     ) -> ReplicaSpec:
         """A replica whose KV capacity is what ``memory_bytes`` leaves after the weights.
 
@@ -148,7 +154,7 @@ class ReplicaSpec:
         blocks = cache_blocks(
             profile.model, memory, block_tokens=block_tokens, memory_utilization=memory_utilization
         )
-        return cls(profile, blocks, block_tokens, startup_s, max_batch, max_prefill_tokens)
+        return cls(profile, blocks, block_tokens, startup_s, max_batch, max_prefill_tokens, engine)
 
 
 @dataclass(frozen=True)
@@ -173,6 +179,8 @@ class RequestOutcome:
     output_tokens: int
     prompt_blocks: int
     cached_blocks: int
+    #: Largest time between two of its tokens (engine replicas only; ``None`` otherwise).
+    max_tbt_s: float | None = None
 
     @property
     def ttft_s(self) -> float:
@@ -186,15 +194,26 @@ class RequestOutcome:
 
 @dataclass(frozen=True)
 class Objective:
-    """A latency objective: TTFT and TPOT bounds to be met by ``percentile`` of requests."""
+    """A latency objective: TTFT and TPOT bounds to be met by ``percentile`` of requests.
+
+    ``tbt_s``, when set, also bounds each request's largest time between tokens (the tail a
+    user sees as a stall; a mean per-token time hides it).  A request with no TBT record (a
+    replica without an engine) is judged by its TPOT there.
+    """
 
     ttft_s: float
     tpot_s: float
     percentile: float = 0.99
+    tbt_s: float | None = None
 
     def attained(self, outcome: RequestOutcome) -> bool:
-        """Whether one request met both bounds."""
-        return outcome.ttft_s <= self.ttft_s and outcome.tpot_s <= self.tpot_s
+        """Whether one request met every bound."""
+        if outcome.ttft_s > self.ttft_s or outcome.tpot_s > self.tpot_s:
+            return False
+        if self.tbt_s is None:
+            return True
+        tbt = outcome.tpot_s if outcome.max_tbt_s is None else outcome.max_tbt_s
+        return tbt <= self.tbt_s
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -216,6 +235,26 @@ class ServingResult:
     unserved: list[int] = field(default_factory=list)
     #: Most KV tokens any replica held at once (never above its capacity).
     peak_kv_tokens: dict[int, int] = field(default_factory=dict)
+    #: Engine replicas: histogram of every time between tokens (``_engine.gap_bin`` -> count).
+    token_gaps: dict[int, int] = field(default_factory=dict)
+    #: Engine replicas: how many times a running request was preempted for KV blocks.
+    preemptions: int = 0
+
+    def tbt(self, q: float) -> float:
+        """The ``q``-quantile of every time between tokens (engine replicas; NaN without any).
+
+        Read from a histogram with bins 0.5% wide, at the bin's upper edge.
+        """
+        total = sum(self.token_gaps.values())
+        if not total:
+            return math.nan
+        rank = q * total
+        seen = 0
+        for k in sorted(self.token_gaps):
+            seen += self.token_gaps[k]
+            if seen >= rank:
+                return gap_seconds(k)
+        return gap_seconds(max(self.token_gaps))
 
     @property
     def complete(self) -> bool:
@@ -259,6 +298,13 @@ class _Req:
     replica: int = -1
     cached: int = 0
     first: float = math.nan
+    # engine replicas (``_engine.ChunkedReplica``) keep their per-request state here
+    computed: int = 0
+    generated: int = 0
+    last_token: float = math.nan
+    max_gap: float = 0.0
+    hit_tokens: int = 0
+    seen: bool = False
 
 
 class _Replica:
@@ -415,7 +461,7 @@ class ServingSim:
             )
         self.router = router
         self.now = 0.0
-        self._state: dict[int, _Replica] = {i: _Replica(i, s, 0.0) for i, s in enumerate(replicas)}
+        self._state: dict[int, _Replica | ChunkedReplica] = {i: self._make(i, s, 0.0) for i, s in enumerate(replicas)}
         # (time, kind, index): kind 1 = replica ready, 2 = arrival; a ready replica is settled
         # before a request arriving at the same instant is routed.
         self._events: list[tuple[float, int, int]] = [(r.req.arrival_s, 2, i) for i, r in enumerate(self._reqs)]
@@ -426,6 +472,27 @@ class ServingSim:
         self._finished_output = self._counted = 0
 
     # -- the replica set ---------------------------------------------------------------------------
+    @staticmethod
+    def _emit(done: list[RequestOutcome], r: _Req, rid: int, end: float, max_gap: float) -> None:
+        done.append(
+            RequestOutcome(
+                request_id=r.req.request_id,
+                replica_id=rid,
+                arrival_s=r.req.arrival_s,
+                first_token_s=r.first,
+                end_s=end,
+                output_tokens=r.req.output_tokens,
+                prompt_blocks=r.blocks,
+                cached_blocks=r.cached,
+                max_tbt_s=max_gap,
+            )
+        )
+
+    def _make(self, rid: int, spec: ReplicaSpec, ready_s: float) -> _Replica | ChunkedReplica:
+        if spec.engine is None:
+            return _Replica(rid, spec, ready_s)
+        return ChunkedReplica(rid, spec, spec.engine, ready_s, self._emit)
+
     def replica_ids(self) -> list[int]:
         """Every replica ever added (draining and drained ones included)."""
         return sorted(self._state)
@@ -460,7 +527,7 @@ class ServingSim:
         at = self.now + spec.startup_s if ready_at is None else ready_at
         if not math.isfinite(at) or at < self.now:
             raise InvalidRequestError(f"ready_at must be >= now ({self.now}), got {at}", field="ready_at")
-        self._state[replica_id] = _Replica(replica_id, spec, at)
+        self._state[replica_id] = self._make(replica_id, spec, at)
         heapq.heappush(self._events, (at, 1, replica_id))
 
     def remove_replica(self, replica_id: int) -> None:
@@ -477,7 +544,7 @@ class ServingSim:
             self._dispatch(r)
 
     # -- time ----------------------------------------------------------------------------------------
-    def _live(self) -> list[_Replica]:
+    def _live(self) -> list[_Replica | ChunkedReplica]:
         return [rep for _, rep in sorted(self._state.items()) if not rep.draining and rep.ready_s <= self.now]
 
     def _dispatch(self, r: _Req) -> None:
@@ -545,10 +612,19 @@ class ServingSim:
         for rep in self._state.values():
             rep.advance(math.inf, self._done)
         done = sorted(self._done, key=lambda o: o.request_id)
+        gaps: dict[int, int] = {}
+        preemptions = 0
+        for rep in self._state.values():
+            if isinstance(rep, ChunkedReplica):
+                preemptions += rep.preemptions
+                for k, n in rep.gaps.items():
+                    gaps[k] = gaps.get(k, 0) + n
         return ServingResult(
             outcomes=done,
             unserved=sorted(r.req.request_id for r in self._held),
             peak_kv_tokens={rid: rep.peak_kv for rid, rep in sorted(self._state.items())},
+            token_gaps=gaps,
+            preemptions=preemptions,
         )
 
 
