@@ -33,7 +33,7 @@ equal (a layout that is genuinely ambiguous) does the leftmost field win.  Then 
 alignment: when two chunks land on one field and a neighbouring field got
 none, a chunk exactly left- or right-aligned with that neighbour's name (and not with its own
 field's) moves there (mx-smi 2.2.9 prints ``0     MetaX C500`` under ``Board       Name``).  The
-rule is property-tested (``tests/cli_toolkit/test_tables_property.py``): any table whose every value
+rule is property-tested (``tests/toolkit/parsing/test_tables_property.py``): any table whose every value
 overlaps its own column at least as much as any other, and, where tied, is strictly nearer
 its own column's anchor, parses back to exactly its cells.
 """

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_hostile._proc import ACCEL, accel_env, messages
+from tests.cli.hostile._proc import ACCEL, accel_env, messages
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MODEL = "NVIDIA H100 \u2014 \u03a9 \u00e9 \U0001f600"  # dash, Greek, Latin-1, beyond the BMP
 HOST = "h\u00f4te-\u00e9"
 

@@ -20,7 +20,7 @@ import pytest
 from accel.cli import EXIT_PARTIAL, main
 from accel.toolkit._values import PLAUSIBLE, extra_implausible, implausible
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 #: vendor: (scenario, file, the first device's temperature as printed, the same at -39 C)
 CELLS = {

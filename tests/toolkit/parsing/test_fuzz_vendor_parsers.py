@@ -26,7 +26,7 @@ from accel.plugins.metax import _parse as mx
 from accel.plugins.mthreads import _parse as mt
 from accel.tools import ReplayRunner
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CSV_FIELDS = ["index", "name", "memory.total", "memory.used", "utilization.gpu", "temperature.gpu"]
 
 # (sample, parser, plugin, argv the backend runs for it)

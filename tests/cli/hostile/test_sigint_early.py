@@ -19,7 +19,7 @@ import time
 import pytest
 
 from accel.cli import EXIT_INTERRUPTED
-from tests.cli_hostile._proc import ACCEL, accel_env, foreground_signals, messages
+from tests.cli.hostile._proc import ACCEL, accel_env, foreground_signals, messages
 
 ARGS = ("watch", "--sim", "dgx-h100", "--interval", "0.05")
 

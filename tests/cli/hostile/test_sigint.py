@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from accel.cli import EXIT_INTERRUPTED
-from tests.cli_hostile._proc import ACCEL, Interrupted, accel_env, foreground_signals, interrupt, messages
+from tests.cli.hostile._proc import ACCEL, Interrupted, accel_env, foreground_signals, interrupt, messages
 
 WATCH = ("watch", "--sim", "dgx-h100", "--interval", "0.05")
 

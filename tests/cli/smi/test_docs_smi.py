@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOCS = ROOT / "docs"
 VENDORS = ("nvidia", "amd", "ascend", "cambricon", "hygon", "mthreads", "iluvatar", "metax", "kunlunxin", "enflame")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from accel.cli import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_OK, EXIT_USAGE
-from tests.cli_hostile._proc import ACCEL, accel_env, messages, run_accel
+from tests.cli.hostile._proc import ACCEL, accel_env, messages, run_accel
 
 pytestmark = pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
 
