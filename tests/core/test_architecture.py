@@ -28,7 +28,7 @@ def _modules() -> dict[str, Path]:
             continue
         for path in folder.rglob("*.py"):
             rel = path.relative_to(folder)
-            if "_template" in rel.parts or "tests" in rel.parts:
+            if "tests" in rel.parts:
                 continue
             parts = list(rel.with_suffix("").parts)
             if parts[-1] == "__init__":

@@ -2,8 +2,8 @@
 
 The kit (``accel.conformance``) is a test facility: only a plugin's ``conformance`` module and its
 ``testing`` fakes may import it.  A fresh interpreter imports every other module of every shipped
-plugin and of the toolkit (``accel.toolkit``), opens each CLI plugin over one of its replay scenarios and reads it; ``accel.conformance``
-must still be absent from ``sys.modules``.
+plugin and of the toolkit (``accel.toolkit``), opens each CLI plugin over one of its replay
+scenarios and reads it; ``accel.conformance`` must still be absent from ``sys.modules``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ for info in pkgutil.walk_packages(toolkit.__path__, "accel.toolkit."):
         imported.append(info.name)
 for info in pkgutil.walk_packages(root.__path__, "accel.plugins."):
     inner = info.name.split(".")[2:]
-    if any(p in ("conformance", "testing", "_template", "scenarios") for p in inner):
+    if any(p in ("conformance", "testing", "scenarios") for p in inner):
         continue
     module = importlib.import_module(info.name)
     imported.append(info.name)

@@ -1,8 +1,8 @@
-"""A tiny PEP 517 backend for the template (pure wheel, stdlib only, works offline).
+"""A tiny PEP 517 backend for the example plugin (pure wheel, stdlib only, works offline).
 
 It packs ``accel_backend_example/`` (code, scenarios) and writes the dist-info from
 ``pyproject.toml``: name, version, dependencies and entry points.  Replace it with setuptools
-or hatchling in a real plugin; nothing else in the template depends on it.
+or hatchling in a real plugin; nothing else in the plugin depends on it.
 """
 
 from __future__ import annotations

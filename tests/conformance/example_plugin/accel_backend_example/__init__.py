@@ -1,4 +1,4 @@
-"""accel backend ``example``: the template an out-of-tree vendor plugin starts from.
+"""accel backend ``example``: the conformance kit's own out-of-tree test plugin (``example-smi``).
 
 This module is what the ``accel.backends`` entry point names.  It stays light: accel imports it
 on every discovery, on hosts without the hardware.  The plugin shape is the toolkit's
