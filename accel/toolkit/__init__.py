@@ -122,6 +122,14 @@ from ._values import (
 #: The toolkit's API version, ``major.minor`` (see the stability promise above).
 TOOLKIT_API_VERSION: Final = "1.1"
 
+#: Public classes that keep the ``_``-module they are defined in as ``__module__``: their
+#: annotations name types this namespace does not hold (``Mapping``, ``Device``, ``ClassVar``...),
+#: and ``typing.get_type_hints`` (which pydantic uses on a dataclass) resolves them there.
+_KEEP_MODULE: Final = frozenset(
+    {"AlignedTable", "BoxRow", "LazyCliPlugin", "QueryRow", "Snapshot", "ToolBackend", "ToolSession", "ToolView",
+     "UnitReading"}
+)
+
 __all__ = [
     "BASE_CAPABILITIES",
     "NEVER_READ",
@@ -202,3 +210,11 @@ __all__ = [
     "topo_links",
     "visible_binding",
 ]
+
+# Every other public class and function says it lives here, as httpx does: reprs, pickles and
+# tracebacks name ``accel.toolkit.X``, the name the stability promise covers, not its private home.
+for _name in __all__:
+    _obj = globals()[_name]
+    if _name not in _KEEP_MODULE and (isinstance(_obj, type) or callable(_obj)):
+        _obj.__module__ = __name__
+del _name, _obj
