@@ -19,7 +19,7 @@ from setuptools import setup
 HERE = Path(__file__).resolve().parent
 with open(HERE / "pyproject.toml", "rb") as _f:
     ROOTS: dict[str, str] = tomllib.load(_f)["tool"]["setuptools"]["package-dir"]
-SKIP = {"_template", "__pycache__", "build", "tests"}
+SKIP = {"__pycache__", "build", "tests"}
 
 
 def _packages() -> list[str]:

@@ -22,7 +22,7 @@ with open(ROOT / "pyproject.toml", "rb") as _f:
     _PACKAGE_DIR: dict[str, str] = tomllib.load(_f)["tool"]["setuptools"]["package-dir"]
 # accel.<name> -> folder, for the packages that live outside accel/.
 MAPPED = {name.removeprefix("accel."): folder for name, folder in _PACKAGE_DIR.items() if name != "accel"}
-SKIP = {"_template", "__pycache__", "build"}
+SKIP = {"__pycache__", "build"}
 
 
 def main() -> int:

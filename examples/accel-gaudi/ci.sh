@@ -1,17 +1,31 @@
 #!/usr/bin/env bash
-# Install the gaudi example plugin into a fresh virtual environment and run the conformance kit
+# Install a plugin distribution into a fresh virtual environment and run the conformance kit
 # against it, exactly as a vendor would: entry point from installed metadata, no source path.
+# The plugin is the folder this script is in (copy it with the template and it checks your
+# plugin unchanged), or PLUGIN_DIR; its package and backend id are read from the one
+# `accel.backends` entry point in its pyproject.toml.
 #
 # Offline by design: the fresh venv gets pip from ensurepip, sees the already-installed
-# accel-sdk (and pytest, pydantic...) of $PYTHON through a .pth file, and the example builds
-# with the host's setuptools (pip --no-index --no-build-isolation --no-deps).
+# accel-sdk (and pytest, pydantic...) of $PYTHON through a .pth file, and the plugin builds
+# with the host's setuptools or its own in-tree backend (pip --no-index --no-build-isolation --no-deps).
 #
 #   PYTHON=/work/venv/bin/python examples/accel-gaudi/ci.sh [REPORT_DIR]
+#   PLUGIN_DIR=path/to/plugin PYTHON=... examples/accel-gaudi/ci.sh [REPORT_DIR]
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
+HERE=$(cd "${PLUGIN_DIR:-$(dirname "$0")}" && pwd)
 PY=${PYTHON:-python3}
 OUT=${1:-}
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/accel-gaudi-ci.XXXXXX")
+# backend id and package, from `[project.entry-points."accel.backends"] <id> = "<package>:PLUGIN"`
+read -r BACKEND PACKAGE < <("$PY" - "$HERE/pyproject.toml" <<'PY'
+import sys, tomllib
+with open(sys.argv[1], "rb") as f:
+    eps = tomllib.load(f)["project"]["entry-points"]["accel.backends"]
+(name, target), = eps.items()
+print(name, target.split(":")[0])
+PY
+)
+export BACKEND PACKAGE
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/accel-$BACKEND-ci.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
 "$PY" -m venv "$WORK/venv"
@@ -29,17 +43,19 @@ rm -rf "$WORK/src/build" "$WORK/src/"*.egg-info
 "$VPY" -m pip install --quiet --no-index --no-build-isolation --no-deps "$WORK/src"
 cd "$WORK"   # never import the plugin from its source folder
 "$VPY" - <<'PY'
-import accel_gaudi, importlib.metadata as md
-assert "site-packages" in accel_gaudi.__file__, accel_gaudi.__file__
+import importlib, importlib.metadata as md, os
+backend, package = os.environ["BACKEND"], os.environ["PACKAGE"]
+plugin = importlib.import_module(package)
+assert "site-packages" in plugin.__file__, plugin.__file__
 eps = {ep.name: ep.value for ep in md.entry_points(group="accel.backends")}
-assert eps.get("gaudi") == "accel_gaudi:PLUGIN", eps
-print("installed:", accel_gaudi.__file__)
+assert eps.get(backend) == f"{package}:PLUGIN", eps
+print("installed:", plugin.__file__)
 PY
-# 1. the example's own tests (the three-line suite, the oracle scenarios and the parser)
+# 1. the plugin's own tests (the three-line suite, the oracle scenarios, the parser)
 "$VPY" -m pytest -q -p no:cacheprovider "$WORK/src/tests" --rootdir "$WORK" -c /dev/null -rs
 # 2. the kit run by name, every shipped scenario, in certify mode, with the bundle
 REPORT=${OUT:-$WORK/report}
 "$VPY" -m pytest -q -p no:cacheprovider --rootdir "$WORK" -c /dev/null -rs \
-    --accel-backend gaudi --accel-certify --accel-report "$REPORT"
+    --accel-backend "$BACKEND" --accel-certify --accel-report "$REPORT"
 test -s "$REPORT/matrix.html" && test -s "$REPORT/PRODUCT.json"
-echo "gaudi example: installed out of tree and certified; report in $REPORT"
+echo "$BACKEND plugin: installed out of tree and certified; report in $REPORT"

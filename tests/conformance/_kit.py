@@ -48,13 +48,13 @@ def failing_rows(run: dict[str, Any]) -> set[str]:
 
 
 def example_plugin_path(site: Path) -> list[Path]:
-    """``PYTHONPATH`` entries that make the template's ``example`` backend importable and discoverable.
+    """``PYTHONPATH`` entries that make the example plugin's ``example`` backend importable and discoverable.
 
-    A ``.dist-info`` in ``site`` with the entry point (what pip would write), and the template's
+    A ``.dist-info`` in ``site`` with the entry point (what pip would write), and the plugin's
     source folder: no install, so the kit's tests stay offline and fast.
     """
     dist = site / "accel_backend_example_src-0.1.0.dist-info"
     dist.mkdir(parents=True, exist_ok=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: accel-backend-example-src\nVersion: 0.1.0\n")
     (dist / "entry_points.txt").write_text("[accel.backends]\nexample = accel_backend_example:PLUGIN\n")
-    return [site, REPO / "plugins" / "_template"]
+    return [site, REPO / "tests" / "conformance" / "example_plugin"]

@@ -15,7 +15,7 @@ import grpc
 from accel.integrations.k8s._proto import dra_v1_pb2_grpc
 from accel.integrations.k8s._proto import pluginregistration_v1_pb2_grpc as reg_grpc
 from tests._helpers import stop
-from tests.cli_hostile._proc import foreground_signals
+from tests.cli.hostile._proc import foreground_signals
 from tests.k8s_kubelet._fakeapi import FakeApiServer
 from tests.k8s_kubelet.conftest import DRIVER, NODE, cdi_errors, dra_v1_pb2, reg_pb2
 
