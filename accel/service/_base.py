@@ -46,6 +46,10 @@ class ServiceClock:
     def wall(self, t: float) -> float:
         return self.wall0 + (t - self.t0) / self.scale
 
+    def at_wall(self, wall: float) -> float:
+        """A Unix time on the service's clock (what an executor's exit record says, mapped)."""
+        return self.t0 + (wall - self.wall0) * self.scale
+
 
 @dataclass(slots=True)
 class Run:
