@@ -149,14 +149,24 @@ class PlainView:
     """One free-device profile per pool, from the running jobs' expected ends."""
 
     stops_when_blocked = True  # strict order with every pool blocked: nothing else can start
-    __slots__ = ("now", "profiles", "st")
+    __slots__ = ("_holds", "now", "pristine", "profiles", "st")
 
     def __init__(self, st: EngineState, now: float) -> None:
         self.st, self.now = st, now
         self.profiles = st.profiles(now)
+        # the running jobs alone, before the walk books anything: what an estimate compares with
+        # (a copy of two small arrays per pool, instead of building the profiles again from every job)
+        self.pristine = {p: prof.copy() for p, prof in self.profiles.items()}
+        # a job's hold depends only on these (nothing a walk does changes the duration model)
+        self._holds: dict[tuple[str, int, float, float], float] = {}
 
     def for_job(self, job: Job) -> tuple[dict[str, Profile], float]:
-        return self.profiles, self.st.duration(job)
+        spec = job.spec
+        key = (spec.tenant, spec.devices, spec.estimate_s, job.work_s)
+        hold = self._holds.get(key)
+        if hold is None:
+            hold = self._holds[key] = self.st.duration(job)
+        return self.profiles, hold
 
     def start_now(self, job: Job, pool: str, hold: float, held: bool, adm: Admission, mode: Mode) -> float | None:
         if self.profiles[pool].fits(self.now, hold, job.spec.devices) and mode.start(job, pool, adm):
@@ -174,7 +184,8 @@ class PlainView:
 
     def estimate(self, job: Job, pool: str, hold: float, work_ahead: float, adm: Admission,
                  blocked: Mapping[str, float]) -> WaitEstimate:
-        return estimate_in(self.st, job, pool, self.profiles[pool], self.now, work_ahead, adm, blocked)
+        return estimate_in(self.st, job, pool, self.profiles[pool], self.now, work_ahead, adm, blocked,
+                           alone_prof=self.pristine[pool])
 
 
 class TieredView:
