@@ -180,6 +180,8 @@ class Service(RunLoop, Quoting, Records):
         tenant = self._tenant(who, req)
         with self.lock:
             now = self.now()
+            # ends already due are applied at their times first: the submit moves the engine's time
+            self._reap(now, due_only=True)
             quotes = self._quote(tenant, req, now)
             chosen = min(quotes, key=lambda q: (q["start_at"] if q["start_at"] is not None else math.inf,
                                                 q["price_per_device_hour"]))

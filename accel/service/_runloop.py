@@ -139,12 +139,14 @@ class RunLoop(ServiceBase):
             self._audit(now, run.launch.job, f"executor:{run.executor.name}", "poll-failed", str(exc))
             return None
 
-    def _reap(self, now: float) -> None:
+    def _reap(self, now: float, *, due_only: bool = False) -> None:
         """End the runs that ended, each at the time its executor says (``RunStatus.ended_at``,
         kept within the engine's time and this tick's), in time order.  After the ends of one
         instant before ``now`` the engine runs a cycle at that instant and what it places is
         launched (``LaunchSpec.placed_at``: from then), as a replay of the same events does; a
-        run so launched that has already ended joins the ends still to apply."""
+        run so launched that has already ended joins the ends still to apply.  ``due_only``: poll
+        only the runs whose declared end has come (what a request does before it moves the
+        engine's time: cheap, and exact for an executor that ends jobs on time)."""
         ended: list[tuple[float, int, int, Run, RunStatus]] = []  # (end, engine seq, tiebreak, ...)
         count = 0
 
@@ -158,8 +160,14 @@ class RunLoop(ServiceBase):
                                        status))
 
         for run in list(self.runs.values()):
-            if run.handle is not None:
-                add(run)
+            if run.handle is None:
+                continue
+            if due_only:
+                job = self.engine.jobs.get(run.launch.job)
+                if (job is None or job.started_at is None
+                        or job.started_at + max(0.0, job.spec.estimate_s - job.work_s) > now):
+                    continue
+            add(run)
         while ended:
             t = ended[0][0]
             while ended and ended[0][0] == t:
