@@ -22,9 +22,9 @@ def test_a_sim_job_ends_and_frees_its_devices_at_its_own_end_time(tmp_path: Path
         assert ra["state"] == rb["state"] == "finished"
         a_start, a_end = ra["launches"][0]["started_at"], ra["launches"][0]["ended_at"]
         b_end = rb["launches"][0]["ended_at"]
-        placed = [e["t"] for e in ra["timeline"] if e["kind"] == "placed"][0]
+        placed = next(e["t"] for e in ra["timeline"] if e["kind"] == "placed")
         assert a_end == pytest.approx(placed + 100.0)
-        b_placed = [e["t"] for e in rb["timeline"] if e["kind"] == "placed"][0]
+        b_placed = next(e["t"] for e in rb["timeline"] if e["kind"] == "placed")
         assert b_placed == pytest.approx(a_end)  # placed when a freed the devices, not at the next tick
         assert b_end == pytest.approx(b_placed + 50.0)
         assert a_start >= placed
