@@ -88,6 +88,7 @@ class ServiceBase:
             for dev in inv.devices:
                 self._pool_vendor.setdefault(dev.model or "unknown", dev.vendor)
         self._wait_ratios: list[float] = []
+        self._last_tick = -math.inf  # the service time of the last tick's poll of every run
         self._requests: dict[str, JobRequest] = {}
         self._stop = threading.Event()
         self._wake = threading.Event()

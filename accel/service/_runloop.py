@@ -101,6 +101,7 @@ class RunLoop(ServiceBase):
             now = self.now()
             self._enforce(now)  # signals first, so the poll right after sees what they ended
             self._reap(now)
+            self._last_tick = now
             self.engine.cycle(now)
             self._launch_placed(now)
             wall_now = self.clock.wall(now)
@@ -145,8 +146,8 @@ class RunLoop(ServiceBase):
         instant before ``now`` the engine runs a cycle at that instant and what it places is
         launched (``LaunchSpec.placed_at``: from then), as a replay of the same events does; a
         run so launched that has already ended joins the ends still to apply.  ``due_only``: poll
-        only the runs whose declared end has come (what a request does before it moves the
-        engine's time: cheap, and exact for an executor that ends jobs on time)."""
+        only the runs whose declared end came since the last tick (what a request does before it
+        moves the engine's time: cheap, and exact for an executor that ends jobs on time)."""
         ended: list[tuple[float, int, int, Run, RunStatus]] = []  # (end, engine seq, tiebreak, ...)
         count = 0
 
@@ -163,9 +164,12 @@ class RunLoop(ServiceBase):
             if run.handle is None:
                 continue
             if due_only:
+                # declared ends that came since the last tick (one further behind was polled by that
+                # tick and overruns: the next tick looks again, a request never waits on it)
                 job = self.engine.jobs.get(run.launch.job)
-                if (job is None or job.started_at is None
-                        or job.started_at + max(0.0, job.spec.estimate_s - job.work_s) > now):
+                end = math.inf if job is None or job.started_at is None else \
+                    job.started_at + max(0.0, job.spec.estimate_s - job.work_s)
+                if not self._last_tick < end <= now:
                     continue
             add(run)
         while ended:
