@@ -1,12 +1,12 @@
 """The HTTP face of ``accel serve``: the JSON API, ``/openapi.json`` and the pages (Starlette).
 
 Every request goes through the same gate (:mod:`._http`): the body is capped by its
-``Content-Length`` and by what is actually read, then decoded by the bounded reader; the bearer
-token (or, for pages, the session cookie the login page sets) names a :class:`Principal`; the
-principal's token bucket is charged (a client without a valid token is charged by address, so
-guessing tokens is rate limited too).  Errors are JSON ``{"error": {"code", "message"}}`` with
-a 4xx status; nothing a handler raises reaches the client as a traceback.  The routes: the API
-(:mod:`._api`) and the pages (:mod:`._pages`).
+``Content-Length`` and by what is actually read, then decoded by the project's bounded JSON
+reader (:mod:`accel._net.bounded_json`); the bearer token (or, for pages, the session cookie the
+login page sets) names a :class:`Principal`; the principal's token bucket is charged (a client
+without a valid token is charged by address, so guessing tokens is rate limited too).  Errors
+are JSON ``{"error": {"code", "message"}}`` with a 4xx status; nothing a handler raises reaches
+the client as a traceback.  The routes: the API (:mod:`._api`) and the pages (:mod:`._pages`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ import accel
 from ._api import api_routes
 from ._auth import RateLimiter, TokenBook
 from ._core import Service
-from ._http import SESSION_COOKIE, Gate
-from ._jsonbody import MAX_BODY_BYTES
+from ._http import MAX_BODY_BYTES, SESSION_COOKIE, Gate
 from ._openapi import openapi
 from ._pages import page_routes
 from ._prometheus import PrometheusSource

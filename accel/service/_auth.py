@@ -78,6 +78,13 @@ class TokenBook:
         self._store.add_token(TokenRow(token_id, tenant, admin, salt, _hash(secret, salt), label))
         return f"accel_{token_id}_{secret}"
 
+    def cached(self, token: str) -> Principal | None:
+        """The principal of a token that checked before (a SHA-256 and a dict lookup, no scrypt
+        and no I/O: safe on the event loop), else ``None`` (then call :meth:`check`)."""
+        key = hashlib.sha256(token.encode("utf-8", "replace")).digest()
+        with self._lock:
+            return self._cache.get(key)
+
     def check(self, token: str) -> Principal | None:
         """The principal ``token`` belongs to, or ``None`` (malformed, unknown or wrong)."""
         key = hashlib.sha256(token.encode("utf-8", "replace")).digest()

@@ -48,6 +48,10 @@ class ServiceClock:
     def wall(self, t: float) -> float:
         return self.wall0 + (t - self.t0) / self.scale
 
+    def at_wall(self, wall: float) -> float:
+        """A Unix time on the service's clock (what an executor's exit record says, mapped)."""
+        return self.t0 + (wall - self.wall0) * self.scale
+
 
 @dataclass(slots=True)
 class Run:
@@ -90,6 +94,7 @@ class ServiceBase:
         #: Publishes which job holds which device for the exporters (``--attribution-dir``).
         self.attribution: AttributionWriter | None = None
         self._wait_ratios: list[float] = []
+        self._last_tick = -math.inf  # the service time of the last tick's poll of every run
         self._requests: dict[str, JobRequest] = {}
         self._stop = threading.Event()
         self._wake = threading.Event()

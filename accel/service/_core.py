@@ -28,7 +28,15 @@ from typing import Any
 from accel.errors import ConfigError
 from accel.model import HostInventory
 from accel.scheduler import ClusterState, InvalidRequestError, SchedulerStateError, host_spec_from_inventory
-from accel.scheduler.queueing import InClassOrder, Journal, Policy, PriceTable, PriorityClass, QueueingScheduler
+from accel.scheduler.queueing import (
+    InClassOrder,
+    JobState,
+    Journal,
+    Policy,
+    PriceTable,
+    PriorityClass,
+    QueueingScheduler,
+)
 
 from ._auth import Principal
 from ._base import NotFoundError, ServiceClock
@@ -138,15 +146,30 @@ class Service(RunLoop, Quoting, Records):
 
 
     def start_loop(self, tick_s: float = 0.2) -> None:
+        """Tick every ``tick_s`` wall seconds, when woken (a submit, a cancel, an end), and at the
+        next declared end of a running job (so an end is seen when it happens, before a later
+        request moves the engine's time past it)."""
         def loop() -> None:
             while not self._stop.is_set():
                 self.tick()
-                self._wake.wait(tick_s)
+                self._wake.wait(self._until_next_end(tick_s))
                 self._wake.clear()
 
         self._thread = threading.Thread(target=loop, name="accel-serve-loop", daemon=True)
         self._thread.start()
 
+
+    def _until_next_end(self, tick_s: float) -> float:
+        """Wall seconds until the next declared end of a running job, at most ``tick_s``."""
+        with self.lock:
+            now = self.now()
+            # only ends still ahead: a job past its declared end is looked at every tick_s, no busy loop
+            ends = [end for j in self.engine.running() if j.state == JobState.RUNNING and j.started_at is not None
+                    and (end := j.started_at + max(0.0, j.spec.estimate_s - j.work_s)) > now]
+            if not ends:
+                return tick_s
+            wait = self.clock.wall(min(ends)) - self.clock.wall(now)
+        return min(tick_s, max(0.0, wait) + 1e-4)
 
     def close(self) -> None:
         self._stop.set()
@@ -167,6 +190,8 @@ class Service(RunLoop, Quoting, Records):
         tenant = self._tenant(who, req)
         with self.lock:
             now = self.now()
+            # ends already due are applied at their times first: the submit moves the engine's time
+            self._reap(now, due_only=True)
             quotes = self._quote(tenant, req, now)
             chosen = min(quotes, key=lambda q: (q["start_at"] if q["start_at"] is not None else math.inf,
                                                 q["price_per_device_hour"]))

@@ -98,6 +98,10 @@ class LaunchSpec:
     time_limit_s: float | None = None
     #: The signal that asks the job to checkpoint (``None``: the job cannot checkpoint).
     checkpoint_signal: int | None = None
+    #: When the scheduler placed this attempt, on the service's clock (``None``: not said).  The
+    #: ``sim`` executor runs the job from then (its devices were the job's from then on), so a
+    #: live run keeps the replay's times; real executors start it when ``start`` is called.
+    placed_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +127,10 @@ class RunStatus:
     signal: int | None = None
     reason: ExitReason | None = None
     detail: str = ""
+    #: When it ended, on the service's clock (:attr:`ExecutorContext.clock`); ``None``: the
+    #: executor cannot tell (the service then takes the time of the poll that saw the end).
+    #: The service records the end (the bill, the devices' release) at this time.
+    ended_at: float | None = None
 
 
 @runtime_checkable

@@ -61,7 +61,9 @@ def page_routes(service: Service, gate: Gate, metrics: PrometheusSource | None =
     def page(fn: Callable[[Request, Principal], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def handler(request: Request) -> Response:
             try:
-                who = await run_in_threadpool(gate.principal, request, cookie=True)
+                who = gate.known(request, cookie=True)
+                if who is None:
+                    who = await run_in_threadpool(gate.principal, request, cookie=True)
             except HTTPError as exc:
                 if exc.status == 401:
                     return RedirectResponse("/login", status_code=303)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import secrets
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from accel.scheduler import InvalidRequestError
@@ -31,7 +32,12 @@ class Quoting(ServiceBase):
             raise InvalidRequestError(self._no_pool(req), field="model")
         probe = f"quote-{secrets.token_hex(6)}"
         ests: list[WaitEstimate] = self.engine.quote(self._spec(probe, tenant, req, ""), now)
-        ahead = len(self.engine.queue(now))
+        ahead: list[int] = []  # the queue's length, counted only if a pool waits for it (it sorts the queue)
+
+        def queued() -> int:
+            if not ahead:
+                ahead.append(len(self.engine.queue(now)))
+            return ahead[0]
         ratio = self._p90_ratio()
         out = []
         for est in ests:
@@ -47,7 +53,7 @@ class Quoting(ServiceBase):
                         "start_at": est.start_at if math.isfinite(est.start_at) else None,
                         "price_per_device_hour": price, "currency": self.engine.meter.prices.currency,
                         "expected_cost": round(price * share * hours, 6), "reason": est.reason.value,
-                        "why": self._why(est, ahead), "summary": est.describe()})
+                        "why": self._why(est, queued), "summary": est.describe()})
         return out
 
     def _p90_ratio(self) -> float | None:
@@ -58,11 +64,11 @@ class Quoting(ServiceBase):
         return max(1.0, statistics.quantiles(r, n=10)[-1])
 
     @staticmethod
-    def _why(est: WaitEstimate, ahead: int) -> str:
+    def _why(est: WaitEstimate, ahead: Callable[[], int]) -> str:
         if est.reason == WaitReason.NONE:
             return "starts now"
         if est.reason == WaitReason.PRIORITY:
-            return f"queue position: {ahead} job(s) queued ahead"
+            return f"queue position: {ahead()} job(s) queued ahead"
         if est.reason == WaitReason.RESERVATION:
             return "a reservation ahead holds the free devices"
         if est.reason == WaitReason.QUOTA:

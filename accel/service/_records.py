@@ -13,7 +13,7 @@ from ._auth import Principal
 from ._base import ServiceBase
 from ._executor import Handle
 from ._jobreq import request_from_dict
-from ._store import StoredJob
+from ._store import JobSummaryRow
 
 
 class Records(ServiceBase):
@@ -21,27 +21,38 @@ class Records(ServiceBase):
 
     # -- reading -------------------------------------------------------------------------------------
     def jobs(self, who: Principal, *, limit: int = 100, state: str | None = None) -> list[dict[str, Any]]:
-        with self.lock:
-            rows = self.store.jobs(None if who.admin else who.tenant, limit=limit if state is None else None)
-            ran_on = self.store.last_models([s.id for s in rows[:limit] if state is None] or None)
-            out = []
-            for s in rows:
-                job = self.engine.jobs.get(s.id)
-                st = job.state.value if job is not None else "unknown"
-                if state is not None and st != state:
-                    continue
-                out.append(self._summary(s, job, ran_on))
-                if len(out) >= limit:
-                    break
-            return out
+        """The newest ``limit`` jobs ``who`` sees (in ``state``), newest first: read page by page
+        from the store's ``seq`` index, so the cost follows ``limit``, not the number of jobs."""
+        tenant = None if who.admin else who.tenant
+        page = limit if state is None else max(limit, 500)
+        out: list[dict[str, Any]] = []
+        before: int | None = None
+        while len(out) < limit:
+            with self.lock:
+                rows = self.store.summaries(tenant, limit=page, before_seq=before)
+                picked: list[tuple[JobSummaryRow, Job | None]] = []
+                for s in rows:
+                    job = self.engine.jobs.get(s.id)
+                    if state is not None and (job.state.value if job is not None else "unknown") != state:
+                        continue
+                    picked.append((s, job))
+                    if len(out) + len(picked) >= limit:
+                        break
+                # the pool of a job without one (any pool) that ran: its last launch's model, in one query
+                ran_on = self.store.last_models([s.id for s, job in picked if not s.pool and job is not None
+                                                 and not job.pool and job.attempts] or None)
+                out += [self._summary(s, job, ran_on) for s, job in picked]
+            if len(rows) < page:
+                break
+            before = rows[-1].seq
+        return out
 
-    def _summary(self, s: StoredJob, job: Job | None, ran_on: Mapping[str, str] | None = None) -> dict[str, Any]:
-        pool = (job.pool if job else None) or s.request.get("pool") or None
+    def _summary(self, s: JobSummaryRow, job: Job | None, ran_on: Mapping[str, str]) -> dict[str, Any]:
+        pool = (job.pool if job else None) or s.pool or None
         if pool is None and job is not None and job.attempts:
-            pool = (ran_on or {}).get(s.id) or _pool_of(job, self.engine.history(s.id))
+            pool = ran_on.get(s.id) or _pool_of(job, self.engine.history(s.id))
         return {"id": s.id, "name": s.name, "tenant": s.tenant, "state": job.state.value if job else "unknown",
-                "pool": pool,
-                "devices": s.request["devices"], "submitted_at": s.submitted_t,
+                "pool": pool, "devices": s.devices, "submitted_at": s.submitted_t,
                 "submitted_wall": s.submitted_wall, "reason": job.reason if job else ""}
 
     def record(self, who: Principal, job_id: str) -> dict[str, Any]:

@@ -8,6 +8,8 @@ and finds running jobs again.
 
 from __future__ import annotations
 
+import heapq
+import math
 import signal as _signal
 
 from accel.errors import AccelError
@@ -99,15 +101,9 @@ class RunLoop(ServiceBase):
             now = self.now()
             self._enforce(now)  # signals first, so the poll right after sees what they ended
             self._reap(now)
+            self._last_tick = now
             self.engine.cycle(now)
-            for job in self.engine.running():
-                run = self.runs.get(job.id)
-                if job.state == JobState.RUNNING and (run is None or run.launch.attempt != job.attempts):
-                    if any(la.attempt == job.attempts for la in self.store.launches(job.id)):
-                        continue  # this attempt was launched already: never start it twice
-                    self._launch(job, now)
-                elif job.state == JobState.PREEMPTING and run is not None and not run.checkpoint_sent:
-                    self._preempting(job, run, now)
+            self._launch_placed(now)
             wall_now = self.clock.wall(now)
             todo: list[tuple[str, Executor, list[PlacedDevice]]] = []
             if wall_now - self._last_sample >= self._sample_every_s:
@@ -130,19 +126,84 @@ class RunLoop(ServiceBase):
                 out.setdefault(str(d["host"]), []).append((str(d["device_id"]), job_id, job.spec.tenant))
         return out
 
-    def _reap(self, now: float) -> None:
-        for job_id, run in list(self.runs.items()):
+    def _launch_placed(self, now: float) -> list[Run]:
+        """Launch what the engine placed and no executor runs yet; send checkpoint signals to
+        jobs the engine is preempting.  Returns the runs it launched."""
+        launched: list[Run] = []
+        for job in self.engine.running():
+            run = self.runs.get(job.id)
+            if job.state == JobState.RUNNING and (run is None or run.launch.attempt != job.attempts):
+                if any(la.attempt == job.attempts for la in self.store.launches(job.id)):
+                    continue  # this attempt was launched already: never start it twice
+                self._launch(job, now)
+                new = self.runs.get(job.id)
+                if new is not None and new.handle is not None:
+                    launched.append(new)
+            elif job.state == JobState.PREEMPTING and run is not None and not run.checkpoint_sent:
+                self._preempting(job, run, now)
+        return launched
+
+    def _poll(self, run: Run, now: float) -> RunStatus | None:
+        """The run's status (``None``: the executor could not say this time, audited)."""
+        assert run.handle is not None
+        try:
+            return run.executor.poll(run.handle)
+        except JobLostError as exc:
+            return RunStatus(False, None, None, ExitReason.NODE_LOST, str(exc))
+        except ExecutorError as exc:
+            self._audit(now, run.launch.job, f"executor:{run.executor.name}", "poll-failed", str(exc))
+            return None
+
+    def _reap(self, now: float, *, due_only: bool = False) -> None:
+        """End the runs that ended, each at the time its executor says (``RunStatus.ended_at``,
+        kept within the engine's time and this tick's), in time order.  After the ends of one
+        instant before ``now`` the engine runs a cycle at that instant and what it places is
+        launched (``LaunchSpec.placed_at``: from then), as a replay of the same events does; a
+        run so launched that has already ended joins the ends still to apply.  ``due_only``: poll
+        only the runs whose declared end came since the last tick (what a request does before it
+        moves the engine's time: cheap, and exact for an executor that ends jobs on time)."""
+        ended: list[tuple[float, int, int, Run, RunStatus]] = []  # (end, engine seq, tiebreak, ...)
+        count = 0
+
+        def add(run: Run) -> None:
+            nonlocal count
+            status = self._poll(run, now)
+            if status is not None and not status.running:
+                job = self.engine.jobs.get(run.launch.job)
+                count += 1
+                heapq.heappush(ended, (self._end_time(status, now), job.seq if job is not None else 0, count, run,
+                                       status))
+
+        for run in list(self.runs.values()):
             if run.handle is None:
                 continue
-            try:
-                status = run.executor.poll(run.handle)
-            except JobLostError as exc:
-                status = RunStatus(False, None, None, ExitReason.NODE_LOST, str(exc))
-            except ExecutorError as exc:
-                self._audit(now, job_id, f"executor:{run.executor.name}", "poll-failed", str(exc))
-                continue
-            if not status.running:
-                self._ended(run, status, now)
+            if due_only:
+                # declared ends that came since the last tick (one further behind was polled by that
+                # tick and overruns: the next tick looks again, a request never waits on it)
+                job = self.engine.jobs.get(run.launch.job)
+                end = math.inf if job is None or job.started_at is None else \
+                    job.started_at + max(0.0, job.spec.estimate_s - job.work_s)
+                if not self._last_tick < end <= now:
+                    continue
+            add(run)
+        while ended:
+            t = ended[0][0]
+            while ended and ended[0][0] == t:
+                _t, _seq, _n, run, status = heapq.heappop(ended)
+                self._ended(run, status, t)
+            if t < now:
+                self.engine.cycle(max(t, self.engine.now))
+                for run in self._launch_placed(now):
+                    add(run)
+
+    def _end_time(self, status: RunStatus, now: float) -> float:
+        """When a run ended on the engine's time line: the executor's ``ended_at``, no later than
+        ``now`` and no earlier than the engine's time (it never goes back); else ``now``."""
+        t = status.ended_at
+        if t is None or not math.isfinite(t):
+            return now
+        floor = self.engine.now if math.isfinite(self.engine.now) else t
+        return min(now, max(t, floor))
 
     def _ended(self, run: Run, status: RunStatus, now: float) -> None:
         launch = run.launch
@@ -261,7 +322,8 @@ class RunLoop(ServiceBase):
         # the contract: an existing absolute path (the state directory may be given relative)
         log_dir = (self.log_root / job.id).resolve()
         spec = LaunchSpec(job.id, job.spec.tenant, req.command, tuple(devices), req.env, log_dir,
-                          max(0.0, declared - job.work_s), req.time_limit_s, req.checkpoint_signal)
+                          max(0.0, declared - job.work_s), req.time_limit_s, req.checkpoint_signal,
+                          placed_at=job.started_at)
         try:
             log_dir.mkdir(parents=True, exist_ok=True)
             handle = ex.start(spec)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -88,6 +89,10 @@ def main(args: argparse.Namespace) -> int:
         svc = holder.get("svc")
         return svc.now() if svc is not None else 0.0
 
+    def wall_to_clock(wall: float) -> float:
+        svc = holder.get("svc")
+        return svc.clock.at_wall(wall) if svc is not None else math.nan  # nan: unknown, the poll's time is used
+
     extra: dict[str, object] = {}
     for item in args.executor_option:
         key, sep, value = item.partition("=")
@@ -103,7 +108,7 @@ def main(args: argparse.Namespace) -> int:
         options: dict[str, object] = {"time_scale": args.time_scale, **extra}
         if name == "sim":
             options["profiles"] = args.sim or ""
-        executors.append(build_executor(name, ExecutorContext(clock, state / "logs", options)))
+        executors.append(build_executor(name, ExecutorContext(clock, state / "logs", options, wall_to_clock)))
     service = Service.open(state, executors, time_scale=args.time_scale, prices=_prices(args.price),
                            policy=default_policy(args.grace),
                            env_allow=EnvAllowlist(tuple(args.env_allow) or DEFAULT_ENV_ALLOW))

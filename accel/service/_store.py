@@ -28,7 +28,8 @@ from typing import Any
 
 from accel.errors import ConfigError
 
-__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "AuditRow", "Launch", "ServiceStore", "StoredJob", "TokenRow"]
+__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "AuditRow", "JobSummaryRow", "Launch", "ServiceStore", "StoredJob",
+           "TokenRow"]
 
 APPLICATION_ID = 0x41435356  # "ACSV": accel service
 SCHEMA_VERSION = 1
@@ -76,6 +77,20 @@ class StoredJob:
     submitted_wall: float
     actor: str
     quote: Any
+
+
+@dataclass(frozen=True, slots=True)
+class JobSummaryRow:
+    """What a job list shows of a stored job (:meth:`ServiceStore.summaries`)."""
+
+    id: str
+    seq: int
+    tenant: str
+    name: str
+    devices: int
+    pool: str
+    submitted_t: float
+    submitted_wall: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +234,26 @@ class ServiceStore:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [self._job(r) for r in self._query(sql, tuple(args))]
+
+    def summaries(self, tenant: str | None = None, *, limit: int, before_seq: int | None = None
+                  ) -> list[JobSummaryRow]:
+        """The newest ``limit`` jobs (before ``before_seq``), only what a list shows: the request's
+        ``devices`` and ``pool`` are read by SQLite (``json_extract``), the quote is not read."""
+        where: list[str] = []
+        args: list[Any] = []
+        if tenant is not None:
+            where.append("tenant = ?")
+            args.append(tenant)
+        if before_seq is not None:
+            where.append("seq < ?")
+            args.append(before_seq)
+        sql = ("SELECT id, seq, tenant, name, json_extract(request, '$.devices'), json_extract(request, '$.pool'), "
+               "submitted_t, submitted_wall FROM jobs")
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += f" ORDER BY seq DESC LIMIT {int(limit)}"
+        return [JobSummaryRow(str(r[0]), int(r[1]), str(r[2]), str(r[3]), int(r[4]), str(r[5] or ""), float(r[6]),
+                              float(r[7])) for r in self._query(sql, tuple(args))]
 
     # -- prices --------------------------------------------------------------------------------------
     def prices(self) -> dict[str, tuple[float, float]]:

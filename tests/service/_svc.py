@@ -75,7 +75,11 @@ def open_service(state: Path, wall: FakeWall, profiles: str = "dgx-h100,rtx4090-
         svc = holder.get("svc")
         return svc.now() if svc is not None else 0.0
 
-    ex = build_executor("sim", ExecutorContext(clock, state / "logs", {"profiles": profiles}))
+    def wall_to_clock(w: float) -> float:
+        svc = holder.get("svc")
+        return svc.clock.at_wall(w) if svc is not None else float("nan")
+
+    ex = build_executor("sim", ExecutorContext(clock, state / "logs", {"profiles": profiles}, wall_to_clock))
     svc = Service.open(state, [ex], time_scale=scale, policy=default_policy(grace_s), wall=wall, sample_every_s=1.0)
     holder["svc"] = svc
     return svc

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from accel.service._jsonbody import MAX_BODY_BYTES
+from accel.service._http import MAX_BODY_BYTES
 from tests.service._svc import rig
 
 pytest.importorskip("starlette")
@@ -87,7 +87,14 @@ def test_oversized_and_deeply_nested_bodies_are_refused_before_parsing(tmp_path:
         assert resp.status_code == 413
         deep = b'{"command": ["x"], "labels": ' + b"[" * 5000 + b"]" * 5000 + b"}"
         resp = r.client.post("/v1/jobs", content=deep, headers=h)
-        assert resp.status_code == 400 and "nests deeper" in resp.json()["error"]["message"]
+        assert resp.status_code == 400 and "nested deeper than 16 levels" in resp.json()["error"]["message"]
+        long_number = b'{"command": ["x"], "devices": ' + b"1" * 40 + b"}"
+        resp = r.client.post("/v1/jobs", content=long_number, headers=h)
+        assert resp.status_code == 400 and resp.json()["error"]["field"] == "devices"
+        assert "40 characters long; the limit is 32" in resp.json()["error"]["message"]
+        utf16 = '{"command": ["x"]}'.encode("utf-16")  # json.loads alone would guess UTF-16
+        resp = r.client.post("/v1/jobs", content=utf16, headers=h)
+        assert resp.status_code == 400 and "not UTF-8" in resp.json()["error"]["message"]
         for bad in (b"{", b"\xff\xfe", b'{"command": ["x"], "devices": NaN}', b"[1, 2]", b'"text"'):
             resp = r.client.post("/v1/jobs", content=bad, headers=h)
             assert resp.status_code == 400, (bad, resp.text)

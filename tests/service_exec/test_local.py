@@ -478,3 +478,18 @@ def test_a_sigkill_chain_over_accel_serve_loses_no_job_and_runs_none_twice(tmp_p
     jobs = crash_jobs(["RTX 4090"], 6)  # 6 jobs of one device on 4 devices: two wait in the queue
     chain = crash_test(tmp_path, args, jobs)
     assert chain.kills >= 1
+
+
+def test_the_end_time_comes_from_the_exit_record_on_the_service_clock(inv: HostInventory, tmp_path: Path) -> None:
+    # the service's clock here: 10x the wall clock from an origin; the exit record's Unix time maps onto it
+    origin = time.time()
+    ex = LocalExecutor(tmp_path / "state", inventory=lambda: inv, allow_root=True,
+                       wall_to_clock=lambda w: (w - origin) * 10.0)
+    before = time.time()
+    handle = ex.start(spec(inv, tmp_path / "j", ("sh", "-c", "exit 0"), job_id="timed"))
+    status = wait_end(ex, handle)
+    after = time.time()
+    assert status.ended_at is not None
+    assert (before - origin) * 10.0 <= status.ended_at <= (after - origin) * 10.0
+    # without the map the executor says nothing of the end time (the service takes its poll's)
+    assert LocalExecutor(tmp_path / "state", inventory=lambda: inv, allow_root=True).poll(handle).ended_at is None

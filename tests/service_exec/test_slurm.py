@@ -15,6 +15,7 @@ import json
 import signal
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -81,11 +82,11 @@ def test_a_job_the_controller_forgot_is_read_from_sacct(tmp_path: Path) -> None:
                 "returncode": 1,
                 "stderr": "slurm_load_jobs error: Invalid job id specified\n",
             },
-            "sacct --noheader --parsable2 --allocations --jobs=42 --format=JobID,JobName,State,ExitCode": (
-                "42|accel-j|OUT_OF_MEMORY|0:125\n"
+            "sacct --noheader --parsable2 --allocations --jobs=42 --format=JobID,JobName,State,ExitCode,End": (
+                "42|accel-j|OUT_OF_MEMORY|0:125|2026-12-07T13:40:05\n"
             ),
-            "sacct --noheader --parsable2 --allocations --jobs=43 --format=JobID,JobName,State,ExitCode": (
-                "43|someone-else|COMPLETED|0:0\n"
+            "sacct --noheader --parsable2 --allocations --jobs=43 --format=JobID,JobName,State,ExitCode,End": (
+                "43|someone-else|COMPLETED|0:0|2026-12-07T13:41:00\n"
             ),
             "squeue --noheader --states=all --jobs=43 --format=%i|%j|%T|%r": {
                 "returncode": 1,
@@ -96,6 +97,10 @@ def test_a_job_the_controller_forgot_is_read_from_sacct(tmp_path: Path) -> None:
     )
     ex = SlurmExecutor(tmp_path, node_inventory=_sim, runner=runner)
     assert ex.poll(Handle("slurm", "j", "42")).reason is ExitReason.OOM_KILLED
+    assert ex.poll(Handle("slurm", "j", "42")).ended_at is None  # no clock map: the end time is not said
+    # sacct's End (the controller's local time) on the service's clock
+    timed = SlurmExecutor(tmp_path, node_inventory=_sim, runner=runner, wall_to_clock=lambda w: w - 1000.0)
+    assert timed.poll(Handle("slurm", "j", "42")).ended_at == datetime(2026, 12, 7, 13, 40, 5).timestamp() - 1000.0
     with pytest.raises(JobLostError, match="not this job"):
         ex.poll(Handle("slurm", "j", "43"))
     with pytest.raises(JobLostError, match="not a Slurm job id"):

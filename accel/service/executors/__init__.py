@@ -37,6 +37,9 @@ class ExecutorContext:
     log_root: Path
     #: The executor's options from the command line (``--sim`` profiles, ``--time-scale``...).
     options: Mapping[str, object] = field(default_factory=dict)
+    #: A Unix time (what a process's exit record or ``sacct`` says) on the service's clock
+    #: (``None``: the executor reports no end times, :attr:`RunStatus.ended_at` stays ``None``).
+    wall_to_clock: Callable[[float], float] | None = None
 
 
 @dataclass(frozen=True, slots=True)

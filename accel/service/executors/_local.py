@@ -26,6 +26,7 @@ refuses to run them as root unless ``allow_root`` is set.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import pwd
@@ -43,7 +44,7 @@ from accel.errors import AccelError
 from accel.model import HostInventory, Telemetry
 
 from .._executor import ExecutorError, ExitReason, Handle, JobLostError, LaunchSpec, PlacedDevice, RunStatus
-from ._sources import ExecutorContextLike, inventory_source, option_bool, option_str, state_dir
+from ._sources import ExecutorContextLike, inventory_source, option_bool, option_str, state_dir, wall_to_clock
 from ._visibility import job_visibility_env
 from ._wrap import EXIT, LAUNCH, RUN, read_start_ticks, supervised, write_json_atomic
 
@@ -144,6 +145,7 @@ class LocalExecutor:
         path: str = _SAFE_PATH,
         cgroup_root: Path | None = None,
         start_timeout_s: float = 10.0,
+        wall_to_clock: Callable[[float], float] | None = None,
     ) -> None:
         self._state = Path(state_dir)
         self._state.mkdir(parents=True, exist_ok=True)
@@ -156,6 +158,7 @@ class LocalExecutor:
         self._path = path
         self._cgroup_root = cgroup_root
         self._start_timeout_s = start_timeout_s
+        self._wall_to_clock = wall_to_clock  # the exit record's Unix time on the service's clock
         self._last: HostInventory | None = None
         self._user = self._check_user(run_as, allow_root)
 
@@ -363,18 +366,26 @@ class LocalExecutor:
         exit_file = Path(rec["log_dir"]) / EXIT
         ended = _read_json(exit_file)
         if ended is not None:
-            return classify_exit(ended)
+            return self._ended(ended)
         if self._supervisor_alive(handle):
             return RunStatus(running=True)
         if _alive(rec.get("pid"), rec.get("start")):
             return RunStatus(running=True, detail="its supervisor is gone: the exit code will be unknown")
         ended = _read_json(exit_file)  # the supervisor may have written it and exited just now
         if ended is not None:
-            return classify_exit(ended)
+            return self._ended(ended)
         raise JobLostError(
             f"job {handle.job_id}: neither its supervisor ({handle.ref}) nor its process ({rec.get('pid')}) "
             "runs any more, and no exit was recorded"
         )
+
+    def _ended(self, data: Mapping[str, Any]) -> RunStatus:
+        """The exit record's status, with its ``ended_at`` (Unix time) on the service's clock."""
+        status = classify_exit(data)
+        wall = data.get("ended_at")
+        if self._wall_to_clock is None or isinstance(wall, bool) or not isinstance(wall, int | float):
+            return status
+        return dataclasses.replace(status, ended_at=self._wall_to_clock(float(wall)))
 
     def reattach(self, handle: Handle) -> RunStatus:
         """Find the job again from its handle and this executor's state directory."""
@@ -413,4 +424,5 @@ def build(context: ExecutorContextLike) -> LocalExecutor:
         run_as=option_str(context, "local", "run_as"),
         allow_root=option_bool(context, "local", "allow_root"),
         path=option_str(context, "local", "path") or _SAFE_PATH,
+        wall_to_clock=wall_to_clock(context),
     )

@@ -4,9 +4,11 @@ Each profile named by ``--sim`` (``dgx-h100,rtx4090-4``; a profile named twice i
 opened through accel's discovery as the ``sim`` backend, so the hosts the scheduler places on
 are exactly what ``accel ls --sim PROFILE`` shows.  A job holds its devices for its declared
 duration (``LaunchSpec.duration_s``) on the service's clock, which runs ``--time-scale`` times
-faster than the wall clock; it then ends with exit code 0, or with the code its environment asks
-for in ``ACCEL_SIM_EXIT_CODE`` (so a demo can show a failed job).  Device readings come from the
-simulator: a device that a job holds is read from a copy of its host opened with the sim's
+faster than the wall clock, from when the scheduler placed it (``LaunchSpec.placed_at``), and
+says when it ended (``RunStatus.ended_at``), so a live run keeps the replay's times.  It ends
+with exit code 0, or with the code its environment asks for in ``ACCEL_SIM_EXIT_CODE`` (so a
+demo can show a failed job).  Device readings come from the simulator: a device that a job
+holds is read from a copy of its host opened with the sim's
 ``load`` option at :data:`BUSY_LOAD`, an idle one from a copy at ``load`` 0.
 
 The handle's ``ref`` is ``"<start>/<duration>/<exit code>"`` on the service's clock, so a
@@ -103,8 +105,8 @@ class SimExecutor:
         except BaseException:
             self.close()
             raise
-        # signals delivered to jobs still running: job id -> (its start, the signal); it ends at once
-        self._stopped: dict[str, tuple[float, int]] = {}
+        # signals delivered to jobs still running: job id -> (its start, the signal, when); it ends then
+        self._stopped: dict[str, tuple[float, int, float]] = {}
         self._end_logged: set[str] = set()  # handles whose end is in their log already
 
     def close(self) -> None:
@@ -126,7 +128,9 @@ class SimExecutor:
             raise ExecutorError(f"job {spec.job_id}: {EXIT_CODE_ENV} must be an integer, "
                                 f"not {env[EXIT_CODE_ENV]!r}") from None
         duration = spec.duration_s if spec.duration_s is not None else 0.0
-        start = self._clock()
+        now = self._clock()
+        # from its placement (its devices were its own from then): a live run keeps the replay's times
+        start = min(now, spec.placed_at) if spec.placed_at is not None and math.isfinite(spec.placed_at) else now
         self._stopped.pop(spec.job_id, None)
         spec.log_dir.mkdir(parents=True, exist_ok=True)
         hosts = ", ".join(sorted({d.host for d in spec.devices}))
@@ -139,21 +143,23 @@ class SimExecutor:
         start, duration, code = _parse_ref(handle)
         stopped = self._stopped.get(handle.job_id)
         if stopped is not None and stopped[0] >= start:
-            return RunStatus(False, None, stopped[1], ExitReason.SIGNALED, f"signal {stopped[1]}")
+            return RunStatus(False, None, stopped[1], ExitReason.SIGNALED, f"signal {stopped[1]}", stopped[2])
         now = self._clock()
-        if now < start + duration:
+        end = start + duration
+        if now < end:
             return RunStatus(True)
-        self._log_end(handle, start + duration, code)
+        self._log_end(handle, end, code)
         if code == 0:
-            return RunStatus(False, 0, None, ExitReason.COMPLETED, "exit code 0")
-        return RunStatus(False, code, None, ExitReason.FAILED, f"exit code {code}")
+            return RunStatus(False, 0, None, ExitReason.COMPLETED, "exit code 0", end)
+        return RunStatus(False, code, None, ExitReason.FAILED, f"exit code {code}", end)
 
     def signal(self, handle: Handle, signum: int) -> None:
         start, duration, _code = _parse_ref(handle)
-        if self._clock() >= start + duration:
+        now = self._clock()
+        if now >= start + duration:
             return  # it has ended: nothing to signal
         if signum in (_signal.SIGTERM, _signal.SIGKILL, _signal.SIGINT):
-            self._stopped[handle.job_id] = (start, signum)
+            self._stopped[handle.job_id] = (start, signum, max(now, start))
             with open(self.log_path(handle, "stdout"), "a", encoding="utf-8") as out:
                 out.write(f"[sim] t={self._clock():.1f} s: stopped by signal {signum}\n")
         else:

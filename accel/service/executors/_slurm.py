@@ -34,6 +34,7 @@ should run on every node starts its own ``srun``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -53,7 +54,7 @@ from accel.model.health import Operational
 from accel.tools import Runner, SubprocessRunner
 
 from .._executor import ExecutorError, ExitReason, Handle, JobLostError, LaunchSpec, RunStatus
-from ._sources import ExecutorContextLike, node_inventory_source, option_str, state_dir
+from ._sources import ExecutorContextLike, node_inventory_source, option_str, state_dir, wall_to_clock
 from ._wrap import write_json_atomic
 
 __all__ = ["SlurmExecutor", "build", "classify_state", "parse_gres"]
@@ -175,6 +176,7 @@ class SlurmExecutor:
         env: Mapping[str, str] | None = None,
         partition: str | None = None,
         timeout_s: float = 10.0,
+        wall_to_clock: Callable[[float], float] | None = None,
     ) -> None:
         self._state = Path(state_dir)
         self._state.mkdir(parents=True, exist_ok=True)
@@ -184,6 +186,7 @@ class SlurmExecutor:
         self._env = dict(env or {})
         self._partition = partition
         self._timeout_s = timeout_s
+        self._wall_to_clock = wall_to_clock  # EndTime / End (Unix time) on the service's clock
         self._confs: dict[str, tuple[HostInventory, GresConf]] = {}
 
     # ------------------------------------------------------------------ commands
@@ -421,16 +424,27 @@ class SlurmExecutor:
     def _sacct(self, handle: Handle, sid: str) -> RunStatus:
         rc, out, err = self._run(
             "sacct", "--noheader", "--parsable2", "--allocations", f"--jobs={sid}",
-            "--format=JobID,JobName,State,ExitCode", check=False,
+            "--format=JobID,JobName,State,ExitCode,End", check=False,
         )  # fmt: skip
         rows = [ln.split("|") for ln in out.splitlines() if ln.startswith(f"{sid}|")]
         if rc != 0 or not rows:
             why = err.strip() or "no record"
             raise JobLostError(f"job {handle.job_id}: Slurm job {sid} is gone from the controller and sacct has {why}")
-        _, name, state, code = (rows[0] + ["", "", "", ""])[:4]
+        _, name, state, code, end = (rows[0] + ["", "", "", "", ""])[:5]
         if name != self._job_name(handle.job_id):
             raise JobLostError(f"job {handle.job_id}: Slurm job {sid} is {name!r}, not this job")
-        return classify_state(state, code)
+        return self._with_end(classify_state(state, code), end)
+
+    def _with_end(self, status: RunStatus, end: str) -> RunStatus:
+        """``status`` with Slurm's end time (``2026-12-07T13:40:05``, the controller's local time,
+        as ``scontrol`` and ``sacct`` print it) on the service's clock; unknown: left ``None``."""
+        if status.running or self._wall_to_clock is None:
+            return status
+        try:
+            wall = datetime.fromisoformat(end.strip()).timestamp()
+        except ValueError:
+            return status  # "Unknown", "None" or empty: the service takes the poll's time
+        return dataclasses.replace(status, ended_at=self._wall_to_clock(wall))
 
     def poll(self, handle: Handle) -> RunStatus:
         """Queued or running per ``squeue``; the end from ``scontrol show job``, then ``sacct``."""
@@ -452,7 +466,8 @@ class SlurmExecutor:
             return self._sacct(handle, sid)
         if fields.get("JobName") != self._job_name(handle.job_id):
             raise JobLostError(f"job {handle.job_id}: Slurm job {sid} is {fields.get('JobName')!r}, not this job")
-        return classify_state(fields.get("JobState", ""), fields.get("ExitCode", ""), fields.get("Reason", ""))
+        return self._with_end(classify_state(fields.get("JobState", ""), fields.get("ExitCode", ""),
+                                             fields.get("Reason", "")), fields.get("EndTime", ""))
 
     def reattach(self, handle: Handle) -> RunStatus:
         """The job again, by its Slurm job id (and its name, so a reused id is not taken for it)."""
@@ -521,4 +536,5 @@ def build(context: ExecutorContextLike) -> SlurmExecutor:
         node_inventory=node_inventory_source(nodes),
         env={"SLURM_CONF": conf} if conf else None,
         partition=option_str(context, "slurm", "partition"),
+        wall_to_clock=wall_to_clock(context),
     )

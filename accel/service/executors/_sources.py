@@ -135,6 +135,12 @@ class ExecutorContextLike(Protocol):
     def options(self) -> Mapping[str, object]: ...
 
 
+def wall_to_clock(context: ExecutorContextLike) -> Callable[[float], float] | None:
+    """The context's Unix-time-to-service-clock map (``ExecutorContext.wall_to_clock``), if any."""
+    fn = getattr(context, "wall_to_clock", None)
+    return fn if callable(fn) else None
+
+
 def option_str(context: ExecutorContextLike, executor: str, key: str) -> str | None:
     """Option ``key`` as a string (``None`` when not given); another type is a ConfigError."""
     value = context.options.get(key)
