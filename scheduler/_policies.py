@@ -247,20 +247,21 @@ def _check_param(scorer: str, name: str, value: float, *, low: float = 0.0, high
 
 
 class ForecastCheck:
-    """Online check of a refusing policy's forecast: are untouched devices really running out?
+    """Online check of a refusing policy's forecast: do the whole-device pods it keeps devices for come?
 
-    A policy that refuses a share to keep an untouched device bets that a whole-device pod will
-    take that device before the demand stops (its *horizon*).  The bet is measurable while the
-    fill goes on: the untouched devices per model on hosts that could serve a whole-device pod
-    (``fresh``) are sampled against a monotone count of the device compute the policy has been
-    asked to place (``seen``: every distinct request scored); their depletion rate ``d`` over the
-    last ``window`` x capacity of that count is what the refusals leave to consume them.  A
-    refusal is allowed only while ``fresh < slack x d x span``: at the observed rate the kept
-    devices run out within ``slack x span`` more milli of demand.  When the forecast misses (whole-device pods do not
-    come, or their hosts lose the CPU to take them) ``d`` falls, the check fails and the policy
-    packs plainly (``fgd-plus``'s choice).  Until a whole window has been seen, ``d`` is unknown
-    and nothing is refused.  With departures (a queue) ``fresh`` may grow, ``d`` <= 0, and the
-    check refuses nothing.
+    A policy that refuses a share to keep an untouched device bets on a forecast: whole-device
+    pods will arrive, at the rate the target workload's mix says, and take the kept devices
+    before the demand stops.  The rate is measurable while the fill goes on: every distinct
+    request scored adds its device compute to a monotone count ``seen`` and, if it asks for
+    whole devices, those devices to a per-model count (split over the models its selector
+    admits by their device counts).  ``rate`` is the whole devices per milli of demand over the
+    last ``window`` x capacity of ``seen``.  A refusal on model ``m`` is allowed only while the
+    untouched serving devices of ``m`` are fewer than ``slack x rate[m] x span`` (the policy's
+    demand still to come): the kept devices are needed *at the rate actually observed*.  When
+    the forecast misses (whole-device pods stop coming, or fit nowhere and never reach a
+    scorer) the rate falls, the check fails and the policy packs plainly (``fgd-plus``'s
+    choice); when it holds the check agrees with the forecast.  Until a whole window has been
+    seen nothing is refused.
     """
 
     def __init__(self, window: float, slack: float = 1.0) -> None:
@@ -268,30 +269,33 @@ class ForecastCheck:
         self.slack = slack
         self._names: set[str] = set()
         self.seen = 0.0
+        self._whole = np.zeros(0)
         self._at: list[float] = []
-        self._fresh: list[FloatArray] = []
+        self._cum: list[FloatArray] = []
 
-    def reset(self) -> None:
+    def reset(self, n_classes: int) -> None:
         self._names = set()
         self.seen = 0.0
+        self._whole = np.zeros(n_classes)
         self._at = []
-        self._fresh = []
+        self._cum = []
 
-    def saw(self, req: Request) -> None:
-        """Count a request's device compute once, however often it is scored."""
-        if req.name not in self._names:
-            self._names.add(req.name)
-            self.seen += float(req.total_milli)
-
-    def sample(self, fresh: FloatArray) -> None:
+    def saw(self, req: Request, route: FloatArray | None) -> None:
+        """Count a request once however often it is scored; ``route``: its whole devices per model."""
+        if req.name in self._names:
+            return
+        self._names.add(req.name)
+        self.seen += float(req.total_milli)
+        if route is not None:
+            self._whole = self._whole + route
         if self._at and self._at[-1] == self.seen:
-            self._fresh[-1] = fresh
+            self._cum[-1] = self._whole
         else:
             self._at.append(self.seen)
-            self._fresh.append(fresh)
+            self._cum.append(self._whole)
 
     def rate(self, total_milli: int) -> FloatArray | None:
-        """Per class: untouched serving devices consumed per milli of demand over the last window."""
+        """Per model: whole devices asked per milli of demand over the last window (None: too early)."""
         w = self.window * total_milli
         if w <= 0 or not self._at or self._at[0] > self.seen - w:
             return None
@@ -299,13 +303,13 @@ class ForecastCheck:
         span = self.seen - self._at[k]
         if span <= 0:
             return None
-        out: FloatArray = (self._fresh[k] - self._fresh[-1]) / span
+        out: FloatArray = (self._whole - self._cum[k]) / span
         return out
 
     def allows(self, fresh: FloatArray, total_milli: int, span_milli: float) -> BoolArray:
-        """Per class: does the observed depletion confirm that ``fresh`` runs out within ``span_milli``?"""
+        """Per model: are ``fresh`` untouched devices fewer than the observed rate needs within ``span_milli``?"""
         d = self.rate(total_milli)
-        if d is None:
+        if d is None or len(d) != len(fresh):
             return np.zeros(fresh.shape, dtype=bool)
         out: BoolArray = (d > 0) & (fresh < self.slack * d * span_milli)
         return out
@@ -358,6 +362,7 @@ class AdmitFGDPlusScorer(FGDPlusScorer):
         self.stranded_below = stranded_below
         self.check_span = check_span
         self.check = ForecastCheck(check_window, check_slack) if check_window > 0 else None
+        self._n_dev = np.zeros(0)
         self._share_milli = np.zeros(0, dtype=np.int64)
         self._n_device_requests = 0
         self._whole_cpu = self._whole_mem = 0.0
@@ -371,8 +376,21 @@ class AdmitFGDPlusScorer(FGDPlusScorer):
         whole = [r for r in dev if r.devices]
         self._whole_cpu = float(np.median([r.cpu_milli / r.devices for r in whole])) if whole else 0.0
         self._whole_mem = float(np.median([r.memory_bytes / r.devices for r in whole])) if whole else 0.0
+        n_cls = len(state.classes)
+        ok = state.dev_usable & (state.dev_class >= 0)
+        self._n_dev = np.bincount(state.dev_class[ok], minlength=n_cls)[:n_cls].astype(np.float64)
         if self.check is not None:
-            self.check.reset()
+            self.check.reset(n_cls)
+
+    def _route(self, state: ClusterState, req: Request) -> FloatArray | None:
+        """A whole-device request's devices per model: split over the models it admits by their devices."""
+        if not req.devices:
+            return None
+        n_cls = len(self._n_dev)
+        mask = state.class_mask(req.selector)[:n_cls] if not req.selector.is_empty else np.ones(n_cls, dtype=bool)
+        w = np.where(mask, self._n_dev, 0.0)
+        tot = float(w.sum())
+        return None if tot <= 0 else req.devices * w / tot
 
     def _fresh_serving(self, state: ClusterState, fresh: BoolArray, serves_host: BoolArray) -> FloatArray:
         """Per device class: untouched devices on hosts with a median whole-device pod's CPU and memory."""
@@ -400,7 +418,7 @@ class AdmitFGDPlusScorer(FGDPlusScorer):
     def score(self, state: ClusterState, req: Request, hosts: IntArray) -> tuple[FloatArray, IntArray]:
         base, slots = super().score(state, req, hosts)
         if self.check is not None:
-            self.check.saw(req)
+            self.check.saw(req, self._route(state, req))
         if req.share is None or len(hosts) == 0 or self.fresh_below <= 0:
             return base, slots
         # untouched devices per device class (model): a kept device serves only the whole-device
@@ -414,7 +432,6 @@ class AdmitFGDPlusScorer(FGDPlusScorer):
         if self.check is not None:
             serves_host = (state.cpu_free >= self._whole_cpu) & (state.mem_free >= self._whole_mem)
             fs = self._fresh_serving(state, fresh, serves_host)
-            self.check.sample(fs)
             scarce = self._checked(state, fs, scarce[:n_cls], self.check_span * state.total_milli)
         if not scarce.any():
             return base, slots
@@ -551,8 +568,6 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
         n_ok = np.bincount(state.dev_class[ok], minlength=n_cls)[:n_cls]
         n_fresh = np.bincount(state.dev_class[fresh], minlength=n_cls)[:n_cls]
         n_fresh_serving = self._fresh_serving(state, fresh, serves_host)
-        if self.check is not None:
-            self.check.sample(n_fresh_serving)
         to_come = max(self.horizon * state.total_milli - self.arrived_estimate(state), 0.0)
         if self._whole_rate is not None:
             needed = self.need * to_come * self._whole_rate
@@ -608,7 +623,7 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
     def score(self, state: ClusterState, req: Request, hosts: IntArray) -> tuple[FloatArray, IntArray]:
         base, slots = FGDPlusScorer.score(self, state, req, hosts)
         if self.check is not None:
-            self.check.saw(req)
+            self.check.saw(req, self._route(state, req))
         if len(hosts) == 0:
             return base, slots
         ok = state.dev_usable & (state.dev_class >= 0)
