@@ -15,7 +15,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 
 from ._errors import InvalidRequestError, SchedulerStateError, UnknownPolicyError
 from ._fgd import TypicalPod, TypicalPods
-from ._policies import AdmitFGDPlusScorer, DemandFGDPlusScorer, FGDPlusScorer
+from ._policies import AdmitFGDPlusScorer, DemandFGDPlusScorer, FGDPlusScorer, ForecastCheck
 from ._replay import (
     ReplayResult,
     TracePod,
@@ -65,6 +65,7 @@ __all__ = [
     "DotProductScorer",
     "FGDPlusScorer",
     "FGDScorer",
+    "ForecastCheck",
     "Filter",
     "GangPlacer",
     "GpuClusteringScorer",
