@@ -11,16 +11,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ._profile import Profile
 from ._records import Job
+from ._state import EngineState
 from ._tenants import Admission, Usage
 from ._tiers import TierFit
 from ._types import WaitReason
-
-if TYPE_CHECKING:
-    from ._engine import QueueingScheduler
 
 __all__ = ["WaitEstimate", "estimate_in", "quota_frees_at"]
 
@@ -50,12 +47,12 @@ class WaitEstimate:
         return f"{self.pool} pool: {when}{why}, {self.price_per_hour:.2f}/h"
 
 
-def estimate_in(eng: QueueingScheduler, job: Job, pool: str, prof: Profile, now: float, work_ahead: float,
+def estimate_in(st: EngineState, job: Job, pool: str, prof: Profile, now: float, work_ahead: float,
                  adm: Admission, blocked: Mapping[str, float], *, hold: float | None = None,
                  alone_prof: Profile | None = None, fit: TierFit | None = None) -> WaitEstimate:
-    n, d = job.spec.devices, (eng.duration(job) if hold is None else hold)
-    price = eng.meter.prices.device_hour(pool) * job.spec.compute_milli / 1000.0
-    if n > eng.pool_capacity(pool):
+    n, d = job.spec.devices, (st.duration(job) if hold is None else hold)
+    price = st.meter.prices.device_hour(pool) * job.spec.compute_milli / 1000.0
+    if n > st.pool_capacity(pool):
         return WaitEstimate(pool, math.inf, math.inf, WaitReason.CAPACITY, price)
     after = prof.area_time(work_ahead, now) if work_ahead > 0 else now
     after = max(after, blocked.get(pool, now))
@@ -63,10 +60,10 @@ def estimate_in(eng: QueueingScheduler, job: Job, pool: str, prof: Profile, now:
     reason = WaitReason.NONE
     if not adm.ok:
         reason = WaitReason.QUOTA
-        t = max(t, quota_frees_at(eng, job, pool, now))
+        t = max(t, quota_frees_at(st, job, pool, now))
     elif t > now + 1e-9:
         # alone on the running jobs it would start at ``alone``: later means jobs ahead of it
-        alone = (alone_prof if alone_prof is not None else eng._profiles(now)[pool]).earliest(n, d)
+        alone = (alone_prof if alone_prof is not None else st.profiles(now)[pool]).earliest(n, d)
         if alone >= t - 1e-9:
             reason = WaitReason.CAPACITY
         elif prof.free_now >= n:
@@ -76,14 +73,14 @@ def estimate_in(eng: QueueingScheduler, job: Job, pool: str, prof: Profile, now:
     return WaitEstimate(pool, t, t - now, reason, price)
 
 
-def quota_frees_at(eng: QueueingScheduler, job: Job, pool: str, now: float) -> float:
+def quota_frees_at(st: EngineState, job: Job, pool: str, now: float) -> float:
     """Earliest expected end of the tenant's own running jobs after which its quota admits ``job``."""
     tenant = job.spec.tenant
-    mine = sorted((eng.expected_end(j, now), j.seq, j) for j in eng.running() if j.spec.tenant == tenant)
+    mine = sorted((st.expected_end(j, now), j.seq, j) for j in st.running() if j.spec.tenant == tenant)
     freed: dict[str, Usage] = {}
     for k, (end, _seq, j) in enumerate(mine):
         for key in (j.pool or pool, "*"):
-            freed[key] = freed.get(key, Usage()).plus(eng._usage(j))
-        if eng.book.admit(tenant, pool, eng._need(job, pool), minus=freed, running_minus=k + 1).ok:
+            freed[key] = freed.get(key, Usage()).plus(st.usage(j))
+        if st.book.admit(tenant, pool, st.need(job, pool), minus=freed, running_minus=k + 1).ok:
             return end
     return math.inf

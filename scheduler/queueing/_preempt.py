@@ -16,55 +16,54 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from accel.scheduler import Request
 
+from ._events import emit
 from ._placement import PlacementRefusal
 from ._profile import Profile
 from ._records import CycleResult, GraceHold, Job, PreemptCheck, Reservation
+from ._starts import host_fits, released, start
+from ._state import EngineState
 from ._tenants import Admission, Usage
 from ._tiers import TierViews, journal_demotion, releasable, view_end
 from ._types import JobState, PreemptMode
-
-if TYPE_CHECKING:
-    from ._engine import QueueingScheduler
 
 __all__ = ["attempt_key", "claim", "ends_in_grace", "finish_preemption", "grace_holds", "lost_if", "may_preempt",
            "preempt_tier", "signal_victim", "tier_victims", "try_preempt", "try_preempt_booked", "victim_ok"]
 
 
-def finish_preemption(eng: QueueingScheduler, job: Job, now: float) -> None:
-    mode = eng.policy.preempt_mode
+def finish_preemption(st: EngineState, job: Job, now: float) -> None:
+    mode = st.policy.preempt_mode
     if mode == PreemptMode.REQUEUE:
         keep = 0.0
     elif mode == PreemptMode.SUSPEND:
         keep = job.progress(now)
     else:
         keep = job.checkpoint_at(now)
-    keep = max(0.0, keep - eng.policy.preempt_overhead_s)  # saving and restoring its state costs run time
-    eng._emit(now, job.id, "preempted", job.reason or "preempted", {"mode": mode.value, "keep": keep})
+    keep = max(0.0, keep - st.policy.preempt_overhead_s)  # saving and restoring its state costs run time
+    emit(st, now, job.id, "preempted", job.reason or "preempted", {"mode": mode.value, "keep": keep})
 
 
-def grace_holds(eng: QueueingScheduler) -> dict[str, GraceHold]:
+def grace_holds(st: EngineState) -> dict[str, GraceHold]:
     """Queued preemptors whose victims are still in their grace period: the pool the victims
     free, when the last of them stops, and the quota of the preemptor's own tenant they give
     back, and the hosts kept for it (a one-host preemptor's host, or the hosts where the pipeline
     places a gang whose victims were chosen with it).  Derived from the victims' ``preempting``
     events, so a rebuilt engine sees the same."""
     out: dict[str, GraceHold] = {}
-    index = eng.state.host_index
-    for v in eng._active.values():
+    index = st.cluster.host_index
+    for v in st.active.values():
         pid = v.preempted_for
         if v.state != JobState.PREEMPTING or pid is None or v.pool is None or v.stop_at is None:
             continue
-        p = eng._waiting.get(pid)
+        p = st.waiting.get(pid)
         if p is None:
             continue  # it started some other way, or ended: nothing to hold
         h = out.get(pid) or GraceHold(v.pool, v.stop_at, Usage())
         freed = h.freed
         if v.pool == h.pool and v.spec.tenant == p.spec.tenant:
-            freed = freed.plus(eng._usage(v))
+            freed = freed.plus(st.usage(v))
         hosts = h.hosts
         if v.preempted_hosts:
             hosts = tuple(sorted(set(hosts) | {index[name] for name in v.preempted_hosts}))
@@ -72,40 +71,40 @@ def grace_holds(eng: QueueingScheduler) -> dict[str, GraceHold]:
     return out
 
 
-def claim(eng: QueueingScheduler, job: Job, hold: GraceHold,
+def claim(st: EngineState, job: Job, hold: GraceHold,
            plan_usage: dict[tuple[str, str], Usage]) -> None:
     """Hold the quota a preemptor in grace will take: its need, less what its own tenant's
     victims give back (never below zero: until they stop, the victims still count)."""
     pool, freed = hold.pool, hold.freed
-    need = eng._need(job, pool)
+    need = st.need(job, pool)
     claim = Usage(max(0, need.devices - freed.devices), max(0, need.memory_bytes - freed.memory_bytes),
                   max(0, need.compute_milli - freed.compute_milli))
     key = (job.spec.tenant, pool)
     plan_usage[key] = plan_usage.get(key, Usage()).plus(claim)
 
 
-def may_preempt(eng: QueueingScheduler, job: Job) -> bool:
+def may_preempt(st: EngineState, job: Job) -> bool:
     """Cheap pre-check before searching victims (a cycle examines thousands of jobs):
     a preempting class with lower-level preemptible jobs running, or a tenant inside its
     guarantee while borrowers run; and no identical attempt failed earlier this cycle."""
-    ctx = eng._pctx
+    ctx = st.pctx
     if ctx is None:
-        levels = [j.klass.level for j in eng._active.values()
+        levels = [j.klass.level for j in st.active.values()
                   if j.state == JobState.RUNNING and j.spec.preemptible and j.klass.preemptible]
-        ctx = eng._pctx = PreemptCheck(min(levels, default=None), any(j.borrowing for j in eng._active.values()))
-    if attempt_key(eng, job) in ctx.failed or (not eng.one_host(job.spec) and _count_key(job) in ctx.failed):
+        ctx = st.pctx = PreemptCheck(min(levels, default=None), any(j.borrowing for j in st.active.values()))
+    if attempt_key(st, job) in ctx.failed or (not st.one_host(job.spec) and _count_key(job) in ctx.failed):
         return False
     by_priority = job.klass.preempts and ctx.lowest is not None and ctx.lowest < job.klass.level
-    return by_priority or (ctx.borrowers and bool(eng.book.tenant(job.spec.tenant).guaranteed))
+    return by_priority or (ctx.borrowers and bool(st.book.tenant(job.spec.tenant).guaranteed))
 
 
-def attempt_key(eng: QueueingScheduler, job: Job) -> Hashable:
+def attempt_key(st: EngineState, job: Job) -> Hashable:
     """What makes two victim searches of a cycle identical: class, tenant and devices (the
     counts) and what the pipeline checks (CPU, memory, topology; for a one-host job also its
     share and pool).  A job that may be split and failed on the counts alone is recorded under
     :func:`_count_key`, which every such job of the same counts shares (the count-based rule)."""
     s = job.spec
-    if not eng.one_host(s):
+    if not st.one_host(s):
         return (job.klass.level, s.tenant, s.devices, s.cpu_milli, s.memory_bytes, s.topology)
     return (job.klass.level, s.tenant, s.devices, s.cpu_milli, s.memory_bytes, s.share, s.topology, s.pool)
 
@@ -114,29 +113,29 @@ def _count_key(job: Job) -> Hashable:
     return (job.klass.level, job.spec.tenant, job.spec.devices)
 
 
-def ends_in_grace(eng: QueueingScheduler, v: Job, now: float) -> bool:
+def ends_in_grace(st: EngineState, v: Job, now: float) -> bool:
     """Whether running ``v`` is expected to end before a grace period starting now would: it
     is then never a victim.  Preempted, it would hold its devices until the grace period ends
     (a job winding down does not complete), so it would free nothing sooner, lose its work, and
     break the reservations planned on its expected end."""
-    return eng.policy.grace_s > 0 and eng.expected_end(v, now) <= now + eng.policy.grace_s
+    return st.policy.grace_s > 0 and st.expected_end(v, now) <= now + st.policy.grace_s
 
 
-def victim_ok(eng: QueueingScheduler, job: Job, v: Job, pool: str, now: float) -> bool:
+def victim_ok(st: EngineState, job: Job, v: Job, pool: str, now: float) -> bool:
     if v.state != JobState.RUNNING or v.pool != pool or not (v.spec.preemptible and v.klass.preemptible):
         return False
-    if ends_in_grace(eng, v, now):
+    if ends_in_grace(st, v, now):
         return False
-    use = eng._usage(v)
+    use = st.usage(v)
     if v.klass.level < job.klass.level and job.klass.preempts:
-        return v.spec.tenant == job.spec.tenant or eng.book.above_guarantee(v.spec.tenant, pool, use)
+        return v.spec.tenant == job.spec.tenant or st.book.above_guarantee(v.spec.tenant, pool, use)
     # reclaim: a tenant inside its guarantee takes back quota lent to a borrower
     return (v.spec.tenant != job.spec.tenant and v.borrowing
-            and eng.book.within_guarantee(job.spec.tenant, pool, eng._need(job, pool))
-            and eng.book.above_guarantee(v.spec.tenant, pool, use))
+            and st.book.within_guarantee(job.spec.tenant, pool, st.need(job, pool))
+            and st.book.above_guarantee(v.spec.tenant, pool, use))
 
 
-def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles: dict[str, Profile], now: float,
+def try_preempt(st: EngineState, job: Job, pools: Sequence[str], profiles: dict[str, Profile], now: float,
                  res: CycleResult, *, end_fn: Callable[[Job], float] | None = None, hold: float | None = None,
                  also: Sequence[tuple[dict[str, Profile], Callable[[Job], float], float]] = (),
                  on_victim: Callable[[Job], None] | None = None) -> bool:
@@ -149,13 +148,13 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
     """
     best: tuple[tuple[float, ...], str, list[Job]] | None = None
     best_hosts: tuple[int, ...] = ()  # hosts kept for it while the victims wind down (none: counted per pool)
-    one_host = eng.one_host(job.spec)
+    one_host = st.one_host(job.spec)
     piped = one_host  # did the pipeline judge some victim set (else only the counts said no)
-    d, n, grace = eng.duration(job), job.spec.devices, eng.policy.grace_s
+    d, n, grace = st.duration(job), job.spec.devices, st.policy.grace_s
     d_own = d if hold is None else hold
-    end_of = end_fn or (lambda v: eng.expected_end(v, now))
+    end_of = end_fn or (lambda v: st.expected_end(v, now))
     for p in pools:
-        cands = [v for v in eng.running() if victim_ok(eng, job, v, p, now)]
+        cands = [v for v in st.running() if victim_ok(st, job, v, p, now)]
         if not cands:
             continue
         prof = profiles[p]
@@ -165,8 +164,8 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
             freed: dict[str, Usage] = {}
             for v in own:
                 for key in (p, "*"):
-                    freed[key] = freed.get(key, Usage()).plus(eng._usage(v))
-            if not eng.book.admit(job.spec.tenant, p, eng._need(job, p), minus=freed,
+                    freed[key] = freed.get(key, Usage()).plus(st.usage(v))
+            if not st.book.admit(job.spec.tenant, p, st.need(job, p), minus=freed,
                                    running_minus=len(own)).ok:
                 return False
             trial = prof.copy()
@@ -183,23 +182,23 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
             return True
 
         if one_host:
-            got = _host_choice(eng, job, p, cands, fits, now)
+            got = _host_choice(st, job, p, cands, fits, now)
             if got is not None and (best is None or got[0] < best[0]):
                 best = (got[0], p, got[2])
                 best_hosts = (got[1],)
             continue
         if not fits(cands):
             continue
-        placed = _dry_placement(eng, job, p, now + grace, end_of)
+        placed = _dry_placement(st, job, p, now + grace, end_of)
         piped = True
         refused = False  # a count-based set on whose devices the pipeline would still refuse the job
-        for chosen in pruned_victims(eng, cands, fits, now):
+        for chosen in pruned_victims(st, cands, fits, now):
             if placed(chosen) is None:
                 refused = True
                 continue
             if not chosen:
                 break  # it fits once the grace period of earlier victims ends: no new victim
-            cost = victim_cost(eng, chosen, now)
+            cost = victim_cost(st, chosen, now)
             if best is None or cost < best[0]:
                 best, best_hosts = (cost, p, chosen), ()
         else:
@@ -207,42 +206,42 @@ def try_preempt(eng: QueueingScheduler, job: Job, pools: Sequence[str], profiles
                 continue
             # those victims would be preempted for nothing: also choose them host by host, with
             # the pipeline, and keep the cheapest set it accepts
-            gang = _gang_choice(eng, p, cands, fits, placed, now)
+            gang = _gang_choice(st, p, cands, fits, placed, now)
             # on a tie in this pool, the set chosen with the pipeline (its hosts are held for the job)
             if gang is not None and (best is None or gang[0] < best[0] or (gang[0] == best[0] and best[1] == p)):
                 best, best_hosts = (gang[0], p, gang[2]), gang[1]
     if best is None:
-        if eng._pctx is not None:
-            eng._pctx.failed.add(attempt_key(eng, job) if piped else _count_key(job))
+        if st.pctx is not None:
+            st.pctx.failed.add(attempt_key(st, job) if piped else _count_key(job))
         return False
     _, p, victims = best
-    eng._pctx = None  # running set changes: recompute the pre-check
+    st.pctx = None  # running set changes: recompute the pre-check
     prof = profiles[p]
     ends = {v.id: end_of(v) for v in victims}
-    where = tuple(eng.state.host_names[h] for h in best_hosts)
+    where = tuple(st.cluster.host_names[h] for h in best_hosts)
     for v in sorted(victims, key=lambda x: x.seq):
         if on_victim is not None:
             on_victim(v)
         why = f"preempted for {job.id} ({job.klass.name})" + (f" on {', '.join(where)}" if where else "")
-        signal_victim(eng, job, v, now, why, res, hosts=where)
+        signal_victim(st, job, v, now, why, res, hosts=where)
         prof.add(now + grace, ends[v.id], -v.spec.devices)
         # one that was to stop before the grace period ends now holds its devices until then
         prof.add(ends[v.id], now + grace, v.spec.devices)
     if best_hosts and grace > 0:
-        eng._held_hosts[job.id] = (p, best_hosts)  # what its victims free there is kept for it
+        st.held_hosts[job.id] = (p, best_hosts)  # what its victims free there is kept for it
     if grace <= 0:
-        adm = eng._admit_planned(job, p, {})
-        if adm.ok and eng._start(job, p, now, adm, "started by preemption"):
+        adm = st.admit_planned(job, p, {})
+        if adm.ok and start(st, job, p, now, adm, "started by preemption"):
             prof.add(now, now + d, n)
             res.started.append(job.id)
             return True
     prof.add(now + grace, now + grace + d, n)
-    eng.reservations[job.id] = Reservation(p, now + grace, n)
+    st.reservations[job.id] = Reservation(p, now + grace, n)
     res.reservations[job.id] = now + grace
     return True
 
 
-def _host_choice(eng: QueueingScheduler, job: Job, pool: str, cands: Sequence[Job],
+def _host_choice(st: EngineState, job: Job, pool: str, cands: Sequence[Job],
                  fits: Callable[[Sequence[Job]], bool],
                  now: float) -> tuple[tuple[float, ...], int, list[Job]] | None:
     """Victims for a job the pipeline must put on one host: per host, the candidates running
@@ -250,19 +249,19 @@ def _host_choice(eng: QueueingScheduler, job: Job, pool: str, cands: Sequence[Jo
     pipeline places the job on that host (its free devices, CPU, memory, filters, topology) and
     the pool's counts and quota admit it (``fits``); the cheapest host wins (fewest victims, least
     work lost, lowest class; lowest host index on ties).  ``None``: no host can be made to fit."""
-    pidx = eng._pool_index[pool]
+    pidx = st.pool_index[pool]
     n = job.spec.devices
     per_host: dict[int, list[tuple[Job, int]]] = {}
     for v in cands:
         for a in v.allocs:
             per_host.setdefault(a.host, []).append((v, len(a.devices)))
     best: tuple[tuple[float, ...], int, list[Job]] | None = None
-    held = _held_by_others(eng, job, pool)
+    held = _held_by_others(st, job, pool)
     for h in sorted(per_host):
         if h in held:
             continue  # kept for another preemptor whose victims are winding down there
         on_h = per_host[h]
-        free = int(eng.host_free[h, pidx])
+        free = int(st.host_free[h, pidx])
         if free + sum(k for _v, k in on_h) < max(n, 1):
             continue  # not enough devices on this host even with every candidate gone
         here = {v.id: k for v, k in on_h}
@@ -270,26 +269,26 @@ def _host_choice(eng: QueueingScheduler, job: Job, pool: str, cands: Sequence[Jo
         def ok(victims: Sequence[Job], h: int = h, free: int = free, here: dict[str, int] = here) -> bool:
             if free + sum(here[v.id] for v in victims) < n:
                 return False
-            return fits(victims) and eng.host_fits(job, pool, h, victims)
+            return fits(victims) and host_fits(st, job, pool, h, victims)
 
         every = [v for v, _k in on_h]
         if not ok(every):
             continue
-        for chosen in pruned_victims(eng, every, ok, now):
+        for chosen in pruned_victims(st, every, ok, now):
             if not chosen:
                 continue  # it fits there already (the pipeline chose otherwise): no victim for it
-            cost = victim_cost(eng, chosen, now)
+            cost = victim_cost(st, chosen, now)
             if best is None or cost < best[0]:
                 best = (cost, h, chosen)
     return best
 
 
-def _held_by_others(eng: QueueingScheduler, job: Job, pool: str) -> set[int]:
+def _held_by_others(st: EngineState, job: Job, pool: str) -> set[int]:
     """Hosts of ``pool`` kept for other preemptors whose victims are winding down there."""
-    return {h for pid, (p, hosts) in eng._held_hosts.items() if p == pool and pid != job.id for h in hosts}
+    return {h for pid, (p, hosts) in st.held_hosts.items() if p == pool and pid != job.id for h in hosts}
 
 
-def _dry_placement(eng: QueueingScheduler, job: Job, pool: str, at: float = -math.inf,
+def _dry_placement(st: EngineState, job: Job, pool: str, at: float = -math.inf,
                    end_of: Callable[[Job], float] | None = None) -> Callable[[Sequence[Job]], tuple[int, ...] | None]:
     """The pipeline's verdict on a victim set: where it would place ``job`` in ``pool`` (split
     over hosts when the job may be) once the victims released what they hold, and, with
@@ -300,13 +299,13 @@ def _dry_placement(eng: QueueingScheduler, job: Job, pool: str, at: float = -mat
     spec = job.spec
     # other preemptors' held hosts: their holds end by the time this job's victims stop (one grace
     # period), and then each takes its devices there; the rest of those hosts is this job's to use
-    owed = [(hosts, max(eng.jobs[pid].spec.devices, 1)) for pid, (p, hosts) in eng._held_hosts.items()
+    owed = [(hosts, max(st.jobs[pid].spec.devices, 1)) for pid, (p, hosts) in st.held_hosts.items()
             if p == pool and pid != job.id]
     memo: dict[frozenset[str], tuple[int, ...] | None] = {}
     ending: list[Job] | None = None
 
     def make(i: int, k: int, n_chunks: int) -> Request:
-        return eng._chunk_request(spec, pool, i, k, n_chunks)
+        return st.chunk_request(spec, pool, i, k, n_chunks)
 
     def placed(victims: Sequence[Job]) -> tuple[int, ...] | None:
         nonlocal ending
@@ -314,15 +313,15 @@ def _dry_placement(eng: QueueingScheduler, job: Job, pool: str, at: float = -mat
         if key in memo:
             return memo[key]
         if ending is None:
-            ending = [] if end_of is None else [v for v in eng._active.values() if end_of(v) <= at + 1e-9]
+            ending = [] if end_of is None else [v for v in st.active.values() if end_of(v) <= at + 1e-9]
         allocs = [a for v in victims for a in v.allocs] + [a for v in ending if v.id not in key for a in v.allocs]
-        with eng.released(allocs, pool) as pool_free:
+        with released(st, allocs, pool) as pool_free:
             for hosts, left in owed:
                 for h in hosts:
                     k = min(left, int(pool_free[h]))
                     pool_free[h] -= k
                     left -= k
-            got = eng._queue_placer.plan(make, spec.devices, split=not eng.one_host(spec), topology=spec.topology,
+            got = st.placer.plan(make, spec.devices, split=not st.one_host(spec), topology=spec.topology,
                                          pool_free=pool_free, exact_counts=True)
         memo[key] = None if isinstance(got, PlacementRefusal) else tuple(sorted({c.host for c in got.chunks}))
         return memo[key]
@@ -330,7 +329,7 @@ def _dry_placement(eng: QueueingScheduler, job: Job, pool: str, at: float = -mat
     return placed
 
 
-def _gang_choice(eng: QueueingScheduler, pool: str, cands: Sequence[Job], fits: Callable[[Sequence[Job]], bool],
+def _gang_choice(st: EngineState, pool: str, cands: Sequence[Job], fits: Callable[[Sequence[Job]], bool],
                  placed: Callable[[Sequence[Job]], tuple[int, ...] | None],
                  now: float) -> tuple[tuple[float, ...], tuple[int, ...], list[Job]] | None:
     """Victims for a gang that the pipeline would refuse on the count-based victims' devices:
@@ -351,22 +350,22 @@ def _gang_choice(eng: QueueingScheduler, pool: str, cands: Sequence[Job], fits: 
         for a in v.allocs:
             per_host.setdefault(a.host, []).append(v)
             gain[a.host] = gain.get(a.host, 0) + len(a.devices)
-    free = eng.host_free[:, eng._pool_index[pool]]
+    free = st.host_free[:, st.pool_index[pool]]
     # the victims of the first k hosts in that order, each once (a victim may span hosts)
     flat: list[Job] = []
     upto: list[int] = []  # upto[k - 1]: how many of ``flat`` the first k hosts hold
     seen: set[str] = set()
-    for h in sorted(per_host, key=lambda h: (-(int(free[h]) + gain[h]), victim_cost(eng, per_host[h], now), h)):
+    for h in sorted(per_host, key=lambda h: (-(int(free[h]) + gain[h]), victim_cost(st, per_host[h], now), h)):
         flat += [v for v in per_host[h] if v.id not in seen]
         seen.update(v.id for v in per_host[h])
         upto.append(len(flat))
     k = _fewest(len(upto), lambda k: ok(flat[:upto[k - 1]]))
     chosen = flat[:upto[k - 1]]
     best: tuple[tuple[float, ...], list[Job]] | None = None
-    for victims in pruned_victims(eng, chosen, ok, now):
+    for victims in pruned_victims(st, chosen, ok, now):
         if not victims:
             return None  # the pipeline places it with the victims already winding down
-        cost = victim_cost(eng, victims, now)
+        cost = victim_cost(st, victims, now)
         if best is None or cost < best[0]:
             best = (cost, victims)
     assert best is not None
@@ -405,14 +404,14 @@ def _fewest(n: int, ok: Callable[[int], bool]) -> int:
     return hi
 
 
-def pruned_victims(eng: QueueingScheduler, cands: Sequence[Job], fits: Callable[[Sequence[Job]], bool],
+def pruned_victims(st: EngineState, cands: Sequence[Job], fits: Callable[[Sequence[Job]], bool],
                    now: float) -> list[list[Job]]:
     """Two candidate victim sets: all of ``cands``, then each victim dropped (in one of two
     orders: lowest class and least lost work first, or smallest first) whenever the job still
     ``fits`` without it.  An empty set means no victim is needed."""
     out: list[list[Job]] = []
-    for order in (lambda v: (-v.klass.level, -lost_if(eng, v, now), v.spec.devices),
-                  lambda v: (v.spec.devices, -v.klass.level, -lost_if(eng, v, now))):
+    for order in (lambda v: (-v.klass.level, -lost_if(st, v, now), v.spec.devices),
+                  lambda v: (v.spec.devices, -v.klass.level, -lost_if(st, v, now))):
         chosen = list(cands)
         for v in sorted(cands, key=order):
             rest = [x for x in chosen if x is not v]
@@ -422,48 +421,48 @@ def pruned_victims(eng: QueueingScheduler, cands: Sequence[Job], fits: Callable[
     return out
 
 
-def victim_cost(eng: QueueingScheduler, victims: Sequence[Job], now: float) -> tuple[float, float, float]:
+def victim_cost(st: EngineState, victims: Sequence[Job], now: float) -> tuple[float, float, float]:
     """What a victim set costs, compared lexicographically: victims, lost work, highest class."""
-    return (float(len(victims)), sum(lost_if(eng, v, now) for v in victims),
+    return (float(len(victims)), sum(lost_if(st, v, now) for v in victims),
             float(max(v.klass.level for v in victims)))
 
 
-def signal_victim(eng: QueueingScheduler, job: Job, v: Job, now: float, why: str, res: CycleResult, *,
+def signal_victim(st: EngineState, job: Job, v: Job, now: float, why: str, res: CycleResult, *,
                   hosts: Sequence[str] = ()) -> None:
     """Tell victim ``v`` to stop for ``job``: it keeps its devices for the grace period (none:
     it stops now).  ``hosts``: where the pipeline places ``job`` once its victims are gone (kept
     for it meanwhile): journaled as ``host`` when one, as ``hosts`` (a gang's) when several."""
-    grace = eng.policy.grace_s
+    grace = st.policy.grace_s
     data: dict[str, object] = {"stop_at": now + grace, "for": job.id}
     if len(hosts) == 1:
         data["host"] = hosts[0]
     elif hosts:
         data["hosts"] = list(hosts)
-    eng._emit(now, v.id, "preempting", why, data)
+    emit(st, now, v.id, "preempting", why, data)
     res.preempted.append(v.id)
     if grace <= 0:
-        finish_preemption(eng, v, now)
+        finish_preemption(st, v, now)
 
 
-def lost_if(eng: QueueingScheduler, v: Job, now: float) -> float:
-    mode = eng.policy.preempt_mode
+def lost_if(st: EngineState, v: Job, now: float) -> float:
+    mode = st.policy.preempt_mode
     done = v.progress(now)
     if mode == PreemptMode.REQUEUE:
         return done
     keep = done if mode == PreemptMode.SUSPEND else v.checkpoint_at(now)
-    return done - max(0.0, keep - eng.policy.preempt_overhead_s)
+    return done - max(0.0, keep - st.policy.preempt_overhead_s)
 
 
-def tier_victims(eng: QueueingScheduler, level: int, pool: str, q: int, now: float) -> deque[Job]:
+def tier_victims(st: EngineState, level: int, pool: str, q: int, now: float) -> deque[Job]:
     """Running jobs a tier-``q`` job of class ``level`` may preempt in ``pool``, in victim order:
     highest tier first, then least work lost, then most devices (fewer victims)."""
-    cands = [v for v in eng._active.values() if v.pool == pool and releasable(eng, v, level, q, now)
-             and not ends_in_grace(eng, v, now)]
-    return deque(sorted(cands, key=lambda v: (-eng.tier(v, now), lost_if(eng, v, now), -v.spec.devices,
+    cands = [v for v in st.active.values() if v.pool == pool and releasable(st, v, level, q, now)
+             and not ends_in_grace(st, v, now)]
+    return deque(sorted(cands, key=lambda v: (-st.tier(v, now), lost_if(st, v, now), -v.spec.devices,
                                               -v.seq)))
 
 
-def preempt_tier(eng: QueueingScheduler, job: Job, pool: str, q: int, now: float, adm: Admission, res: CycleResult,
+def preempt_tier(st: EngineState, job: Job, pool: str, q: int, now: float, adm: Admission, res: CycleResult,
                   order: deque[Job] | None = None, on_victim: Callable[[Job], None] | None = None,
                   check: Callable[[list[Job]], bool] | None = None) -> float | None:
     """Free devices for tier-``q`` ``job`` by preempting later-tier jobs of its class in ``pool``.
@@ -476,9 +475,9 @@ def preempt_tier(eng: QueueingScheduler, job: Job, pool: str, q: int, now: float
     the choice (a tiered walk: the job must then still fit the higher classes' views).
     """
     level, n = job.klass.level, job.spec.devices
-    pidx = eng._pool_index[pool]
+    pidx = st.pool_index[pool]
     if order is None:
-        order = tier_victims(eng, level, pool, q, now)
+        order = tier_victims(st, level, pool, q, now)
     while order and order[0].state != JobState.RUNNING:
         order.popleft()  # preempted earlier in this walk: never a candidate again
     tenant = job.spec.tenant
@@ -492,10 +491,10 @@ def preempt_tier(eng: QueueingScheduler, job: Job, pool: str, q: int, now: float
             return True
         key = (v.spec.tenant, v.spec.devices, v.spec.compute_milli)
         if key not in above:
-            above[key] = eng.book.above_guarantee(v.spec.tenant, pool, eng._usage(v))
+            above[key] = st.book.above_guarantee(v.spec.tenant, pool, st.usage(v))
         return above[key]
 
-    single = eng.one_host(job.spec)
+    single = st.one_host(job.spec)
     best: list[Job] | None = None
     best_hosts: tuple[int, ...] = ()  # kept for it while the victims wind down (none: counted per pool)
     per_host: dict[int, list[tuple[Job, int]]] = {}
@@ -505,10 +504,10 @@ def preempt_tier(eng: QueueingScheduler, job: Job, pool: str, q: int, now: float
         for v in order:
             for a in v.allocs:
                 per_host.setdefault(a.host, []).append((v, len(a.devices)))
-        held = _held_by_others(eng, job, pool)
-        scopes = [(h, int(eng.host_free[h, pidx]), lst) for h, lst in sorted(per_host.items()) if h not in held]
+        held = _held_by_others(st, job, pool)
+        scopes = [(h, int(st.host_free[h, pidx]), lst) for h, lst in sorted(per_host.items()) if h not in held]
     else:  # lazily: the walk stops as soon as enough devices are found
-        scopes = [(-1, eng.pool_free(pool), ((v, v.spec.devices) for v in order))]
+        scopes = [(-1, st.pool_free(pool), ((v, v.spec.devices) for v in order))]
     for h, free, lst in scopes:
         need = n - free
         if need <= 0:
@@ -531,17 +530,17 @@ def preempt_tier(eng: QueueingScheduler, job: Job, pool: str, q: int, now: float
         if best is not None and len(chosen) >= len(best):
             continue
         victims = [v for v, _k in chosen]
-        if single and not eng.host_fits(job, pool, h, victims):
+        if single and not host_fits(st, job, pool, h, victims):
             retry.append(h)  # enough devices there, but the pipeline would not place it (CPU, memory, topology)
             continue
         best, best_hosts = victims, ((h,) if single else ())
-    placed = None if single else _dry_placement(eng, job, pool)
+    placed = None if single else _dry_placement(st, job, pool)
     if placed is not None and best is not None and placed(best) is None:
         best, retry = None, [-1]  # the count-based victims would be preempted for nothing
     if best is None and retry:
         # victims chosen with the pipeline: in victim order until it places the job, then pruned
         if placed is not None:
-            free_now = eng.pool_free(pool)
+            free_now = st.pool_free(pool)
 
             def gang_ok(vs: Sequence[Job]) -> bool:
                 return free_now + sum(v.spec.devices for v in vs) >= n and placed(vs) is not None
@@ -550,54 +549,54 @@ def preempt_tier(eng: QueueingScheduler, job: Job, pool: str, q: int, now: float
             best_hosts = () if best is None else (placed(best) or ())
         for h in sorted(retry) if single else ():
             on_h = dict(per_host[h])
-            free_h = int(eng.host_free[h, pidx])
+            free_h = int(st.host_free[h, pidx])
 
             def host_ok(vs: Sequence[Job], h: int = h, free_h: int = free_h, on_h: dict[Job, int] = on_h) -> bool:
-                return free_h + sum(on_h[v] for v in vs) >= n and eng.host_fits(job, pool, h, vs)
+                return free_h + sum(on_h[v] for v in vs) >= n and host_fits(st, job, pool, h, vs)
 
             got_h = _first_until(list(on_h), allowed, host_ok)
             if got_h is not None and (best is None or len(got_h) < len(best)):
                 best, best_hosts = got_h, (h,)
     if not best or (check is not None and not check(best)):
         return None
-    eng._pctx = None
-    grace = eng.policy.grace_s
+    st.pctx = None
+    grace = st.policy.grace_s
     for v in best:
         order.remove(v)  # never a candidate again in this walk
-    where = tuple(eng.state.host_names[h] for h in best_hosts)
+    where = tuple(st.cluster.host_names[h] for h in best_hosts)
     for v in sorted(best, key=lambda x: x.seq):
         if on_victim is not None:
             on_victim(v)
-        journal_demotion(eng, v, now)
-        signal_victim(eng, job, v, now, f"preempted for {job.id}: tier {q} goes before tier "
-                            f"{eng.tier(v, now)} ({eng.attained(v, now):.0f} device-s attained)"
+        journal_demotion(st, v, now)
+        signal_victim(st, job, v, now, f"preempted for {job.id}: tier {q} goes before tier "
+                            f"{st.tier(v, now)} ({st.attained(v, now):.0f} device-s attained)"
                             + (f" on {', '.join(where)}" if where else ""), res, hosts=where)
     if best_hosts and grace > 0:
-        eng._held_hosts[job.id] = (pool, best_hosts)  # what its victims free there is kept for it
-    if grace <= 0 and eng._start(job, pool, now, adm, "started by preemption"):
+        st.held_hosts[job.id] = (pool, best_hosts)  # what its victims free there is kept for it
+    if grace <= 0 and start(st, job, pool, now, adm, "started by preemption"):
         res.started.append(job.id)
         return now
-    eng.reservations[job.id] = Reservation(pool, now + grace, n)
+    st.reservations[job.id] = Reservation(pool, now + grace, n)
     res.reservations[job.id] = now + grace
     return now + grace
 
 
-def try_preempt_booked(eng: QueueingScheduler, job: Job, pools: Sequence[str], now: float, res: CycleResult,
+def try_preempt_booked(st: EngineState, job: Job, pools: Sequence[str], now: float, res: CycleResult,
                         views: TierViews) -> bool:
     """Preemption across classes (:func:`try_preempt`) inside a tiered walk: it must fit its own
     view (for its tier hold) and every higher class's view (for its duration) once the victims
     are gone; victims are released on every view and the job booked on them."""
-    level, q = job.klass.level, eng.tier(job, now)
+    level, q = job.klass.level, st.tier(job, now)
     own = {p: prof.copy() for p, prof in views.get(level, q).items()}
     also = [({p: prof.copy() for p, prof in view.items()},
-             (lambda v, lv=lv, qq=qq: view_end(eng, v, now, lv, qq)), eng.duration(job))
+             (lambda v, lv=lv, qq=qq: view_end(st, v, now, lv, qq)), st.duration(job))
             for (lv, qq), view in views.items() if lv > level]
-    if not try_preempt(eng, job, pools, own, now, res, end_fn=lambda v: view_end(eng, v, now, level, q),
+    if not try_preempt(st, job, pools, own, now, res, end_fn=lambda v: view_end(st, v, now, level, q),
                        hold=views.hold(job, level, q), also=also, on_victim=views.release):
         return False
     if job.active and job.pool is not None:
         views.book(job.pool, now, job)
-    elif job.id in eng.reservations:
-        r = eng.reservations[job.id]
+    elif job.id in st.reservations:
+        r = st.reservations[job.id]
         views.book(r.pool, r.at, job)
     return True

@@ -13,21 +13,20 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from ._estimators import capped_remaining
+from ._events import emit
+from ._order import waiting_tiers
 from ._profile import Profile
 from ._records import Job
+from ._state import EngineState
 from ._types import JobState
-
-if TYPE_CHECKING:
-    from ._engine import QueueingScheduler
 
 __all__ = ["TierFit", "TierViews", "budget", "hold", "journal_demotion", "next_wakeup", "profiles", "promote_at",
            "promote_starving", "releasable", "view_end"]
 
 
-def promote_at(eng: QueueingScheduler, job: Job) -> float:
+def promote_at(st: EngineState, job: Job) -> float:
     """When the starvation guard promotes a waiting job (``inf``: never, or already promoted).
 
     A function of journaled state only: when the job last entered the queue and how long its
@@ -35,7 +34,7 @@ def promote_at(eng: QueueingScheduler, job: Job) -> float:
     wait, whichever comes first.  A job that never ran is promoted only by the absolute wait."""
     if job.promoted or job.state not in (JobState.QUEUED, JobState.SUSPENDED):
         return math.inf
-    pol = eng.policy
+    pol = st.policy
     at = math.inf
     if pol.promote_after_wait_s is not None:
         at = job.queued_at + pol.promote_after_wait_s
@@ -44,94 +43,94 @@ def promote_at(eng: QueueingScheduler, job: Job) -> float:
     return at
 
 
-def promote_starving(eng: QueueingScheduler, now: float) -> None:
+def promote_starving(st: EngineState, now: float) -> None:
     """Journal a ``promoted`` event for every waiting job whose promotion time has come."""
-    due = [j for j in eng._waiting.values() if promote_at(eng, j) <= now + 1e-9]
+    due = [j for j in st.waiting.values() if promote_at(st, j) <= now + 1e-9]
     for job in sorted(due, key=lambda j: j.seq):
         waited = now - job.queued_at
-        eng._emit(now, job.id, "promoted",
+        emit(st, now, job.id, "promoted",
                    f"waited {waited:.0f} s (last run {job.last_run_s:.0f} s): first in its class",
-                   {"waited_s": waited, "base_device_s": eng.attained(job, now)})
+                   {"waited_s": waited, "base_device_s": st.attained(job, now)})
 
 
-def journal_demotion(eng: QueueingScheduler, job: Job, now: float) -> None:
+def journal_demotion(st: EngineState, job: Job, now: float) -> None:
     """A ``demoted`` event when a job's tier change first matters (it is about to be preempted
     for a job of an earlier tier), so ``accel sched history`` shows why it went behind.  Not
     journaled on every crossing: a storm of them would cost more than the cycle."""
-    q = eng.tier(job, now)
+    q = st.tier(job, now)
     if q > job.tier_seen:
-        th = eng.policy.demote_after_device_s
-        att = eng.attained(job, now)
-        eng._emit(now, job.id, "demoted",
+        th = st.policy.demote_after_device_s
+        att = st.attained(job, now)
+        emit(st, now, job.id, "demoted",
                    f"tier {job.tier_seen} -> {q}: {att:.0f} device-s of service passed {th[q - 1]:g}",
                    {"tier": q, "attained_device_s": att})
 
 
-def budget(eng: QueueingScheduler, job: Job, now: float, q: int) -> float:
+def budget(st: EngineState, job: Job, now: float, q: int) -> float:
     """Run seconds before ``job`` leaves tiers <= ``q`` (infinite from the last tier)."""
-    th = eng.policy.demote_after_device_s
+    th = st.policy.demote_after_device_s
     if q >= len(th):
         return math.inf
-    return max(0.0, (th[q] - eng.attained(job, now) + job.service_base) / (job.spec.compute_milli / 1000.0))
+    return max(0.0, (th[q] - st.attained(job, now) + job.service_base) / (job.spec.compute_milli / 1000.0))
 
 
-def hold(eng: QueueingScheduler, job: Job, done: float, more: float) -> float:
+def hold(st: EngineState, job: Job, done: float, more: float) -> float:
     """Expected run time of a job that has ``done`` seconds of work, counted up to ``more`` more."""
-    return capped_remaining(eng.durations, (job.spec.tenant, job.spec.devices), job.spec.estimate_s, done,
-                            done + more, eng.policy.overrun_margin_s)
+    return capped_remaining(st.durations, (job.spec.tenant, job.spec.devices), job.spec.estimate_s, done,
+                            done + more, st.policy.overrun_margin_s)
 
 
-def releasable(eng: QueueingScheduler, v: Job, level: int, q: int, now: float) -> bool:
+def releasable(st: EngineState, v: Job, level: int, q: int, now: float) -> bool:
     """A running job a tier-``q`` job of class ``level`` may preempt: same class, later tier."""
     return (v.state == JobState.RUNNING and v.klass.level == level and v.spec.preemptible
-            and v.klass.preemptible and eng.tier(v, now) > q)
+            and v.klass.preemptible and st.tier(v, now) > q)
 
 
-def profiles(eng: QueueingScheduler, now: float, level: int, q: int) -> dict[str, Profile]:
+def profiles(st: EngineState, now: float, level: int, q: int) -> dict[str, Profile]:
     """Free devices as a tier-``q`` job of class ``level`` sees them: running jobs of its class
     in a later tier are preemptible (free after the grace period), the others of its class
     hold their devices only until they would leave tiers <= ``q``."""
-    rel: dict[str, list[tuple[float, int]]] = {p: [] for p in eng.pools}
-    for v in eng._active.values():
+    rel: dict[str, list[tuple[float, int]]] = {p: [] for p in st.pools}
+    for v in st.active.values():
         if v.pool is not None:
-            rel[v.pool].append((view_end(eng, v, now, level, q), v.spec.devices))
-    return {p: Profile(now, eng.pool_free(p), rel[p]) for p in eng.pools}
+            rel[v.pool].append((view_end(st, v, now, level, q), v.spec.devices))
+    return {p: Profile(now, st.pool_free(p), rel[p]) for p in st.pools}
 
 
-def view_end(eng: QueueingScheduler, v: Job, now: float, level: int, q: int) -> float:
+def view_end(st: EngineState, v: Job, now: float, level: int, q: int) -> float:
     """When active job ``v`` gives its devices back as a tier-``q`` job of class ``level`` sees it."""
     if v.state == JobState.PREEMPTING and v.stop_at is not None:
         return v.stop_at
-    if releasable(eng, v, level, q, now):
+    if releasable(st, v, level, q, now):
         # preempted, it gives its devices back when the grace period ends; one expected to end
         # sooner is never a victim (:func:`~._preempt.tier_victims`): it frees them then
-        return min(now + eng.policy.grace_s, eng.expected_end(v, now))
+        return min(now + st.policy.grace_s, st.expected_end(v, now))
     if v.klass.level == level:
-        return now + hold(eng, v, v.progress(now), budget(eng, v, now, q))
-    return eng.expected_end(v, now)
+        return now + hold(st, v, v.progress(now), budget(st, v, now, q))
+    return st.expected_end(v, now)
 
 
-def next_wakeup(eng: QueueingScheduler, now: float | None = None) -> float | None:
+def next_wakeup(st: EngineState, now: float | None = None) -> float | None:
     """When the next cycle should run even if nothing else happens: the earliest time a
     running job leaves its tier while a job of an earlier tier of its class waits (it may then
     be preempted), or the starvation guard promotes a waiting job.  ``None`` without tiers
     or guard, or when no such change is ahead."""
-    t = eng.now if now is None else now
-    promote = min((promote_at(eng, j) for j in eng._waiting.values()), default=math.inf) \
-        if eng._guard else math.inf
-    if not eng.policy.demote_after_device_s or not eng._waiting:
+    t = st.now if now is None else now
+    promote = min((promote_at(st, j) for j in st.waiting.values()), default=math.inf) \
+        if st.guard else math.inf
+    if not st.policy.demote_after_device_s or not st.waiting:
         return promote if math.isfinite(promote) and promote > t else None
     lowest: dict[int, int] = {}
-    for level, q in eng.waiting_tiers(t):  # kept by the engine: a waiting job's tier is fixed while it waits
+    for level, q in waiting_tiers(st, t):  # kept by the engine: a waiting job's tier is fixed while it waits
         lowest[level] = min(q, lowest.get(level, q))
     best = promote
-    th = eng.policy.demote_after_device_s
-    for v in eng._active.values():
+    th = st.policy.demote_after_device_s
+    for v in st.active.values():
         if v.state != JobState.RUNNING or v.klass.level not in lowest:
             continue
         # QueueingScheduler.tier and budget() written out on one reading of the attained
         # service (term for term the same arithmetic): this runs over every running job per cycle
-        att = eng.attained(v, t)
+        att = st.attained(v, t)
         q = bisect.bisect_right(th, att - v.service_base + 1e-6)
         if q >= lowest[v.klass.level]:
             left = math.inf if q >= len(th) else \
@@ -147,10 +146,10 @@ class TierViews:
     class until it leaves the view's tier, against any other class for its whole duration.  It
     is not booked on its own class's earlier-tier views: those jobs may preempt it."""
 
-    __slots__ = ("_active", "_base", "_bookings", "_holds", "_pairs", "_views", "eng", "now")
+    __slots__ = ("_active", "_base", "_bookings", "_holds", "_pairs", "_views", "now", "st")
 
-    def __init__(self, eng: QueueingScheduler, now: float, keys: Iterable[tuple[int, int]] = ()) -> None:
-        self.eng, self.now = eng, now
+    def __init__(self, st: EngineState, now: float, keys: Iterable[tuple[int, int]] = ()) -> None:
+        self.st, self.now = st, now
         # what every base view reads of each active job, once per walk: (job, pool, stop_at if
         # winding down, preemptible by its class, tier, progress, attained service)
         self._active: list[tuple[Job, str, float | None, bool, int, float, float]] | None = None
@@ -171,9 +170,9 @@ class TierViews:
         """``v`` is about to be preempted: its devices are free on every view after the grace period."""
         if v.pool is None:
             return
-        t = self.now + self.eng.policy.grace_s
+        t = self.now + self.st.policy.grace_s
         for (level, q), view in self._views.items():
-            end = view_end(self.eng, v, self.now, level, q)
+            end = view_end(self.st, v, self.now, level, q)
             if end > t:
                 view[v.pool].add(t, end, -v.spec.devices)
             elif end < t:  # it was to stop before the grace period ends: it now holds them until then
@@ -190,13 +189,13 @@ class TierViews:
         """:func:`profiles` for this walk's instant: the same ends as :func:`view_end`, with what
         does not depend on the view (each active job's tier, progress, attained service) read once
         per walk instead of once per view."""
-        eng, now = self.eng, self.now
-        th = eng.policy.demote_after_device_s
+        st, now = self.st, self.now
+        th = st.policy.demote_after_device_s
         rows = self._active
         if rows is None:
             rows = self._active = []
             running, winding = JobState.RUNNING, JobState.PREEMPTING
-            for v in eng._active.values():
+            for v in st.active.values():
                 if v.pool is None:
                     continue
                 state = v.state
@@ -212,21 +211,21 @@ class TierViews:
                 tier = bisect.bisect_right(th, att - v.service_base + 1e-6) if th else 0
                 pre = state == running and v.spec.preemptible and v.klass.preemptible
                 rows.append((v, v.pool, None, pre, tier, done, att))
-        grace = eng.policy.grace_s
-        rel: dict[str, list[tuple[float, int]]] = {p: [] for p in eng.pools}
+        grace = st.policy.grace_s
+        rel: dict[str, list[tuple[float, int]]] = {p: [] for p in st.pools}
         for v, pool, stop, pre, tier, done, att in rows:
             if stop is not None:
                 end = stop
             elif v.klass.level != level:
-                end = eng.expected_end(v, now)
+                end = st.expected_end(v, now)
             elif pre and tier > q:
                 end = now + grace
             else:
                 more = math.inf if q >= len(th) else \
                     max(0.0, (th[q] - att + v.service_base) / (v.spec.compute_milli / 1000.0))
-                end = now + hold(eng, v, done, more)
+                end = now + hold(st, v, done, more)
             rel[pool].append((end, v.spec.devices))
-        return {p: Profile(now, eng.pool_free(p), rel[p]) for p in eng.pools}
+        return {p: Profile(now, st.pool_free(p), rel[p]) for p in st.pools}
 
     def get(self, level: int, q: int) -> dict[str, Profile]:
         key = (level, q)
@@ -239,7 +238,7 @@ class TierViews:
         return view
 
     def _applies(self, job: Job, level: int, q: int) -> bool:
-        return job.klass.level != level or self.eng.tier(job, self.now) <= q
+        return job.klass.level != level or self.st.tier(job, self.now) <= q
 
     def hold(self, job: Job, level: int, q: int) -> float:
         """How long a queued ``job`` holds its devices against a tier-``q`` job of class ``level``."""
@@ -251,11 +250,11 @@ class TierViews:
         if seen is not None and seen[0] == job.work_s and seen[1] == job.lost_s and seen[2] == job.service_base \
                 and seen[3] == job.started_at:
             return seen[4]
-        eng = self.eng
+        st = self.st
         if job.klass.level != level:
-            out = eng.duration(job)
+            out = st.duration(job)
         else:
-            out = max(1.0, hold(eng, job, job.work_s, budget(eng, job, self.now, q)))
+            out = max(1.0, hold(st, job, job.work_s, budget(st, job, self.now, q)))
         self._holds[key] = (job.work_s, job.lost_s, job.service_base, job.started_at, out)
         return out
 
@@ -271,23 +270,23 @@ class TierViews:
         if seen is not None and seen[0] == len(self._views) and seen[1] == job.work_s \
                 and seen[2] == job.lost_s and seen[3] == job.service_base and seen[4] == job.started_at:
             return seen[5]
-        level, q = job.klass.level, self.eng.tier(job, self.now)
+        level, q = job.klass.level, self.st.tier(job, self.now)
         own = self.get(level, q)[pool]
         higher = [v[pool] for (lv, _q), v in self._views.items() if lv > level]
-        fit = TierFit(own, higher, self.hold(job, level, q), self.eng.duration(job))
+        fit = TierFit(own, higher, self.hold(job, level, q), self.st.duration(job))
         self._pairs[key] = (len(self._views), job.work_s, job.lost_s, job.service_base, job.started_at, fit)
         return fit
 
     def fits_after(self, job: Job, pool: str, victims: Sequence[Job]) -> bool:
         """Would ``job`` fit every higher class's view for its whole duration from the end of the
         grace period, once ``victims`` (its class's later-tier jobs) have given their devices back?"""
-        eng = self.eng
-        at = self.now + eng.policy.grace_s
-        full = max(eng.duration(job), self.hold(job, job.klass.level, eng.tier(job, self.now)))
+        st = self.st
+        at = self.now + st.policy.grace_s
+        full = max(st.duration(job), self.hold(job, job.klass.level, st.tier(job, self.now)))
         for (level, q), view in self._views.items():
             if level <= job.klass.level:
                 continue
-            extra = [(view_end(eng, v, self.now, level, q), v.spec.devices) for v in victims]
+            extra = [(view_end(st, v, self.now, level, q), v.spec.devices) for v in victims]
             if not view[pool].fits_with(at, full, job.spec.devices, extra):
                 return False
         return True

@@ -18,18 +18,18 @@ import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from ._estimate import WaitEstimate, estimate_in
+from ._order import queue, waiting_tiers
 from ._preempt import claim, grace_holds, may_preempt, preempt_tier, tier_victims, try_preempt, try_preempt_booked
 from ._profile import Profile
 from ._records import CycleResult, GraceHold, Job, Reservation
+from ._starts import start as start_job
+from ._state import EngineState
 from ._tenants import Admission, Usage
 from ._tiers import TierViews
 from ._types import BackfillMode, WaitReason
-
-if TYPE_CHECKING:
-    from ._engine import QueueingScheduler
 
 __all__ = ["Commit", "PlainView", "Plan", "TieredView", "View", "WalkState", "run", "view_for"]
 
@@ -51,18 +51,18 @@ class Commit:
     """A scheduling cycle: decisions are journaled and recorded in ``res``."""
 
     planning = False
-    __slots__ = ("eng", "now", "refused", "res")
+    __slots__ = ("now", "refused", "res", "st")
 
-    def __init__(self, eng: QueueingScheduler, now: float, res: CycleResult) -> None:
-        self.eng, self.now, self.res = eng, now, res
+    def __init__(self, st: EngineState, now: float, res: CycleResult) -> None:
+        self.st, self.now, self.res = st, now, res
         # (job, pool) where the counts said "fits now" and the placement pipeline said no
         self.refused: set[tuple[str, str]] = set()
 
     def begin(self) -> None:
-        self.eng.reservations.clear()  # this cycle makes them again
+        self.st.reservations.clear()  # this cycle makes them again
 
     def start(self, job: Job, pool: str, adm: Admission) -> bool:
-        if self.eng._start(job, pool, self.now, adm, "fits now"):
+        if start_job(self.st, job, pool, self.now, adm, "fits now"):
             self.res.started.append(job.id)
             return True
         self.refused.add((job.id, pool))  # _start set the wait reason (placement)
@@ -76,7 +76,7 @@ class Commit:
         pass  # a real start: the tenant book already counts it
 
     def reserve(self, job: Job, pool: str, at: float) -> None:
-        self.eng.reservations[job.id] = Reservation(pool, at, job.spec.devices)
+        self.st.reservations[job.id] = Reservation(pool, at, job.spec.devices)
         self.res.reservations[job.id] = at
 
 
@@ -85,12 +85,12 @@ class Plan:
     ``depth`` reservations count as fluid work."""
 
     planning = True
-    __slots__ = ("depth", "eng", "now", "res", "target")
+    __slots__ = ("depth", "now", "res", "st", "target")
 
-    def __init__(self, eng: QueueingScheduler, now: float, target: str, depth: int | None) -> None:
-        self.eng, self.now, self.target = eng, now, target
+    def __init__(self, st: EngineState, now: float, target: str, depth: int | None) -> None:
+        self.st, self.now, self.target = st, now, target
         self.res = CycleResult()  # never filled: nothing is started or preempted
-        self.depth = eng.policy.plan_depth if depth is None else depth
+        self.depth = st.policy.plan_depth if depth is None else depth
 
     def begin(self) -> None:
         pass
@@ -103,7 +103,7 @@ class Plan:
 
     def planned(self, job: Job, pool: str, w: WalkState) -> None:
         key = (job.spec.tenant, pool)
-        w.plan_usage[key] = w.plan_usage.get(key, Usage()).plus(self.eng._need(job, pool))
+        w.plan_usage[key] = w.plan_usage.get(key, Usage()).plus(self.st.need(job, pool))
 
     def reserve(self, job: Job, pool: str, at: float) -> None:
         pass
@@ -149,14 +149,14 @@ class PlainView:
     """One free-device profile per pool, from the running jobs' expected ends."""
 
     stops_when_blocked = True  # strict order with every pool blocked: nothing else can start
-    __slots__ = ("eng", "now", "profiles")
+    __slots__ = ("now", "profiles", "st")
 
-    def __init__(self, eng: QueueingScheduler, now: float) -> None:
-        self.eng, self.now = eng, now
-        self.profiles = eng._profiles(now)
+    def __init__(self, st: EngineState, now: float) -> None:
+        self.st, self.now = st, now
+        self.profiles = st.profiles(now)
 
     def for_job(self, job: Job) -> tuple[dict[str, Profile], float]:
-        return self.profiles, self.eng.duration(job)
+        return self.profiles, self.st.duration(job)
 
     def start_now(self, job: Job, pool: str, hold: float, held: bool, adm: Admission, mode: Mode) -> float | None:
         if self.profiles[pool].fits(self.now, hold, job.spec.devices) and mode.start(job, pool, adm):
@@ -170,11 +170,11 @@ class PlainView:
         self.profiles[pool].add(at, at + hold, job.spec.devices)
 
     def preempt(self, job: Job, pools: Sequence[str], res: CycleResult) -> bool:
-        return try_preempt(self.eng, job, pools, self.profiles, self.now, res)
+        return try_preempt(self.st, job, pools, self.profiles, self.now, res)
 
     def estimate(self, job: Job, pool: str, hold: float, work_ahead: float, adm: Admission,
                  blocked: Mapping[str, float]) -> WaitEstimate:
-        return estimate_in(self.eng, job, pool, self.profiles[pool], self.now, work_ahead, adm, blocked)
+        return estimate_in(self.st, job, pool, self.profiles[pool], self.now, work_ahead, adm, blocked)
 
 
 class TieredView:
@@ -184,13 +184,13 @@ class TieredView:
 
     # the walk goes on with every pool blocked: a later job may still preempt across classes
     stops_when_blocked = False
-    __slots__ = ("_job", "eng", "now", "taken", "victims", "views")
+    __slots__ = ("_job", "now", "st", "taken", "victims", "views")
 
-    def __init__(self, eng: QueueingScheduler, now: float) -> None:
-        self.eng, self.now = eng, now
+    def __init__(self, st: EngineState, now: float) -> None:
+        self.st, self.now = st, now
         # every view the walk will use, built now from the state before anything changes
-        self.views = TierViews(eng, now, eng.waiting_tiers(now))
-        self.taken: dict[str, int] = {p: 0 for p in eng.pools}  # planning: devices its starts took
+        self.views = TierViews(st, now, waiting_tiers(st, now))
+        self.taken: dict[str, int] = {p: 0 for p in st.pools}  # planning: devices its starts took
         # victim candidates per (class, pool, tier): only shrink during a walk (later tiers start after)
         self.victims: dict[tuple[int, str, int], deque[Job]] = {}
         self._job: tuple[Job | None, int, int] = (None, 0, 0)  # the job for_job last saw: its level and tier
@@ -198,21 +198,21 @@ class TieredView:
     def _level_tier(self, job: Job) -> tuple[int, int]:
         seen, level, q = self._job
         if seen is not job:
-            level, q = job.klass.level, self.eng.tier(job, self.now)
+            level, q = job.klass.level, self.st.tier(job, self.now)
             self._job = (job, level, q)
         return level, q
 
     def for_job(self, job: Job) -> tuple[dict[str, Profile], float]:
-        level, q = job.klass.level, self.eng.tier(job, self.now)
+        level, q = job.klass.level, self.st.tier(job, self.now)
         self._job = (job, level, q)
         return self.views.get(level, q), self.views.hold(job, level, q)
 
     def start_now(self, job: Job, pool: str, hold: float, held: bool, adm: Admission, mode: Mode) -> float | None:
-        eng, now, n = self.eng, self.now, job.spec.devices
+        st, now, n = self.st, self.now, job.spec.devices
         fit = self.views.pair(job, pool)
-        if held and not (eng.pool_free(pool) - self.taken[pool] >= n and fit.fits(now, n)):
+        if held and not (st.pool_free(pool) - self.taken[pool] >= n and fit.fits(now, n)):
             return None  # its victims are winding down: no new victims for the same need
-        if eng.pool_free(pool) - self.taken[pool] >= n:
+        if st.pool_free(pool) - self.taken[pool] >= n:
             if not fit.fits(now, n):
                 return None
             if mode.start(job, pool, adm):
@@ -224,7 +224,7 @@ class TieredView:
             # the pipeline refused it where the counts said it fits: victims of its class's later
             # tiers chosen with the pipeline may make room where it needs it
         else:
-            grace = eng.policy.grace_s
+            grace = st.policy.grace_s
             if not fit.own.fits(now + grace, fit.hold, n):
                 return None  # not even by preempting its class's later tiers
             if mode.planning:
@@ -232,8 +232,8 @@ class TieredView:
         level, q = self._level_tier(job)
         vkey = (level, pool, q)
         if vkey not in self.victims:
-            self.victims[vkey] = tier_victims(eng, level, pool, q, now)
-        return preempt_tier(eng, job, pool, q, now, adm, mode.res, self.victims[vkey], self.views.release,
+            self.victims[vkey] = tier_victims(st, level, pool, q, now)
+        return preempt_tier(st, job, pool, q, now, adm, mode.res, self.victims[vkey], self.views.release,
                             check=functools.partial(self.views.fits_after, job, pool))
 
     def earliest(self, job: Job, pool: str, hold: float, after: float | None) -> float:
@@ -243,31 +243,31 @@ class TieredView:
         self.views.book(pool, at, job)
 
     def preempt(self, job: Job, pools: Sequence[str], res: CycleResult) -> bool:
-        return try_preempt_booked(self.eng, job, pools, self.now, res, self.views)
+        return try_preempt_booked(self.st, job, pools, self.now, res, self.views)
 
     def estimate(self, job: Job, pool: str, hold: float, work_ahead: float, adm: Admission,
                  blocked: Mapping[str, float]) -> WaitEstimate:
         level, q = self._level_tier(job)
-        return estimate_in(self.eng, job, pool, self.views.get(level, q)[pool], self.now, work_ahead, adm, blocked,
+        return estimate_in(self.st, job, pool, self.views.get(level, q)[pool], self.now, work_ahead, adm, blocked,
                            hold=hold, alone_prof=self.views.base(level, q)[pool], fit=self.views.pair(job, pool))
 
 
-def view_for(eng: QueueingScheduler, now: float) -> View:
+def view_for(st: EngineState, now: float) -> View:
     """The view a walk at ``now`` plans on, for the engine's policy."""
-    return TieredView(eng, now) if eng.policy.demote_after_device_s else PlainView(eng, now)
+    return TieredView(st, now) if st.policy.demote_after_device_s else PlainView(st, now)
 
 
-def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimate]:
+def run(st: EngineState, now: float, mode: Mode) -> dict[str, WaitEstimate]:
     """Walk the queue in order (:class:`Commit`: a cycle; :class:`Plan`: an estimate).
 
     Returns, in planning mode, the target's estimates per pool.
     """
-    pol = eng.policy
-    view = view_for(eng, now)
-    eng._pctx = None
-    w = WalkState(grace_holds(eng) if pol.grace_s > 0 else {}, {p: 0.0 for p in eng.pools})
+    pol = st.policy
+    view = view_for(st, now)
+    st.pctx = None
+    w = WalkState(grace_holds(st) if pol.grace_s > 0 else {}, {p: 0.0 for p in st.pools})
     # the hosts kept for preemptors in grace: no other job is placed there meanwhile
-    eng._held_hosts = {pid: (h.pool, h.hosts) for pid, h in w.holds.items() if h.hosts}
+    st.held_hosts = {pid: (h.pool, h.hosts) for pid, h in w.holds.items() if h.hosts}
     mode.begin()
     target = mode.target if isinstance(mode, Plan) else None
     exact = mode.depth if isinstance(mode, Plan) else 0
@@ -275,13 +275,13 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
     planning = mode.planning
     for_job, start_now, book = view.for_job, view.start_now, view.book  # bound once: the loop runs per queued job
     # past the reservation depth a cycle tells most jobs only why they wait: see _Settled
-    settled = _Settled(eng, view, now, mode.res) if not planning and pol.backfill != BackfillMode.NONE else None
+    settled = _Settled(st, view, now, mode.res) if not planning and pol.backfill != BackfillMode.NONE else None
     easy = pol.backfill == BackfillMode.EASY
-    for job in eng.queue(now, upto=target):  # an estimate stops at its target: the jobs after it are not needed
+    for job in queue(st, now, upto=target):  # an estimate stops at its target: the jobs after it are not needed
         if not planning and pol.max_tests is not None and w.tests >= pol.max_tests:
             break
         w.tests += 1
-        if settled is not None and (len(w.easy_reserved) == len(eng.pools) if easy
+        if settled is not None and (len(w.easy_reserved) == len(st.pools) if easy
                                     else w.reservations >= pol.plan_depth):
             why = settled.reason(job, w)
             if why is not None:
@@ -289,28 +289,28 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
                 continue
         spec, n = job.spec, job.spec.devices
         own, hold = for_job(job)
-        pools = eng._pools_for(spec)
+        pools = st.pools_for(spec)
         is_target = job.id == target
         if planning and not is_target and w.reservations >= exact:
             # beyond the exact depth: fluid approximation of the work ahead
             p = pools[0] if len(pools) == 1 else max(pools, key=lambda x: own[x].free_now)
             w.planned_work[p] += hold * n
             continue
-        adm_by_pool = {p: eng._admit_planned(job, p, w.plan_usage) for p in pools}
+        adm_by_pool = {p: st.admit_planned(job, p, w.plan_usage) for p in pools}
         if is_target:
-            for p in eng.pools:
+            for p in st.pools:
                 out[p] = view.estimate(job, p, hold, w.planned_work[p],
-                                       adm_by_pool.get(p) or eng._admit_planned(job, p, w.plan_usage), w.blocked)
+                                       adm_by_pool.get(p) or st.admit_planned(job, p, w.plan_usage), w.blocked)
             return out
         admissible = [p for p in pools if adm_by_pool[p].ok]
         held = w.holds.get(job.id)
         if not admissible:
             job.wait = WaitReason.QUOTA
             if held is not None:
-                _hold(eng, view, mode, w, job, held, hold, now)
+                _hold(st, view, mode, w, job, held, hold, now)
                 continue
             # a preempting class may still free its own tenant's quota from lower jobs
-            if not planning and job.klass.preempts and may_preempt(eng, job):
+            if not planning and job.klass.preempts and may_preempt(st, job):
                 view.preempt(job, pools, mode.res)
             continue
         at: float | None = None
@@ -330,7 +330,7 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
         if refused and held is None:
             # enough devices by count, but not where the pipeline needs them (one host, CPU,
             # memory, topology): victims chosen with the pipeline may make room there
-            if may_preempt(eng, job) and view.preempt(job, refused, mode.res):
+            if may_preempt(st, job) and view.preempt(job, refused, mode.res):
                 continue
             # the wait reason is set (placement); no bogus "now" reservation where it was refused
             admissible = [p for p in admissible if p not in refused]
@@ -340,10 +340,10 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
             # its victims are still winding down: no new victims for the same need, and what
             # they free stays held for it
             job.wait = WaitReason.RESERVATION if own[held.pool].free_now >= n else WaitReason.CAPACITY
-            _hold(eng, view, mode, w, job, held, hold, now)
+            _hold(st, view, mode, w, job, held, hold, now)
             continue
         # blocked: preempt, or hold a reservation
-        if not planning and may_preempt(eng, job) and view.preempt(job, admissible, mode.res):
+        if not planning and may_preempt(st, job) and view.preempt(job, admissible, mode.res):
             continue
         if not planning and pol.backfill == BackfillMode.EASY and all(p in w.easy_reserved for p in admissible):
             # no reservation will be made: only say why it waits
@@ -365,7 +365,7 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
             if planning and math.isfinite(best_t):
                 book(job, best_p, best_t, hold)
             w.reservations += 1
-            if not planning and view.stops_when_blocked and len(w.blocked) == len(eng.pools):
+            if not planning and view.stops_when_blocked and len(w.blocked) == len(st.pools):
                 break
             continue
         reserve = (planning or (pol.backfill == BackfillMode.CONSERVATIVE and w.reservations < pol.plan_depth)
@@ -378,16 +378,16 @@ def run(eng: QueueingScheduler, now: float, mode: Mode) -> dict[str, WaitEstimat
     return out
 
 
-def _hold(eng: QueueingScheduler, view: View, mode: Mode, w: WalkState, job: Job, held: GraceHold, hold: float,
+def _hold(st: EngineState, view: View, mode: Mode, w: WalkState, job: Job, held: GraceHold, hold: float,
           now: float) -> None:
     """A preemptor whose victims are in their grace period keeps what they free: its quota is
     claimed for the rest of the walk (later jobs of its tenant are admitted around it) and it
     holds a reservation from the end of the grace period (backfill may use the devices only
     if it ends by then), whatever the backfill mode's reservation limits."""
     pool = held.pool
-    claim(eng, job, held, w.plan_usage)
+    claim(st, job, held, w.plan_usage)
     t = view.earliest(job, pool, hold, max(held.end, w.blocked.get(pool, now)))
-    if eng.policy.backfill == BackfillMode.NONE:
+    if st.policy.backfill == BackfillMode.NONE:
         w.blocked[pool] = max(w.blocked.get(pool, now), t)
     if math.isfinite(t):
         view.book(job, pool, t, hold)
@@ -421,10 +421,10 @@ class _Settled:
     the numbers kept here are dropped whenever one of those counts moved.
     """
 
-    __slots__ = ("admitted", "eng", "free", "known", "now", "pools", "res", "seen", "tiered", "view")
+    __slots__ = ("admitted", "free", "known", "now", "pools", "res", "seen", "st", "tiered", "view")
 
-    def __init__(self, eng: QueueingScheduler, view: View, now: float, res: CycleResult) -> None:
-        self.eng, self.view, self.now, self.res = eng, view, now, res
+    def __init__(self, st: EngineState, view: View, now: float, res: CycleResult) -> None:
+        self.st, self.view, self.now, self.res = st, view, now, res
         self.seen: tuple[int, int, int] = (-1, -1, -1)  # (started, preempted, reservations) the numbers are for
         self.tiered = isinstance(view, TieredView)
         if not self.tiered and not isinstance(view, PlainView):
@@ -448,11 +448,11 @@ class _Settled:
         key = (level, q, pool)
         got = self.free.get(key)
         if got is None:
-            view, eng = self.view, self.eng
+            view, st = self.view, self.st
             if isinstance(view, TieredView):
                 own = view.views.get(level, q)[pool]
-                got = (eng.pool_free(pool) - view.taken[pool], own.free_now,
-                       own.free_at(self.now + eng.policy.grace_s))
+                got = (st.pool_free(pool) - view.taken[pool], own.free_now,
+                       own.free_at(self.now + st.policy.grace_s))
             else:
                 assert isinstance(view, PlainView)
                 free = view.profiles[pool].free_now
@@ -467,9 +467,9 @@ class _Settled:
         if now_seen != self.seen:
             self.reset()
             self.seen = now_seen
-        eng, spec = self.eng, job.spec
+        st, spec = self.st, job.spec
         view = self.view
-        level, q = (job.klass.level, eng.tier(job, self.now)) if isinstance(view, TieredView) \
+        level, q = (job.klass.level, st.tier(job, self.now)) if isinstance(view, TieredView) \
             else (job.klass.level, 0)
         sig = (level, q, spec.pool, spec.tenant, spec.devices, spec.share, spec.compute_milli)
         got = self.known.get(sig)
@@ -480,24 +480,24 @@ class _Settled:
             return None
         if until:
             # enough devices free now in some pool: it starts there iff they stay free for its hold
-            hold = view.views.hold(job, level, q) if isinstance(view, TieredView) else eng.duration(job)
+            hold = view.views.hold(job, level, q) if isinstance(view, TieredView) else st.duration(job)
             end = self.now + hold
             if any(end <= u for u in until):
                 return None
         # ``may_preempt`` is asked exactly when the full walk would ask it (it builds the cycle's
         # pre-check from the running set at that moment): after the starts failed, or for a
         # job no pool admits when its class preempts
-        if (admissible or job.klass.preempts) and may_preempt(eng, job):
+        if (admissible or job.klass.preempts) and may_preempt(st, job):
             return None
         return why
 
     def _judge(self, job: Job, level: int, q: int, w: WalkState) -> tuple[bool, tuple[float, ...], bool, WaitReason]:
         """For a job of this shape: it may start or preempt (examine it), the pools where it
         fits now if its hold ends by the given instant, whether a pool admits it, its reason."""
-        eng, spec = self.eng, job.spec
+        st, spec = self.st, job.spec
         pools = self.pools.get(spec.pool)
         if pools is None:
-            pools = self.pools[spec.pool] = eng._pools_for(spec)
+            pools = self.pools[spec.pool] = st.pools_for(spec)
         n = spec.devices
         admissible: list[str] = []
         until: list[float] = []
@@ -505,7 +505,7 @@ class _Settled:
             key = (spec.tenant, p, n, spec.share, spec.compute_milli)  # all that admission reads of the job
             ok = self.admitted.get(key)
             if ok is None:
-                ok = self.admitted[key] = eng._admit_planned(job, p, w.plan_usage).ok
+                ok = self.admitted[key] = st.admit_planned(job, p, w.plan_usage).ok
             if not ok:
                 continue
             admissible.append(p)
@@ -517,7 +517,7 @@ class _Settled:
                 until.append(self._clear(level, q, p, n))
         if not admissible:
             return False, (), False, WaitReason.QUOTA
-        if eng.policy.backfill == BackfillMode.EASY:
+        if st.policy.backfill == BackfillMode.EASY:
             own, _hold = self.view.for_job(job)
             free = max(own[p].free_now for p in admissible)
             return False, tuple(until), True, WaitReason.RESERVATION if free >= n else WaitReason.CAPACITY

@@ -27,10 +27,12 @@ from accel.scheduler.queueing import (
     QueueingScheduler,
     Quota,
     Tenant,
+    _order,
     _walk,
 )
 from accel.scheduler.queueing._profile import Profile
 from accel.scheduler.queueing._records import Job
+from accel.scheduler.queueing._state import EngineState
 
 GIB = 1024**3
 
@@ -110,16 +112,16 @@ def test_shortcuts_decide_what_the_full_walk_decides(seed: int, monkeypatch: pyt
     assert len(answered) > 100, "the shortcut never answered: the workload does not test it"
 
     monkeypatch.setattr(_walk._Settled, "reason", lambda self, job, w: None)  # every job examined in full
-    monkeypatch.setattr(QueueingScheduler, "_kept_order", _sorted_afresh)
+    monkeypatch.setattr(_order, "kept_order", _sorted_afresh)
     slow = _run(seed)
     assert fast[0] == slow[0]
     assert fast[1] == slow[1]
 
 
-def _sorted_afresh(self: QueueingScheduler, now: float) -> list[tuple[tuple[float, ...], Job]]:
+def _sorted_afresh(st: EngineState, now: float) -> list[tuple[tuple[float, ...], Job]]:
     """The order without the kept list: every waiting job's key computed now, then sorted."""
-    self._sync_waiting(now)
-    return sorted(((self.order_key(j, now), j) for j in self._waiting.values()), key=lambda kj: kj[0])
+    _order.sync_waiting(st, now)
+    return sorted(((_order.order_key(st, j, now), j) for j in st.waiting.values()), key=lambda kj: kj[0])
 
 
 def test_kept_order_follows_promotion_preemption_and_requeue() -> None:
@@ -132,7 +134,7 @@ def test_kept_order_follows_promotion_preemption_and_requeue() -> None:
                     demote_after_device_s=(1800.0, 20_000.0), plan_depth=4, default_class="batch",
                     promote_after_wait_ratio=2.0)
     eng = QueueingScheduler(_cluster(), policy, tenants=TENANTS)
-    assert eng._order_kept
+    assert eng._st.order_kept
     devices = [d for ids in eng.state.dev_ids for d in ids]
     t = 0.0
     true_s: dict[str, float] = {}
@@ -151,9 +153,9 @@ def test_kept_order_follows_promotion_preemption_and_requeue() -> None:
         if rng.random() < 0.1:  # a device fails (its job is requeued) or comes back
             eng.update_health(t, {rng.choice(devices): rng.random() < 0.5})
         eng.cycle(t)
-        fresh = sorted(eng._waiting.values(), key=lambda j: eng.order_key(j, t))
+        fresh = sorted(eng._st.waiting.values(), key=lambda j: eng.order_key(j, t))
         assert eng.queue(t) == fresh
-        assert set(eng.waiting_tiers(t)) == {(j.klass.level, eng.tier(j, t)) for j in eng._waiting.values()}
+        assert set(eng.waiting_tiers(t)) == {(j.klass.level, eng.tier(j, t)) for j in eng._st.waiting.values()}
         promoted = sum(1 for e in eng.journal.events() if e.kind == "promoted")
         preempted = sum(1 for e in eng.journal.events() if e.kind == "preempted")
         requeued = sum(1 for e in eng.journal.events() if e.kind == "failed" and e.data.get("requeue"))

@@ -64,14 +64,14 @@ def _hold(eng: QueueingScheduler, jid: str, host: str, slots: list[int], now: fl
     saved = eng.placer.filters
     eng.placer.filters = (*saved, lambda state, req, hosts: hosts == h)
     try:
-        eng._refresh_host(h)
+        eng._st.refresh_host(h)
         eng.submit(JobSpec(jid, devices=len(slots), same_host=True, estimate_s=100.0), now)
         eng.cycle(now)
     finally:
         eng.placer.filters = saved
         for s in hidden:
             st.dev_left[h, s] = st.dev_cap[h, s]
-        eng._refresh_host(h)
+        eng._st.refresh_host(h)
     assert eng.jobs[jid].state == JobState.RUNNING
     assert sorted(eng.jobs[jid].allocs[0].devices) == sorted(slots)
 
@@ -231,7 +231,7 @@ def test_gang_is_all_or_nothing_across_hosts() -> None:
     assert np.array_equal(eng.state.dev_left, before)
     assert not eng.state.live
     assert [e.kind for e in eng.history("g")] == ["submitted"]
-    assert not eng._req_cache
+    assert not eng._st.req_cache
 
 
 def test_gang_split_fewest_hosts_biggest_first() -> None:
