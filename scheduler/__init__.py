@@ -2,8 +2,13 @@
 
 The scheduler consumes :class:`accel.model.HostInventory` snapshots (or plain
 :class:`HostSpec` values) and nothing else.  Pipeline: filter -> score -> reserve -> bind
-(:class:`Scheduler`), with pluggable scorers (:func:`make_scorer`, entry-point group
-``accel.scheduler.scorers``) and topology-aware all-or-nothing gangs (:class:`GangPlacer`).
+(:class:`Scheduler`), with pluggable scorers (:func:`make_scorer`; the built-in ones are listed in
+:data:`BUILTIN_SCORERS`, third-party ones come from the entry-point group ``accel.scheduler.scorers``)
+and topology-aware all-or-nothing gangs (:class:`GangPlacer`).
+
+Words: a *scorer* rates hosts for one request (the score stage); a *policy* is the queueing
+engine's rules (:class:`accel.scheduler.queueing.Policy`: classes, backfill, preemption) and
+nothing else.
 """
 
 from __future__ import annotations
@@ -13,9 +18,12 @@ try:  # the one dependency beyond the core's: the cluster state is numpy arrays
 except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise ImportError("accel.scheduler needs numpy: pip install 'accel-sdk[scheduler]'") from _exc
 
-from ._errors import InvalidRequestError, SchedulerStateError, UnknownPolicyError
+import warnings as _warnings
+
+from ._errors import InvalidRequestError, SchedulerStateError, UnknownScorerError
 from ._fgd import TypicalPod, TypicalPods
 from ._policies import AdmitFGDPlusScorer, DemandFGDPlusScorer, FGDPlusScorer, ForecastCheck
+from ._registry import BUILTIN_SCORERS, ENTRY_POINT_GROUP, available_scorers, make_scorer, register_scorer
 from ._replay import (
     ReplayResult,
     TracePod,
@@ -37,9 +45,6 @@ from ._scorers import (
     RandomScorer,
     Scorer,
     SpreadScorer,
-    available_scorers,
-    make_scorer,
-    register_scorer,
 )
 from ._state import Allocation, ClusterState, DeviceSpec, HostSpec
 from ._topology import (
@@ -52,6 +57,8 @@ from ._topology import (
 )
 
 __all__ = [
+    "BUILTIN_SCORERS",
+    "ENTRY_POINT_GROUP",
     "MILLI",
     "AdmitFGDPlusScorer",
     "Allocation",
@@ -87,7 +94,7 @@ __all__ = [
     "TracePod",
     "TypicalPod",
     "TypicalPods",
-    "UnknownPolicyError",
+    "UnknownScorerError",
     "available_scorers",
     "best_device_set",
     "binned_allocation",
@@ -100,3 +107,15 @@ __all__ = [
     "register_scorer",
     "replay",
 ]
+
+_DEPRECATED = {"UnknownPolicyError": ("UnknownScorerError", UnknownScorerError)}
+
+
+def __getattr__(name: str) -> object:
+    """Old public names, kept working with a :class:`DeprecationWarning`."""
+    if name in _DEPRECATED:
+        new, obj = _DEPRECATED[name]
+        _warnings.warn(f"accel.scheduler.{name} is deprecated; use accel.scheduler.{new}", DeprecationWarning,
+                       stacklevel=2)
+        return obj
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

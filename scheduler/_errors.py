@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from accel.errors import SchedulerError
 
-__all__ = ["InvalidRequestError", "SchedulerStateError", "UnknownPolicyError"]
+__all__ = ["InvalidRequestError", "SchedulerStateError", "UnknownScorerError"]
 
 
 class InvalidRequestError(SchedulerError):
@@ -21,10 +21,11 @@ class InvalidRequestError(SchedulerError):
         self.field = field
 
 
-class UnknownPolicyError(SchedulerError):
-    """A scorer or filter name is not registered (built-in or via the entry-point group)."""
+class UnknownScorerError(SchedulerError):
+    """No scorer has this name (registered, built in, or in the entry-point group), or the name's
+    entry point holds no scorer.  Was ``UnknownPolicyError``, still importable as a deprecated alias."""
 
-    code = "scheduler.unknown-policy"
+    code = "scheduler.unknown-scorer"
 
 
 class SchedulerStateError(SchedulerError):

@@ -40,7 +40,7 @@ import numpy.typing as npt
 from ._errors import InvalidRequestError
 from ._fgd import FragMeasure, TypicalPods
 from ._request import DeviceSelector, Request
-from ._scorers import MAX_SCORE, NEG_INF, BalancedFGDScorer, _gpu_left_total, register_scorer
+from ._scorers import MAX_SCORE, NEG_INF, BalancedFGDScorer, _gpu_left_total
 from ._state import ClusterState
 
 __all__ = ["AdmitFGDPlusScorer", "DemandFGDPlusScorer", "FGDPlusScorer", "ForecastCheck", "SpecAwareFragMeasure",
@@ -646,7 +646,3 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
             self._refused_milli += req.total_milli
         return out, slots
 
-
-register_scorer(FGDPlusScorer.name, FGDPlusScorer)
-register_scorer(AdmitFGDPlusScorer.name, AdmitFGDPlusScorer)
-register_scorer(DemandFGDPlusScorer.name, DemandFGDPlusScorer)

@@ -24,8 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import InvalidRequestError
+from ._registry import make_scorer
 from ._request import Request
-from ._scorers import Scorer, make_scorer
+from ._scorers import Scorer
 from ._state import Allocation, ClusterState
 
 __all__ = ["Decision", "Filter", "Scheduler"]
@@ -72,7 +73,7 @@ class _Stats:
 
 
 class Scheduler:
-    """Places requests on a :class:`ClusterState` with one scoring policy.
+    """Places requests on a :class:`ClusterState` with one :class:`Scorer`.
 
     ``workload`` is the target workload (the pod mix fragmentation-aware scorers optimise for);
     ``seed`` fixes the host rank used to break score ties and any randomness in the scorer.

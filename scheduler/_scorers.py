@@ -1,4 +1,4 @@
-"""Scorers: the score stage of the pipeline, and the registry that names them.
+"""Scorers: the score stage of the pipeline (the built-in scorers' names are in ``_registry``).
 
 A scorer rates every candidate host for one request (higher is better) and may also say which
 device slot it would use on each host (single-device requests), so that the reserve stage
@@ -7,22 +7,20 @@ score is ``-inf`` is never chosen.  Scorers whose score depends only on a host's
 the request's shape set ``cacheable = True``; the scheduler then recomputes them only for hosts
 that changed since the last request of the same shape.
 
-Third-party scorers register under the entry-point group ``accel.scheduler.scorers`` (the
-entry-point name is the scorer name, the object a :class:`Scorer` subclass).
+Third-party scorers are published under the entry-point group ``accel.scheduler.scorers`` (the
+entry-point name is the scorer name, the object a :class:`Scorer` subclass); see ``_registry``.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Sequence
-from importlib.metadata import entry_points
+from collections.abc import Hashable, Sequence
 from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import UnknownPolicyError
 from ._fgd import FragMeasure, TypicalPods
 from ._request import MILLI, Request
 from ._state import ClusterState
@@ -37,14 +35,10 @@ __all__ = [
     "RandomScorer",
     "Scorer",
     "SpreadScorer",
-    "available_scorers",
-    "make_scorer",
-    "register_scorer",
 ]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-ENTRY_POINT_GROUP = "accel.scheduler.scorers"
 MAX_SCORE = 100.0
 NEG_INF = -math.inf
 
@@ -373,47 +367,3 @@ class BalancedFGDScorer(FGDScorer):
             gain = np.abs(before) - np.abs(after)
             return base + self.weight * (0.5 + 0.49 * np.tanh(gain / self.scale)), slots
         return base + 0.5 + 0.49 * np.tanh(after / 64000.0), slots
-
-
-# ------------------------------------------------------------------------------------------------
-# registry
-
-_REGISTRY: dict[str, Callable[[], Scorer]] = {}
-
-
-def register_scorer(name: str, factory: Callable[[], Scorer]) -> None:
-    """Register a scorer factory under ``name`` (overrides an earlier one)."""
-    _REGISTRY[name] = factory
-
-
-for _cls in (RandomScorer, BestFitScorer, DotProductScorer, GpuPackingScorer, GpuClusteringScorer,
-             SpreadScorer, FGDScorer, BalancedFGDScorer):
-    register_scorer(_cls.name, _cls)
-
-
-def _entry_point_factories() -> dict[str, Callable[[], Scorer]]:
-    found: dict[str, Callable[[], Scorer]] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        found[ep.name] = ep.load
-    return found
-
-
-def available_scorers() -> list[str]:
-    """Names of built-in, registered and entry-point scorers."""
-    return sorted(set(_REGISTRY) | set(_entry_point_factories()))
-
-
-def make_scorer(name: str) -> Scorer:
-    """Instantiate a scorer by name; raises :class:`UnknownPolicyError` for unknown names."""
-    factory = _REGISTRY.get(name)
-    if factory is None:
-        ep = _entry_point_factories().get(name)
-        if ep is None:
-            raise UnknownPolicyError(f"unknown scorer {name!r}; known: {', '.join(available_scorers())}")
-        obj = ep()
-        if isinstance(obj, type) and issubclass(obj, Scorer):
-            return obj()
-        if isinstance(obj, Scorer):
-            return obj
-        raise UnknownPolicyError(f"entry point {name!r} does not name a Scorer")
-    return factory()

@@ -29,7 +29,7 @@ from accel.model import DomainKind, HostInventory, LinkType
 from ._errors import InvalidRequestError
 from ._request import MILLI, Request, TopologyLevel
 from ._scheduler import Scheduler
-from ._scorers import Scorer, register_scorer
+from ._scorers import Scorer
 from ._state import Allocation, ClusterState, DeviceSpec, HostSpec
 
 __all__ = ["GangPlacer", "Reservation", "TopologyScorer", "best_device_set", "from_inventories",
@@ -175,9 +175,6 @@ class TopologyScorer(Scorer):
     def choose_devices(self, state: ClusterState, req: Request, host: int) -> tuple[int, ...] | None:
         got = best_device_set(state, req, host)
         return got[0] if got else None
-
-
-register_scorer(TopologyScorer.name, TopologyScorer)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -42,7 +42,6 @@ from accel.scheduler import (
     TopologyConstraint,
     TopologyLevel,
     best_device_set,
-    register_scorer,
 )
 
 __all__ = ["IN_HOST_LEVELS", "Chunk", "FewestFreeScorer", "PlacementPlan", "PlacementRefusal", "QueuePlacer",
@@ -140,9 +139,6 @@ class FewestFreeScorer(Scorer):
         if k == 1 or k == len(free):
             return tuple(int(s) for s in free[:k])
         return None  # the scheduler's default: lowest-index fitting slots, healthy first
-
-
-register_scorer(FewestFreeScorer.name, FewestFreeScorer)
 
 
 class QueuePlacer:

@@ -1,4 +1,4 @@
-"""Autoscaling: one protocol, a reactive (HPA-like) and a predictive policy, capacity and the oracle.
+"""Autoscaling: one protocol, a reactive (HPA-like) and a predictive autoscaler, capacity and the oracle.
 
 An :class:`Autoscaler` is asked every ``sync_s`` seconds how many replicas the service should
 have, from a :class:`ServingSnapshot` (what an operator could observe: arrivals and their
@@ -16,7 +16,7 @@ in *work tokens*: prompt tokens plus ``decode_weight`` x output tokens, where
   / target)`` on the average over the current replicas (starting ones count as 0, as HPA
   counts not-ready pods on scale-up), no change within a tolerance of 0.1, scale-up at once,
   scale-down to the highest recommendation of the last 300 s (stabilisation window), sync 15 s.
-  Neither policy scales down before it has observed for its window: the replicas it starts
+  Neither autoscaler scales down before it has observed for its window: the replicas it starts
   with were set by the same controller before the observed period began.
 - :class:`Predictive`: forecasts the work-token arrival rate at ``now + lead_s`` (lead = model
   start-up + sync period + any preemption grace: when a replica asked for now would serve) from
@@ -199,7 +199,7 @@ class Predictive:
     of those finished so far (``prior_output`` until any has).  The forecast is the fitted rate
     now plus ``trend_weight`` x slope x ``lead_s`` (1: follow the trend the whole lead; lower
     damps an extrapolation that reaches further ahead than the fit looked back), and never
-    below the last ``short_s`` rate.  With ``error_quantile`` the policy scores itself: each
+    below the last ``short_s`` rate.  With ``error_quantile`` the autoscaler scores itself: each
     forecast is compared, ``lead_s`` later, with the rate then seen, and the headroom becomes
     that quantile of the relative errors of the last ``error_window_s`` (never below
     ``headroom``): it provisions for the load it has recently failed to foresee.
@@ -470,7 +470,7 @@ def oracle_plan(requests: Sequence[ServingRequest], capacity: float | Capacity, 
     ``min(g, startup)`` (keep the replica, or stop it and place a new one ``startup`` early) and
     an interval starting after time 0 costs a start-up.  This plan is that sum, so it is the
     minimum over feasible schedules.  A level needed within the first ``startup`` seconds is warm
-    at time 0 (every policy in a comparison starts with those replicas warm).
+    at time 0 (every autoscaler in a comparison starts with those replicas warm).
 
     It is a bound *relative to the capacity model*: whether the plan meets the objective is a
     separate question, answered by simulating :attr:`OraclePlan.changes`.

@@ -1,4 +1,4 @@
-"""Request routers: one protocol, four policies.
+"""Request routers: one protocol, four routing rules.
 
 A router sees a request's prompt as its block hashes and the replicas that can take it now,
 each with its load (requests routed to it and not finished), and names one replica.  Routers

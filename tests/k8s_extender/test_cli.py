@@ -70,3 +70,21 @@ def test_non_loopback_listen_warns(tmp_path: Path) -> None:
 def test_unknown_scorer_is_an_error() -> None:
     run = subprocess.run([*ACCEL, "k8s", "extender", "--scorer", "nope"], capture_output=True, text=True)
     assert run.returncode != 0 and "unknown scorer 'nope'" in run.stderr
+
+
+def test_takes_the_queueing_engines_default_scorer(tmp_path: Path) -> None:
+    # fewest-free lives in accel.scheduler.queueing, which the extender never imports
+    slices = subprocess.run([*ACCEL, "dra", "--sim", "dgx-h100", "--node", "gpu-1"], capture_output=True,
+                            text=True, check=True).stdout
+    (tmp_path / "slices.json").write_text(slices)
+    proc, port = _start(["--slices", str(tmp_path / "slices.json"), "--scorer", "fewest-free"])
+    try:
+        pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+               "spec": {"containers": [{"name": "c", "resources": {"limits": {"accel.dev/gpu": "2"}}}]}}
+        status, prio = _post(port, "prioritize", {"Pod": pod, "NodeNames": ["gpu-1"]})
+        assert status == 200 and isinstance(prio, list) and [p["Host"] for p in prio] == ["gpu-1"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        assert proc.stderr is not None
+        proc.stderr.close()

@@ -378,3 +378,19 @@ def test_partition_requests_use_the_profiles() -> None:
     assert out["NodeNames"] == ["mig"] and out["FailedNodes"]["plain"] == "accel: partition 1g.10gb wanted, 0 free"
     out = ext.filter({"Pod": make_pod("p", {"partition": "3g.40gb"}), "NodeNames": ["mig"]})
     assert out["NodeNames"] == []
+
+
+def test_takes_every_scorer_the_queueing_engine_can_use() -> None:
+    # the engine takes any name make_scorer knows; so must the extender, whatever was imported first
+    from accel.scheduler import BUILTIN_SCORERS, available_scorers
+
+    small = generate_cluster(6, {"dgx-h100": 1.0, "mi300x-8": 1.0}, seed=3)
+    hosts = [inv.host.hostname for inv in small]
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+           "spec": {"containers": [{"name": "c", "resources": {"limits": {"accel.dev/gpu": "2"}}}]}}
+    assert set(BUILTIN_SCORERS) <= set(available_scorers())
+    for name in available_scorers():
+        ext = Extender(inventories=small, scorer=name)
+        assert ext.scheduler is not None and ext.scheduler.scorer.name == name
+        prio = ext.prioritize({"Pod": pod, "NodeNames": hosts})
+        assert sorted(p["Host"] for p in prio) == sorted(hosts), name

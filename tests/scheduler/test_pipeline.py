@@ -16,7 +16,7 @@ from accel.scheduler import (
     Scheduler,
     SchedulerStateError,
     Share,
-    UnknownPolicyError,
+    UnknownScorerError,
     available_scorers,
     make_scorer,
 )
@@ -40,7 +40,7 @@ def _host(name: str, n: int, **kw: object) -> HostSpec:
 
 def test_registry_lists_builtins_and_rejects_unknown() -> None:
     assert set(ALL) <= set(available_scorers())
-    with pytest.raises(UnknownPolicyError):
+    with pytest.raises(UnknownScorerError):
         make_scorer("no-such-policy")
 
 
