@@ -351,7 +351,7 @@ class AdmitFGDPlusScorer(FGDPlusScorer):
     name = "fgd-plus-admit"
 
     def __init__(self, *, fresh_below: float = 0.2, stranded_below: float = 0.05, check_window: float = 0.05,
-                 check_span: float = 0.1, check_slack: float = 1.0, **kwargs: float) -> None:
+                 check_span: float = 0.1, check_slack: float = 1.6, **kwargs: float) -> None:
         super().__init__(**kwargs)
         _check_param(self.name, "fresh_below", fresh_below, high=1.0)
         _check_param(self.name, "stranded_below", stranded_below, high=1.0)
@@ -487,7 +487,7 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
 
     def __init__(self, *, need: float = 1.6, horizon: float = 1.0, keep_hosts: float = 3.0,
                  min_group_devices: int = 2, fresh_below: float = 0.2, stranded_below: float = 0.05,
-                 check_window: float = 0.05, check_span: float = 0.1, check_slack: float = 1.0,
+                 check_window: float = 0.05, check_span: float = 0.1, check_slack: float = 1.6,
                  **kwargs: float) -> None:
         super().__init__(fresh_below=fresh_below, stranded_below=stranded_below, check_window=check_window,
                          check_span=check_span, check_slack=check_slack, **kwargs)
