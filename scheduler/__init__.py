@@ -20,6 +20,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 
 import warnings as _warnings
 
+from ._default import DEFAULT_SCORER
 from ._errors import InvalidRequestError, SchedulerStateError, UnknownScorerError
 from ._fgd import TypicalPod, TypicalPods
 from ._policies import AdmitFGDPlusScorer, DemandFGDPlusScorer, FGDPlusScorer, ForecastCheck
@@ -58,6 +59,7 @@ from ._topology import (
 
 __all__ = [
     "BUILTIN_SCORERS",
+    "DEFAULT_SCORER",
     "ENTRY_POINT_GROUP",
     "MILLI",
     "AdmitFGDPlusScorer",
@@ -72,8 +74,8 @@ __all__ = [
     "DotProductScorer",
     "FGDPlusScorer",
     "FGDScorer",
-    "ForecastCheck",
     "Filter",
+    "ForecastCheck",
     "GangPlacer",
     "GpuClusteringScorer",
     "GpuPackingScorer",

@@ -68,3 +68,9 @@ def test_bad_check_parameters_are_refused() -> None:
     for kw in ({"check_window": -0.1}, {"check_window": 2.0}, {"check_slack": 0.0}, {"check_span": float("nan")}):
         with pytest.raises(InvalidRequestError, match=next(iter(kw))):
             DemandFGDPlusScorer(**kw)
+
+
+def test_the_default_scorer_is_named_and_used() -> None:
+    from accel.scheduler import DEFAULT_SCORER, available_scorers
+    assert DEFAULT_SCORER in available_scorers()
+    assert Scheduler(_cluster(4), workload=WORKLOAD).scorer.name == DEFAULT_SCORER
