@@ -20,9 +20,10 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 
 import warnings as _warnings
 
+from ._default import DEFAULT_SCORER
 from ._errors import InvalidRequestError, SchedulerStateError, UnknownScorerError
 from ._fgd import TypicalPod, TypicalPods
-from ._policies import AdmitFGDPlusScorer, DemandFGDPlusScorer, FGDPlusScorer
+from ._policies import AdmitFGDPlusScorer, DemandFGDPlusScorer, FGDPlusScorer, ForecastCheck
 from ._registry import BUILTIN_SCORERS, ENTRY_POINT_GROUP, available_scorers, make_scorer, register_scorer
 from ._replay import (
     ReplayResult,
@@ -58,6 +59,7 @@ from ._topology import (
 
 __all__ = [
     "BUILTIN_SCORERS",
+    "DEFAULT_SCORER",
     "ENTRY_POINT_GROUP",
     "MILLI",
     "AdmitFGDPlusScorer",
@@ -73,6 +75,7 @@ __all__ = [
     "FGDPlusScorer",
     "FGDScorer",
     "Filter",
+    "ForecastCheck",
     "GangPlacer",
     "GpuClusteringScorer",
     "GpuPackingScorer",

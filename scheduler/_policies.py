@@ -30,6 +30,7 @@ state; with no selector in the workload every pressure is 0 and the policy equal
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Hashable, Sequence
 
@@ -42,7 +43,8 @@ from ._request import DeviceSelector, Request
 from ._scorers import MAX_SCORE, NEG_INF, BalancedFGDScorer, _gpu_left_total
 from ._state import ClusterState
 
-__all__ = ["AdmitFGDPlusScorer", "DemandFGDPlusScorer", "FGDPlusScorer", "SpecAwareFragMeasure", "constrained_demand"]
+__all__ = ["AdmitFGDPlusScorer", "DemandFGDPlusScorer", "FGDPlusScorer", "ForecastCheck", "SpecAwareFragMeasure",
+           "constrained_demand"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -244,6 +246,75 @@ def _check_param(scorer: str, name: str, value: float, *, low: float = 0.0, high
         raise InvalidRequestError(f"{scorer}: {name} must be a finite number {bound}, got {value!r}")
 
 
+class ForecastCheck:
+    """Online check of a refusing policy's forecast: do the whole-device pods it keeps devices for come?
+
+    A policy that refuses a share to keep an untouched device bets on a forecast: whole-device
+    pods will arrive, at the rate the target workload's mix says, and take the kept devices
+    before the demand stops.  The rate is measurable while the fill goes on: every distinct
+    request scored adds its device compute to a monotone count ``seen`` and, if it asks for
+    whole devices, those devices to a per-model count (split over the models its selector
+    admits by their device counts).  ``rate`` is the whole devices per milli of demand over the
+    last ``window`` x capacity of ``seen``.  A refusal on model ``m`` is allowed only while the
+    untouched serving devices of ``m`` are fewer than ``slack x rate[m] x span`` (the policy's
+    demand still to come): the kept devices are needed *at the rate actually observed*.  When
+    the forecast misses (whole-device pods stop coming, or fit nowhere and never reach a
+    scorer) the rate falls, the check fails and the policy packs plainly (``fgd-plus``'s
+    choice); when it holds the check agrees with the forecast.  Until a whole window has been
+    seen nothing is refused.
+    """
+
+    def __init__(self, window: float, slack: float = 1.0) -> None:
+        self.window = window
+        self.slack = slack
+        self._names: set[str] = set()
+        self.seen = 0.0
+        self._whole = np.zeros(0)
+        self._at: list[float] = []
+        self._cum: list[FloatArray] = []
+
+    def reset(self, n_classes: int) -> None:
+        self._names = set()
+        self.seen = 0.0
+        self._whole = np.zeros(n_classes)
+        self._at = []
+        self._cum = []
+
+    def saw(self, req: Request, route: FloatArray | None) -> None:
+        """Count a request once however often it is scored; ``route``: its whole devices per model."""
+        if req.name in self._names:
+            return
+        self._names.add(req.name)
+        self.seen += float(req.total_milli)
+        if route is not None:
+            self._whole = self._whole + route
+        if self._at and self._at[-1] == self.seen:
+            self._cum[-1] = self._whole
+        else:
+            self._at.append(self.seen)
+            self._cum.append(self._whole)
+
+    def rate(self, total_milli: int) -> FloatArray | None:
+        """Per model: whole devices asked per milli of demand over the last window (None: too early)."""
+        w = self.window * total_milli
+        if w <= 0 or not self._at or self._at[0] > self.seen - w:
+            return None
+        k = bisect.bisect_right(self._at, self.seen - w) - 1
+        span = self.seen - self._at[k]
+        if span <= 0:
+            return None
+        out: FloatArray = (self._whole - self._cum[k]) / span
+        return out
+
+    def allows(self, fresh: FloatArray, total_milli: int, span_milli: float) -> BoolArray:
+        """Per model: are ``fresh`` untouched devices fewer than the observed rate needs within ``span_milli``?"""
+        d = self.rate(total_milli)
+        if d is None or len(d) != len(fresh):
+            return np.zeros(fresh.shape, dtype=bool)
+        out: BoolArray = (d > 0) & (fresh < self.slack * d * span_milli)
+        return out
+
+
 class AdmitFGDPlusScorer(FGDPlusScorer):
     """``fgd-plus-admit``: ``fgd-plus`` + admission control that keeps free devices for whole-device pods.
 
@@ -279,12 +350,19 @@ class AdmitFGDPlusScorer(FGDPlusScorer):
 
     name = "fgd-plus-admit"
 
-    def __init__(self, *, fresh_below: float = 0.2, stranded_below: float = 0.05, **kwargs: float) -> None:
+    def __init__(self, *, fresh_below: float = 0.2, stranded_below: float = 0.05, check_window: float = 0.05,
+                 check_span: float = 0.1, check_slack: float = 1.6, **kwargs: float) -> None:
         super().__init__(**kwargs)
         _check_param(self.name, "fresh_below", fresh_below, high=1.0)
         _check_param(self.name, "stranded_below", stranded_below, high=1.0)
+        _check_param(self.name, "check_window", check_window, high=1.0)
+        _check_param(self.name, "check_span", check_span)
+        _check_param(self.name, "check_slack", check_slack, low_open=True)
         self.fresh_below = fresh_below
         self.stranded_below = stranded_below
+        self.check_span = check_span
+        self.check = ForecastCheck(check_window, check_slack) if check_window > 0 else None
+        self._n_dev = np.zeros(0)
         self._share_milli = np.zeros(0, dtype=np.int64)
         self._n_device_requests = 0
         self._whole_cpu = self._whole_mem = 0.0
@@ -298,6 +376,36 @@ class AdmitFGDPlusScorer(FGDPlusScorer):
         whole = [r for r in dev if r.devices]
         self._whole_cpu = float(np.median([r.cpu_milli / r.devices for r in whole])) if whole else 0.0
         self._whole_mem = float(np.median([r.memory_bytes / r.devices for r in whole])) if whole else 0.0
+        n_cls = len(state.classes)
+        ok = state.dev_usable & (state.dev_class >= 0)
+        self._n_dev = np.bincount(state.dev_class[ok], minlength=n_cls)[:n_cls].astype(np.float64)
+        if self.check is not None:
+            self.check.reset(n_cls)
+
+    def _route(self, state: ClusterState, req: Request) -> FloatArray | None:
+        """A whole-device request's devices per model: split over the models it admits by their devices."""
+        if not req.devices:
+            return None
+        n_cls = len(self._n_dev)
+        mask = state.class_mask(req.selector)[:n_cls] if not req.selector.is_empty else np.ones(n_cls, dtype=bool)
+        w = np.where(mask, self._n_dev, 0.0)
+        tot = float(w.sum())
+        return None if tot <= 0 else req.devices * w / tot
+
+    def _fresh_serving(self, state: ClusterState, fresh: BoolArray, serves_host: BoolArray) -> FloatArray:
+        """Per device class: untouched devices on hosts with a median whole-device pod's CPU and memory."""
+        n_cls = len(state.classes)
+        out: FloatArray = np.bincount(state.dev_class[fresh & serves_host[:, None]],
+                                      minlength=n_cls)[:n_cls].astype(np.float64)
+        return out
+
+    def _checked(self, state: ClusterState, fresh_serving: FloatArray, scarce: BoolArray,
+                 span_milli: float) -> BoolArray:
+        """``scarce`` where the online :class:`ForecastCheck` confirms it (all of it without a check)."""
+        if self.check is None:
+            return scarce
+        out: BoolArray = scarce & self.check.allows(fresh_serving, state.total_milli, span_milli)
+        return out
 
     def stranded(self, remainder: IntArray) -> BoolArray:
         """Per remainder (milli): would so few of the workload's device requests fit in it?"""
@@ -309,6 +417,8 @@ class AdmitFGDPlusScorer(FGDPlusScorer):
 
     def score(self, state: ClusterState, req: Request, hosts: IntArray) -> tuple[FloatArray, IntArray]:
         base, slots = super().score(state, req, hosts)
+        if self.check is not None:
+            self.check.saw(req, self._route(state, req))
         if req.share is None or len(hosts) == 0 or self.fresh_below <= 0:
             return base, slots
         # untouched devices per device class (model): a kept device serves only the whole-device
@@ -319,6 +429,10 @@ class AdmitFGDPlusScorer(FGDPlusScorer):
         n_ok = np.bincount(state.dev_class[ok], minlength=n_cls)
         n_fresh = np.bincount(state.dev_class[fresh], minlength=n_cls)
         scarce = n_fresh < self.fresh_below * n_ok
+        if self.check is not None:
+            serves_host = (state.cpu_free >= self._whole_cpu) & (state.mem_free >= self._whole_mem)
+            fs = self._fresh_serving(state, fresh, serves_host)
+            scarce = self._checked(state, fs, scarce[:n_cls], self.check_span * state.total_milli)
         if not scarce.any():
             return base, slots
         chosen = np.maximum(slots, 0)
@@ -373,8 +487,10 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
 
     def __init__(self, *, need: float = 1.6, horizon: float = 1.0, keep_hosts: float = 3.0,
                  min_group_devices: int = 2, fresh_below: float = 0.2, stranded_below: float = 0.05,
+                 check_window: float = 0.05, check_span: float = 0.1, check_slack: float = 1.6,
                  **kwargs: float) -> None:
-        super().__init__(fresh_below=fresh_below, stranded_below=stranded_below, **kwargs)
+        super().__init__(fresh_below=fresh_below, stranded_below=stranded_below, check_window=check_window,
+                         check_span=check_span, check_slack=check_slack, **kwargs)
         _check_param(self.name, "need", need)
         _check_param(self.name, "horizon", horizon, low_open=True)
         _check_param(self.name, "keep_hosts", keep_hosts)
@@ -451,7 +567,7 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
         n_cls = len(state.classes)
         n_ok = np.bincount(state.dev_class[ok], minlength=n_cls)[:n_cls]
         n_fresh = np.bincount(state.dev_class[fresh], minlength=n_cls)[:n_cls]
-        n_fresh_serving = np.bincount(state.dev_class[fresh & serves_host[:, None]], minlength=n_cls)[:n_cls]
+        n_fresh_serving = self._fresh_serving(state, fresh, serves_host)
         to_come = max(self.horizon * state.total_milli - self.arrived_estimate(state), 0.0)
         if self._whole_rate is not None:
             needed = self.need * to_come * self._whole_rate
@@ -460,9 +576,9 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
             needed = self.need * self._whole_per_milli * to_come * share
         if to_come <= 0:  # past the horizon: fgd-plus-admit's rule
             past: BoolArray = n_fresh < self.fresh_below * n_ok
-            return past
+            return self._checked(state, n_fresh_serving, past, self.check_span * state.total_milli)
         out: BoolArray = n_fresh_serving < needed
-        return out
+        return self._checked(state, n_fresh_serving, out, to_come)
 
     def _keep_hosts_penalty(self, state: ClusterState, req: Request, hosts: IntArray,
                             slots: IntArray, fresh: BoolArray) -> FloatArray:
@@ -506,6 +622,8 @@ class DemandFGDPlusScorer(AdmitFGDPlusScorer):
 
     def score(self, state: ClusterState, req: Request, hosts: IntArray) -> tuple[FloatArray, IntArray]:
         base, slots = FGDPlusScorer.score(self, state, req, hosts)
+        if self.check is not None:
+            self.check.saw(req, self._route(state, req))
         if len(hosts) == 0:
             return base, slots
         ok = state.dev_usable & (state.dev_class >= 0)

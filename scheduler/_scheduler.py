@@ -23,6 +23,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from ._default import DEFAULT_SCORER
 from ._errors import InvalidRequestError
 from ._registry import make_scorer
 from ._request import Request
@@ -81,7 +82,7 @@ class Scheduler:
     (the baseline the speed benchmark compares against; results are identical).
     """
 
-    def __init__(self, state: ClusterState, scorer: str | Scorer = "fgd", *,
+    def __init__(self, state: ClusterState, scorer: str | Scorer = DEFAULT_SCORER, *,
                  workload: Sequence[Request] | None = None, seed: int = 0,
                  filters: Sequence[Filter] = (), host_rank: IntArray | None = None,
                  cache: bool = True) -> None:

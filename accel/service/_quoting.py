@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import secrets
-import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +37,6 @@ class Quoting(ServiceBase):
             if not ahead:
                 ahead.append(len(self.engine.queue(now)))
             return ahead[0]
-        ratio = self._p90_ratio()
         out = []
         for est in ests:
             if est.pool not in pools:
@@ -46,22 +44,18 @@ class Quoting(ServiceBase):
             price = self.engine.meter.prices.device_hour(est.pool)
             share = (req.share["compute_milli"] / 1000.0) if req.share else float(req.devices)
             hours = (req.duration_s or req.time_limit_s or 3600.0) / 3600.0
-            wait = est.wait_s if math.isfinite(est.wait_s) else None
-            p90 = None if wait is None else (wait * ratio if ratio is not None else wait)
+            # p50 / p90 from the engine's interval (the spread of the durations it predicts for
+            # the jobs ahead; equal to the plan when durations are declared and taken as exact)
+            finite = math.isfinite(est.wait_s)
+            wait = (est.p50_s if est.p50_s is not None else est.wait_s) if finite else None
+            p90 = (est.p90_s if est.p90_s is not None else est.wait_s) if finite else None
             out.append({"pool": est.pool, "vendor": self._pool_vendor.get(est.pool, ""),
-                        "wait_p50_s": wait, "wait_p90_s": p90, "p90_basis": "history" if ratio else "no history yet",
+                        "wait_p50_s": wait, "wait_p90_s": p90, "p90_basis": est.basis or "declared durations",
                         "start_at": est.start_at if math.isfinite(est.start_at) else None,
                         "price_per_device_hour": price, "currency": self.engine.meter.prices.currency,
                         "expected_cost": round(price * share * hours, 6), "reason": est.reason.value,
                         "why": self._why(est, queued), "summary": est.describe()})
         return out
-
-    def _p90_ratio(self) -> float | None:
-        """The 90th percentile of actual / quoted wait over the last jobs (None: fewer than 5)."""
-        r = self._wait_ratios[-200:]
-        if len(r) < 5:
-            return None
-        return max(1.0, statistics.quantiles(r, n=10)[-1])
 
     @staticmethod
     def _why(est: WaitEstimate, ahead: Callable[[], int]) -> str:

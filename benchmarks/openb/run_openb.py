@@ -165,9 +165,18 @@ def main() -> int:
         print(f"{r['trace']:11} {r['policy']:15} {r['seeds']:2d} {fmt(r['ours_100']):>8} "
               f"{fmt(r['published_100']):>8} {fmt(r['ours_130']):>8} {fmt(r['published_130']):>8} "
               f"{fmt(r['vs_published_fgd_100']):>11} {fmt(r['vs_published_fgd_130']):>11} {r['mean_wall_s']:7.1f}s")
+    # distance to the offline bound (bound_openb.py's results/bound.csv, same seeds), per policy
+    from bound_distance import distance_rows, load_bound, show, write
+    curves = {(r["trace"], r["policy"], r["seed"], k): float(r["curve"][k]) for r in results for k in (100, 130)
+              if np.isfinite(r["curve"][k])}
+    dist = distance_rows(curves, load_bound(Path(__file__).resolve().parent / "results" / "bound.csv"))
+    if dist:
+        write(dist, args.out / "bound_distance.csv")
+        print()
+        show(dist)
     pngs = plot(results, pub, args.out)
     print(f"\n{len(results)} runs in {total_wall:.0f}s with {args.jobs} jobs; wrote {args.out / 'summary.csv'}, "
-          f"{args.out / 'curves.csv'}" + "".join(f", {p}" for p in pngs))
+          f"{args.out / 'curves.csv'}, {args.out / 'bound_distance.csv'}" + "".join(f", {p}" for p in pngs))
     return 0
 
 

@@ -91,7 +91,7 @@ QUICK_VCS = ("0e4a51", "2869ce", "e13805")
 QUICK_JOBS = 200
 QUICK_TIERS: tuple[float, ...] = (900.0, 3600.0)
 QUICK_GUARDS: tuple[float | None, ...] = (None, 8.0)
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: outcomes carry the estimate's p50 / p90 start and log-spread
 
 
 @dataclass(frozen=True)
@@ -254,7 +254,8 @@ def save(run: Run, cache: Path) -> None:
     body = {"version": CACHE_VERSION, "key": asdict(run.key), "busy_device_s": run.busy_device_s,
             "makespan_s": run.makespan_s, "wall_s": run.wall_s,
             "outcomes": [[o.id, o.tenant, o.devices, o.duration_s, o.submit_s, o.start_s, o.end_s, o.estimate_s,
-                          o.lost_s] for o in run.outcomes]}
+                          o.lost_s, o.estimate_p50_s, o.estimate_p90_s, o.estimate_log_spread]
+                         for o in run.outcomes]}
     path = cache / run.key.filename()
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     with gzip.open(tmp, "wt") as fh:

@@ -47,6 +47,7 @@ from ._estimate import WaitEstimate
 from ._estimators import DeclaredModel, DurationModel
 from ._events import emit, replay, spec_dict
 from ._events import update_health as health_events
+from ._intervals import DEFAULT_SPREAD, add_intervals
 from ._invariants import check_invariants as check_all
 from ._invariants import verify_reservations as verify_all
 from ._journal import Event, Journal
@@ -95,6 +96,7 @@ class QueueingScheduler:
             meter.prices = stored
         elif not jr.readonly:
             jr.use_prices(meter.prices)  # stored with the next rows it prices
+        self.interval_spread = DEFAULT_SPREAD  # wait intervals (``_intervals``); reporting only
         self._st = EngineState.build(cluster, policy, durations or DeclaredModel(), QueuePlacer(self.placer),
                                      TenantBook(tenants, half_life_s=policy.fair_half_life_s), meter, jr)
 
@@ -222,12 +224,16 @@ class QueueingScheduler:
                 del st.jobs[spec.id], st.waiting[spec.id]
             own = [e.start_at for e in ests if e.pool in st.pools_for(spec)]
             data["estimate"] = min(own) if own else None
+            best = min((e for e in ests if e.pool in st.pools_for(spec)), key=lambda e: e.start_at, default=None)
             if data["estimate"] is not None and st.ratios and math.isfinite(data["estimate"]):
                 data["raw_estimate"] = data["estimate"]
                 data["estimate"] = now + (data["estimate"] - now) * statistics.median(st.ratios)
             if data["estimate"] is not None and not math.isfinite(data["estimate"]):
                 data["estimate"] = None
         emit(st, now, spec.id, "submitted", "submitted", data)
+        if estimate and best is not None and best.p50_s is not None and best.p90_s is not None:
+            # the interval of that estimate (not journaled: a report, no decision reads it)
+            st.jobs[spec.id].interval_at_submit = (now + best.p50_s, now + best.p90_s, best.log_spread)
         return st.jobs[spec.id]
 
     def quote(self, spec: JobSpec, now: float, *, depth: int | None = None) -> list[WaitEstimate]:
@@ -359,6 +365,7 @@ class QueueingScheduler:
         if refused is not None and refused.pool in out and out[refused.pool].reason == WaitReason.NONE:
             # the counts say "now", but the last cycle's pipeline refused it there: say so
             out[refused.pool] = dataclasses.replace(out[refused.pool], reason=WaitReason.PLACEMENT)
+        out = add_intervals(st, job, t, out, self.interval_spread)  # p50 / p90 (``_intervals``)
         return sorted(out.values(), key=lambda e: (e.start_at, e.price_per_hour))
 
     # -- reports -----------------------------------------------------------------------------------------

@@ -24,27 +24,43 @@ __all__ = ["WaitEstimate", "estimate_in", "quota_frees_at"]
 
 @dataclass(frozen=True, slots=True)
 class WaitEstimate:
-    """When a queued job would start in one pool, and why it waits."""
+    """When a queued job would start in one pool, and why it waits.
+
+    ``wait_s`` is the planned wait (every job ahead booked at its expected hold); ``p50_s`` and
+    ``p90_s`` are the median and 90th percentile of the wait given the spread of the durations
+    the duration model predicts for the jobs ahead (``_intervals``; equal to ``wait_s`` with
+    declared durations taken as exact), ``log_spread`` the log-normal spread they come from and
+    ``basis`` the duration assumption in words.  None until the engine fills them (it always
+    does in :meth:`QueueingScheduler.estimate`)."""
 
     pool: str
     start_at: float
     wait_s: float
     reason: WaitReason
     price_per_hour: float
+    p50_s: float | None = None
+    p90_s: float | None = None
+    log_spread: float = 0.0
+    basis: str = ""
 
     def describe(self) -> str:
         if self.reason == WaitReason.PLACEMENT:
             when = "not now: enough devices are free but the placement pipeline refused it"
         elif not math.isfinite(self.wait_s):
             when = "not with the current capacity"
-        elif self.wait_s < 30:
+        elif (self.wait_s if self.p50_s is None else self.p50_s) < 30:
             when = "now"
-        elif self.wait_s < 5400:
-            when = f"about {round(self.wait_s / 60)} minutes"
         else:
-            when = f"about {self.wait_s / 3600:.1f} hours"
+            when = _span(self.wait_s if self.p50_s is None else self.p50_s)
         why = "" if self.reason == WaitReason.NONE else f" ({self.reason.value})"
+        if self.p90_s is not None and self.p50_s is not None and math.isfinite(self.p90_s) \
+                and self.p90_s >= 30 and self.p90_s > self.p50_s * 1.05:
+            when += f" (p90 {_span(self.p90_s)})"
         return f"{self.pool} pool: {when}{why}, {self.price_per_hour:.2f}/h"
+
+
+def _span(s: float) -> str:
+    return f"about {round(s / 60)} minutes" if s < 5400 else f"about {s / 3600:.1f} hours"
 
 
 def estimate_in(st: EngineState, job: Job, pool: str, prof: Profile, now: float, work_ahead: float,

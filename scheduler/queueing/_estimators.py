@@ -242,6 +242,8 @@ class HistoryModel:
         # per key: (observations when built, sorted durations, prefix sums) for O(log n) means
         self._sorted: dict[tuple[object, ...], tuple[int, list[float], list[float]]] = {}
         self._version: dict[tuple[object, ...], int] = {}
+        # the same with prefix sums of squares, for the variance a wait interval reads
+        self._sorted2: dict[tuple[object, ...], tuple[int, list[float], list[float], list[float]]] = {}
 
     # -- censored observations (running jobs) --------------------------------------------------------------
     def attach(self, clock: Callable[[], float],
@@ -312,6 +314,50 @@ class HistoryModel:
         hi = bisect.bisect_right(xs, cap_s, lo=lo) if math.isfinite(cap_s) else len(xs)
         total = pre[hi] - pre[lo] + cap_s * (len(xs) - hi) if hi < len(xs) else pre[hi] - pre[lo]
         return n, total / n - (done_s if done_s > 0 else 0.0)
+
+    def _capped_moments(self, level: tuple[object, ...], done_s: float, cap_s: float) -> tuple[int, float, float]:
+        """(n, mean, variance) of ``min(D, cap) - done`` over the n durations D > done of one
+        level, from sorted prefix sums of D and D^2 (rebuilt only after that level changed)."""
+        ver = self._version.get(level, 0)
+        got = self._sorted2.get(level)
+        if got is None or got[0] != ver:
+            xs = sorted(self._hist[level])
+            pre, pre2 = [0.0], [0.0]
+            for x in xs:
+                pre.append(pre[-1] + x)
+                pre2.append(pre2[-1] + x * x)
+            got = self._sorted2[level] = (ver, xs, pre, pre2)
+        _, xs, pre, pre2 = got
+        d = done_s if done_s > 0 else 0.0
+        lo = bisect.bisect_right(xs, d) if d > 0 else 0
+        n = len(xs) - lo
+        if n == 0:
+            return 0, 0.0, 0.0
+        hi = bisect.bisect_right(xs, cap_s, lo=lo) if math.isfinite(cap_s) else len(xs)
+        k, above = hi - lo, len(xs) - hi
+        s1 = pre[hi] - pre[lo] - d * k
+        s2 = (pre2[hi] - pre2[lo]) - 2 * d * (pre[hi] - pre[lo]) + d * d * k
+        if above:
+            c = cap_s - d
+            s1 += c * above
+            s2 += c * c * above
+        mean = s1 / n
+        return n, mean, max(0.0, s2 / n - mean * mean)
+
+    def spread(self, key: tuple[str, int], done_s: float = 0.0, cap_s: float = math.inf) -> tuple[float, float] | None:
+        """(mean, variance) of the run time left, ``min(D, cap) - done`` given ``D > done``, over the
+        finest matching history with ``min_samples`` jobs longer than ``done`` (backing off as the
+        predictions do); None when no level has one.  What a wait interval reads: the
+        distribution of durations the history predicts for this job, not a fixed factor."""
+        levels = self._chain_levels(key)
+        best: tuple[int, float, float] | None = None
+        for lv in levels:  # fine to coarse
+            got = self._capped_moments(lv, done_s, cap_s)
+            if got[0] >= self.min_samples:
+                return got[1], got[2]
+            if got[0] and best is None:
+                best = got
+        return None if best is None else (best[1], best[2])
 
     def history(self, key: tuple[str, int]) -> deque[float] | None:
         """Finest history with at least ``min_samples`` jobs (else the coarsest non-empty one)."""

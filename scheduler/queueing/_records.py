@@ -43,6 +43,8 @@ class Job:
     reason: str = ""
     wait: WaitReason = WaitReason.NONE
     estimate_at_submit: float | None = None
+    # p50 / p90 start and log-spread of that estimate (``_intervals``; kept, not journaled)
+    interval_at_submit: tuple[float, float, float] | None = None
     tier_seen: int = 0  # the attained-service tier last journaled (``demoted`` events)
     preempted_for: str | None = None  # while in its grace period: the job it was preempted for
     # and the hosts it frees for that job, kept for it (a one-host preemptor, or a gang whose victims

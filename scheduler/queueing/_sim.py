@@ -108,6 +108,10 @@ class JobOutcome:
     end_s: float | None
     estimate_s: float | None
     lost_s: float
+    # the estimate's interval at submission: p50 and p90 start, log-spread (None: no estimate)
+    estimate_p50_s: float | None = None
+    estimate_p90_s: float | None = None
+    estimate_log_spread: float | None = None
 
 
 @dataclass(slots=True)
@@ -335,8 +339,11 @@ class Simulator:
             r = eng.jobs.get(j.id)
             if r is None:
                 continue
+            iv = r.interval_at_submit
             outcomes.append(JobOutcome(j.id, j.tenant, j.devices, j.duration_s, r.submitted_at, r.first_started_at,
-                                       r.ended_at, r.estimate_at_submit, r.lost_s))
+                                       r.ended_at, r.estimate_at_submit, r.lost_s,
+                                       None if iv is None else iv[0], None if iv is None else iv[1],
+                                       None if iv is None else iv[2]))
         cap = sum(eng.pool_capacity(p) for p in eng.pools)
         start = min((o.submit_s for o in outcomes), default=0.0)
         end = max((o.end_s or 0.0 for o in outcomes), default=0.0)

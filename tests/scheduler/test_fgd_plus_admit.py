@@ -24,7 +24,10 @@ from tests.scheduler._stranding import one_device_hosts as _cluster
 
 
 def _sched(state: ClusterState, policy: str = "fgd-plus-admit") -> Scheduler:
-    return Scheduler(state, policy, workload=WORKLOAD, seed=1)
+    # the admission rule alone: its online forecast check (which refuses nothing until it has
+    # seen a window of demand) is tested in test_forecast_check.py
+    scorer = AdmitFGDPlusScorer(check_window=0.0) if policy == "fgd-plus-admit" else policy
+    return Scheduler(state, scorer, workload=WORKLOAD, seed=1)
 
 
 def test_registered_and_exported() -> None:

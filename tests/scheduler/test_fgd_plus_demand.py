@@ -34,7 +34,7 @@ def test_registered_and_exported() -> None:
 
 def test_refusal_follows_the_demand_still_to_come() -> None:
     state = _cluster()
-    sc = DemandFGDPlusScorer(need=1.6)
+    sc = DemandFGDPlusScorer(need=1.6, check_window=0.0)  # the rule alone (check: test_forecast_check.py)
     sched = Scheduler(state, sc, workload=WORKLOAD, seed=1)
     _fill_whole(sched, 4)
     # 4,000 milli to come x 1.6 x 20/32,700 = 3.9 whole devices needed, 4 untouched: admitted
@@ -58,7 +58,7 @@ def test_refusal_follows_the_demand_still_to_come() -> None:
 
 def test_past_the_horizon_the_fixed_rule_applies() -> None:
     state = _cluster()
-    sched = Scheduler(state, DemandFGDPlusScorer(need=1.6, horizon=0.5), workload=WORKLOAD, seed=1)
+    sched = Scheduler(state, DemandFGDPlusScorer(need=1.6, horizon=0.5, check_window=0.0), workload=WORKLOAD, seed=1)
     _fill_whole(sched, 5)  # past 50% of capacity: 3 of 8 untouched (37.5%) is not scarce
     assert sched.place(Request("big", cpu_milli=1000, share=Share(810))) is not None
     _fill_whole(sched, 1)  # 1 of 8 untouched: under 20%, refused
@@ -119,7 +119,9 @@ def test_with_selectors_the_need_goes_to_the_models_pods_may_use() -> None:
     t4 = DeviceSelector(models=("T4",))
     workload = ([Request(f"w{i}", cpu_milli=1000, devices=1, selector=t4) for i in range(20)]
                 + [Request(f"b{i}", cpu_milli=1000, share=Share(810)) for i in range(10)])
-    sched = Scheduler(state, "fgd-plus-demand", workload=workload, seed=1)
+    # the demand rule alone (the online forecast check, which needs a window of history, is
+    # tested in test_forecast_check.py)
+    sched = Scheduler(state, DemandFGDPlusScorer(check_window=0.0), workload=workload, seed=1)
     assert sched.decide(Request("big-t4", cpu_milli=1000, share=Share(810), selector=t4)).host is None
     big = sched.place(Request("big", cpu_milli=1000, share=Share(810)))
     assert big is not None and big.host_name.startswith("g")
