@@ -23,4 +23,3 @@ echo "== bench: serving routing on the Mooncake trace (quick)"; "$PY" benchmarks
 echo "== bench: serving autoscaling on the Azure trace (quick)"; "$PY" benchmarks/serving/autoscale.py --quick --out "$OUT/serving"
 echo "== bench: serving + training co-location (quick)"; "$PY" benchmarks/serving/colocate.py --quick --out "$OUT/serving"
 echo "== bench: accel serve API latency vs /healthz (quick)"; "$PY" benchmarks/service/bench_api.py --quick
-echo "== bench: accel serve live vs offline replay, Philly (quick)"; "$PY" benchmarks/service/live_vs_replay.py --quick
