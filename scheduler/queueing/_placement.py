@@ -173,7 +173,7 @@ class QueuePlacer:
             allowed = ~self._exclude if allowed is None else allowed & ~self._exclude
         if req.devices:
             base = self._pool_free >= req.devices
-            hosts = np.nonzero(base if allowed is None else base & allowed)[0].astype(np.int64)
+            hosts = (base if allowed is None else base & allowed).nonzero()[0].astype(np.int64, copy=False)
         else:
             hosts = (np.arange(st.n_hosts, dtype=np.int64) if allowed is None
                      else np.nonzero(allowed)[0].astype(np.int64))
@@ -223,12 +223,12 @@ class QueuePlacer:
             count = self._pool_free[hosts]
             n = self.state.n_hosts
             key = count * n - hosts if req.gang is not None else -(count * n + hosts)
-            host = int(hosts[int(np.argmax(key))])
+            host = int(hosts[int(key.argmax())])
             if in_host:
                 got = best_device_set(self.state, req, host)
                 assert got is not None
                 return host, got[0]
-            return host, self.scheduler.reserve_devices(req, host)
+            return host, self._fewest_free_slots(req, host)
         scores, hints = self.scheduler.score(req, hosts)
         finite = np.isfinite(scores)
         if not finite.any():
@@ -243,6 +243,24 @@ class QueuePlacer:
             assert got is not None  # the host passed _topology_ok (or the filter's device fit)
             return host, got[0]
         return host, self.scheduler.reserve_devices(req, host, int(hints[pick]))
+
+    def _fewest_free_slots(self, req: Request, host: int) -> tuple[int, ...]:
+        """``scheduler.reserve_devices(req, host)`` for a whole-device request under
+        :class:`FewestFreeScorer` (its ``choose_devices``, else the scheduler's default: fitting
+        slots by index, healthy before degraded), read from the host's own rows: the same slots,
+        without the per-call layers (this runs at every queued start)."""
+        st = self.state
+        left, cap = st.dev_left[host], st.dev_cap[host]
+        free = st.eligible_slots(req)[host] & (left == cap) & (cap > 0)
+        idx = free.nonzero()[0]
+        k = req.devices
+        if k == 1 or k == len(idx):
+            return tuple(idx[:k].tolist())
+        if req.selector.min_memory_bytes:  # slot_fit's extra check (the scheduler's default order)
+            idx = (free & (st.dev_mem_cap[host] >= req.selector.min_memory_bytes)).nonzero()[0]
+        degraded = st.dev_degraded[host][idx]
+        order: list[int] = idx[~degraded].tolist() + idx[degraded].tolist()
+        return tuple(order[:k])
 
     # -- jobs --------------------------------------------------------------------------------------
     def fits_host(self, make: MakeRequest, devices: int, *, topology: TopologyConstraint | None,

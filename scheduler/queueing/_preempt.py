@@ -26,7 +26,7 @@ from ._records import CycleResult, GraceHold, Job, PreemptCheck, Reservation
 from ._starts import host_fits, released, start
 from ._state import EngineState
 from ._tenants import Admission, Usage
-from ._tiers import TierViews, journal_demotion, releasable, view_end
+from ._tiers import TierViews, journal_demotion, view_end
 from ._types import JobState, PreemptMode
 
 __all__ = ["attempt_key", "claim", "ends_in_grace", "finish_preemption", "grace_holds", "lost_if", "may_preempt",
@@ -465,10 +465,24 @@ def lost_if(st: EngineState, v: Job, now: float) -> float:
 def tier_victims(st: EngineState, level: int, pool: str, q: int, now: float) -> deque[Job]:
     """Running jobs a tier-``q`` job of class ``level`` may preempt in ``pool``, in victim order:
     highest tier first, then least work lost, then most devices (fewer victims)."""
-    cands = [v for v in st.active.values() if v.pool == pool and releasable(st, v, level, q, now)
-             and not ends_in_grace(st, v, now)]
-    return deque(sorted(cands, key=lambda v: (-st.tier(v, now), lost_if(st, v, now), -v.spec.devices,
-                                              -v.seq)))
+    keyed: list[tuple[tuple[float, float, int, int], Job]] = []
+    running = JobState.RUNNING
+    for v in st.active.values():
+        # :func:`releasable` and the sort key, with each candidate's tier read once (this runs
+        # over every active job of the pool, thousands in a full cluster)
+        if (v.pool != pool or v.state != running or v.klass.level != level
+                or not (v.spec.preemptible and v.klass.preemptible)):
+            continue
+        tier = st.tier(v, now)
+        if tier <= q or ends_in_grace(st, v, now):
+            continue
+        keyed.append(((-tier, lost_if(st, v, now), -v.spec.devices, -v.seq), v))
+    keyed.sort(key=_key)
+    return deque(v for _k, v in keyed)
+
+
+def _key(item: tuple[tuple[float, float, int, int], Job]) -> tuple[float, float, int, int]:
+    return item[0]
 
 
 def preempt_tier(st: EngineState, job: Job, pool: str, q: int, now: float, adm: Admission, res: CycleResult,
