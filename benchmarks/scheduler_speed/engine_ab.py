@@ -12,7 +12,9 @@ Workloads (sized for a 2-core machine):
   filled, two classes, three tenants), first and follow-up cycle timed together;
   ``cycle-tiers``: the same with attained-service tiers (3,600 device-s, conservative backfill)
   and running jobs aged past their first tier, so the cycle preempts (cycle_bench ``--tiers 3600
-  --age 4000 --mode conservative``);
+  --age 4000 --mode conservative``: the preemption storm);
+  ``cycle-tiered``: the tiered cycle without the storm (the running jobs just started, cycle_bench
+  ``--tiers 3600 --mode conservative``);
   ``philly-quick``: ``run_philly.py --quick``'s 36 replays, serially;
   ``philly-vc``: one Philly VC (``--vc``, ``--vc-jobs`` jobs) with the ``default`` policy
   (attained-service tiers, suspend/resume, conservative backfill) and true durations;
@@ -43,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("ACCEL_SHARED", ROOT.parent / "shared"))
 if "ACCEL_SHARED" not in os.environ and not (SHARED / "traces" / "philly").exists():
     SHARED = ROOT.parents[1] / "shared"
-WORKLOADS = ("cycle", "cycle-tiers", "philly-quick", "philly-vc", "philly-deep")
+WORKLOADS = ("cycle", "cycle-tiered", "cycle-tiers", "philly-quick", "philly-vc", "philly-deep")
 MAPPED = {"scheduler": "scheduler", "plugins": "plugins", "conformance": "conformance"}
 # philly-deep: the biggest VC and the devices cv.py's sizing rule gives its whole trace
 DEEP_VC, DEEP_DEVICES = "6214e9", 200
@@ -63,7 +65,7 @@ def layout(src: Path, dest: Path) -> Path:
 
 def worker(workload: str, tree: Path, args: argparse.Namespace) -> dict[str, float]:
     """Run one workload in this process (imports come from ``PYTHONPATH``); wall and CPU seconds."""
-    if workload in ("cycle", "cycle-tiers"):
+    if workload in ("cycle", "cycle-tiered", "cycle-tiers"):
         # cycle_bench's workload, built by this checkout's copy of it (identical for both trees:
         # the engine under test comes from ``PYTHONPATH``)
         sys.path.insert(0, str(ROOT / "benchmarks" / "philly"))
@@ -71,14 +73,15 @@ def worker(workload: str, tree: Path, args: argparse.Namespace) -> dict[str, flo
 
         from accel.scheduler.queueing import BackfillMode
 
-        tiered = workload == "cycle-tiers"
-        t_q = 4001.0 if tiered else 1.0
+        tiered = workload != "cycle"
+        t_q = 4001.0 if workload == "cycle-tiers" else 1.0
         mode = BackfillMode.CONSERVATIVE if tiered else BackfillMode.EASY
         eng = cycle_bench.build(args.hosts, args.queued, mode=mode, tiers=(3600.0,) if tiered else (), t_q=t_q, seed=0)
         w0, c0 = time.perf_counter(), time.process_time()
         eng.cycle(t_q + 1.0)
+        first = time.perf_counter() - w0
         eng.cycle(t_q + 2.0)
-        return {"wall": time.perf_counter() - w0, "cpu": time.process_time() - c0}
+        return {"wall": time.perf_counter() - w0, "cpu": time.process_time() - c0, "first": first}
     sys.path.insert(0, str(tree / "benchmarks" / "philly"))
     import run_philly as rp  # the tree's own copy
 
@@ -152,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                                          capture_output=True, text=True)
                     m = json.loads(out.stdout.strip().splitlines()[-1])
                     results.setdefault((w, side), []).append(m)
-                    print(f"{w:13s} round {r} {side}: wall {m['wall']:.3f} s, cpu {m['cpu']:.3f} s", flush=True)
+                    print(f"{w:13s} round {r} {side}: wall {m['wall']:.3f} s, cpu {m['cpu']:.3f} s"
+                          + (f", first cycle {m['first']:.3f} s" if "first" in m else ""), flush=True)
     for w in names:
         digests = {m["schedule"] for side in ("old", "new") for m in results[(w, side)] if "schedule" in m}
         if len(digests) > 1:
@@ -169,6 +173,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{w:13s} {med['old', 'wall']:9.3f} {med['new', 'wall']:9.3f} "
               f"{med['new', 'wall'] / med['old', 'wall']:6.3f} {med['old', 'cpu']:9.3f} {med['new', 'cpu']:9.3f} "
               f"{med['new', 'cpu'] / med['old', 'cpu']:6.3f}")
+    firsts = [w for w in names if all("first" in m for side in ("old", "new") for m in results[(w, side)])]
+    if firsts:
+        print("\nthe first (full) cycle alone, wall seconds, medians:")
+        for w in firsts:
+            old = statistics.median(m["first"] for m in results[(w, "old")])
+            new = statistics.median(m["first"] for m in results[(w, "new")])
+            print(f"{w:13s} {old:9.3f} {new:9.3f} {new / old:6.3f}")
     return 0
 
 

@@ -156,6 +156,7 @@ class QueuePlacer:
         # (the engine's pool selector, usable and fully free): the device fit and the default
         # scorer's count are read from it instead of recounted per request (same decisions)
         self._exact = False
+        self._arange: IntArray = np.zeros(0, dtype=np.int64)
 
     # -- one decision over a set of candidate hosts -----------------------------------------------
     def _candidates(self, req: Request, allowed: BoolArray | None) -> IntArray:
@@ -169,7 +170,7 @@ class QueuePlacer:
             allowed = ~self._exclude if allowed is None else allowed & ~self._exclude
         if req.devices:
             base = self._pool_free >= req.devices
-            hosts = np.nonzero(base if allowed is None else base & allowed)[0].astype(np.int64)
+            hosts = (base if allowed is None else base & allowed).nonzero()[0].astype(np.int64, copy=False)
         else:
             hosts = (np.arange(st.n_hosts, dtype=np.int64) if allowed is None
                      else np.nonzero(allowed)[0].astype(np.int64))
@@ -219,12 +220,12 @@ class QueuePlacer:
             count = self._pool_free[hosts]
             n = self.state.n_hosts
             key = count * n - hosts if req.gang is not None else -(count * n + hosts)
-            host = int(hosts[int(np.argmax(key))])
+            host = int(hosts[int(key.argmax())])
             if in_host:
                 got = best_device_set(self.state, req, host)
                 assert got is not None
                 return host, got[0]
-            return host, self.scheduler.reserve_devices(req, host)
+            return host, self._fewest_free_slots(req, host)
         scores, hints = self.scheduler.score(req, hosts)
         finite = np.isfinite(scores)
         if not finite.any():
@@ -240,6 +241,64 @@ class QueuePlacer:
             return host, got[0]
         return host, self.scheduler.reserve_devices(req, host, int(hints[pick]))
 
+    def _decide(self, req: Request, allowed: BoolArray | None,
+                topo: TopologyConstraint | None) -> tuple[int, tuple[int, ...]] | RefusalKind:
+        """:meth:`_pick` over :meth:`_candidates`, with a shortcut for the common queued start.
+
+        With exact counts, the default scorer, a whole-device request, no extra filters and no
+        in-host topology, the pipeline's choice is the host with the fewest (a gang chunk: the
+        most) free devices of the pool that holds the request and passes the CPU, memory and pod
+        checks, lowest index on ties.  The host that wins on the counts alone is found with one
+        pass over the hosts; if it passes those checks it is that choice (the checks only remove
+        hosts), else the full stages decide."""
+        if (self._exact and req.devices and req.share is None and req.partition is None
+                and not self.scheduler.filters and type(self.scheduler.scorer) is FewestFreeScorer
+                and not (topo is not None and topo.level in _IN_HOST and req.devices > 1)):
+            st = self.state
+            count = self._pool_free
+            ok = count >= req.devices
+            if allowed is not None:
+                ok &= allowed
+            if self._exclude is not None:
+                ok &= ~self._exclude
+            n = st.n_hosts
+            if req.gang is not None:
+                key = np.where(ok, count * n - self._index(), -1)
+                host = int(key.argmax())
+            else:
+                key = np.where(ok, count * n + self._index(), np.iinfo(np.int64).max)
+                host = int(key.argmin())
+            if not ok[host]:
+                return RefusalKind.RESOURCES  # no host holds the request (what _candidates finds)
+            if (st.cpu_free[host] >= req.cpu_milli and st.mem_free[host] >= req.memory_bytes
+                    and st.pods_used[host] < st.pods_cap[host]):
+                return host, self._fewest_free_slots(req, host)
+        return self._pick(req, self._candidates(req, allowed), topo)
+
+    def _index(self) -> IntArray:
+        """0..n_hosts-1, kept (the shortcut's tie-break term)."""
+        if len(self._arange) != self.state.n_hosts:
+            self._arange = np.arange(self.state.n_hosts, dtype=np.int64)
+        return self._arange
+
+    def _fewest_free_slots(self, req: Request, host: int) -> tuple[int, ...]:
+        """``scheduler.reserve_devices(req, host)`` for a whole-device request under
+        :class:`FewestFreeScorer` (its ``choose_devices``, else the scheduler's default: fitting
+        slots by index, healthy before degraded), read from the host's own rows: the same slots,
+        without the per-call layers (this runs at every queued start)."""
+        st = self.state
+        left, cap = st.dev_left[host], st.dev_cap[host]
+        free = st.eligible_slots(req)[host] & (left == cap) & (cap > 0)
+        idx = free.nonzero()[0]
+        k = req.devices
+        if k == 1 or k == len(idx):
+            return tuple(idx[:k].tolist())
+        if req.selector.min_memory_bytes:  # slot_fit's extra check (the scheduler's default order)
+            idx = (free & (st.dev_mem_cap[host] >= req.selector.min_memory_bytes)).nonzero()[0]
+        degraded = st.dev_degraded[host][idx]
+        order: list[int] = idx[~degraded].tolist() + idx[degraded].tolist()
+        return tuple(order[:k])
+
     # -- jobs --------------------------------------------------------------------------------------
     def fits_host(self, make: MakeRequest, devices: int, *, topology: TopologyConstraint | None,
                   pool_free: IntArray, host: int, exact_counts: bool = False) -> bool:
@@ -250,7 +309,7 @@ class QueuePlacer:
         allowed = np.zeros(self.state.n_hosts, dtype=bool)
         allowed[host] = True
         whole = make(0, devices, 1)
-        return not isinstance(self._pick(whole, self._candidates(whole, allowed), topology), RefusalKind)
+        return not isinstance(self._decide(whole, allowed, topology), RefusalKind)
 
     def plan(self, make: MakeRequest, devices: int, *, split: bool,
              topology: TopologyConstraint | None, pool_free: IntArray,
@@ -265,7 +324,7 @@ class QueuePlacer:
         """
         self._pool_free, self._exclude, self._exact = pool_free, exclude, exact_counts
         whole = make(0, devices, 1)
-        got = self._pick(whole, self._candidates(whole, None), topology)
+        got = self._decide(whole, None, topology)
         if not isinstance(got, RefusalKind):
             host, slots = got
             return PlacementPlan((Chunk(host, whole, tuple(slots)),))
@@ -340,7 +399,7 @@ class QueuePlacer:
             placed = False
             for k in range(min(left, top), 0, -1):
                 req = make(len(chunks), k, 2)
-                got = self._pick(req, self._candidates(req, allowed), topo)
+                got = self._decide(req, allowed, topo)
                 if isinstance(got, RefusalKind):
                     continue
                 host, slots = got

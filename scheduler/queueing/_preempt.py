@@ -26,7 +26,7 @@ from ._records import CycleResult, GraceHold, Job, PreemptCheck, Reservation
 from ._starts import host_fits, released, start
 from ._state import EngineState
 from ._tenants import Admission, Usage
-from ._tiers import TierViews, journal_demotion, releasable, view_end
+from ._tiers import TierViews, journal_demotion, view_end
 from ._types import JobState, PreemptMode
 
 __all__ = ["attempt_key", "claim", "ends_in_grace", "finish_preemption", "grace_holds", "lost_if", "may_preempt",
@@ -215,8 +215,17 @@ def try_preempt(st: EngineState, job: Job, pools: Sequence[str], profiles: dict[
             st.pctx.failed.add(attempt_key(st, job) if piped else _count_key(job))
         return False
     _, p, victims = best
+    return _preempt_chosen(st, job, p, victims, best_hosts, profiles[p], end_of, d, now, res, on_victim)
+
+
+def _preempt_chosen(st: EngineState, job: Job, p: str, victims: list[Job], best_hosts: tuple[int, ...],
+                    prof: Profile, end_of: Callable[[Job], float], d: float, now: float, res: CycleResult,
+                    on_victim: Callable[[Job], None] | None) -> bool:
+    """:func:`try_preempt`'s choice carried out: the victims told to stop (on ``prof``, their
+    devices free from the end of the grace period), the job's hosts kept for it, and the job
+    started now (no grace period) or reserved from the end of the grace period (``d``: its duration)."""
+    n, grace = job.spec.devices, st.policy.grace_s
     st.pctx = None  # running set changes: recompute the pre-check
-    prof = profiles[p]
     ends = {v.id: end_of(v) for v in victims}
     where = tuple(st.cluster.host_names[h] for h in best_hosts)
     for v in sorted(victims, key=lambda x: x.seq):
@@ -456,10 +465,24 @@ def lost_if(st: EngineState, v: Job, now: float) -> float:
 def tier_victims(st: EngineState, level: int, pool: str, q: int, now: float) -> deque[Job]:
     """Running jobs a tier-``q`` job of class ``level`` may preempt in ``pool``, in victim order:
     highest tier first, then least work lost, then most devices (fewer victims)."""
-    cands = [v for v in st.active.values() if v.pool == pool and releasable(st, v, level, q, now)
-             and not ends_in_grace(st, v, now)]
-    return deque(sorted(cands, key=lambda v: (-st.tier(v, now), lost_if(st, v, now), -v.spec.devices,
-                                              -v.seq)))
+    keyed: list[tuple[tuple[float, float, int, int], Job]] = []
+    running = JobState.RUNNING
+    for v in st.active.values():
+        # :func:`releasable` and the sort key, with each candidate's tier read once (this runs
+        # over every active job of the pool, thousands in a full cluster)
+        if (v.pool != pool or v.state != running or v.klass.level != level
+                or not (v.spec.preemptible and v.klass.preemptible)):
+            continue
+        tier = st.tier(v, now)
+        if tier <= q or ends_in_grace(st, v, now):
+            continue
+        keyed.append(((-tier, lost_if(st, v, now), -v.spec.devices, -v.seq), v))
+    keyed.sort(key=_key)
+    return deque(v for _k, v in keyed)
+
+
+def _key(item: tuple[tuple[float, float, int, int], Job]) -> tuple[float, float, int, int]:
+    return item[0]
 
 
 def preempt_tier(st: EngineState, job: Job, pool: str, q: int, now: float, adm: Admission, res: CycleResult,
@@ -559,20 +582,30 @@ def preempt_tier(st: EngineState, job: Job, pool: str, q: int, now: float, adm: 
                 best, best_hosts = got_h, (h,)
     if not best or (check is not None and not check(best)):
         return None
+    return _preempt_tier_chosen(st, job, pool, q, best, best_hosts, order, now, adm, res, on_victim)
+
+
+def _preempt_tier_chosen(st: EngineState, job: Job, pool: str, q: int, victims: list[Job], hosts: tuple[int, ...],
+                         order: deque[Job], now: float, adm: Admission, res: CycleResult,
+                         on_victim: Callable[[Job], None] | None) -> float:
+    """:func:`preempt_tier`'s choice carried out: each victim leaves ``order``, its demotion is
+    journaled and it is told to stop; the job's hosts are kept for it; it starts now (no grace
+    period) or is reserved from the end of the grace period (the instant returned)."""
+    n = job.spec.devices
     st.pctx = None
     grace = st.policy.grace_s
-    for v in best:
+    for v in victims:
         order.remove(v)  # never a candidate again in this walk
-    where = tuple(st.cluster.host_names[h] for h in best_hosts)
-    for v in sorted(best, key=lambda x: x.seq):
+    where = tuple(st.cluster.host_names[h] for h in hosts)
+    for v in sorted(victims, key=lambda x: x.seq):
         if on_victim is not None:
             on_victim(v)
         journal_demotion(st, v, now)
         signal_victim(st, job, v, now, f"preempted for {job.id}: tier {q} goes before tier "
                             f"{st.tier(v, now)} ({st.attained(v, now):.0f} device-s attained)"
                             + (f" on {', '.join(where)}" if where else ""), res, hosts=where)
-    if best_hosts and grace > 0:
-        st.held_hosts[job.id] = (pool, best_hosts)  # what its victims free there is kept for it
+    if hosts and grace > 0:
+        st.held_hosts[job.id] = (pool, hosts)  # what its victims free there is kept for it
     if grace <= 0 and start(st, job, pool, now, adm, "started by preemption"):
         res.started.append(job.id)
         return now

@@ -144,10 +144,16 @@ class Profile:
         j = int(np.searchsorted(self.ts, end, side="left")) if math.isfinite(end) else len(self.ts)
         j = max(j, i + 1)
         extra = list(extra)
-        # the minimum is at a segment start or where a given-back range ends inside the window
+        # the minimum is at a segment start or where a given-back range ends inside the window;
+        # segment k of the window is free fs[k] from its start (``ts`` strictly increases, and
+        # the first starts at ``start``), so only the cuts are looked up
         cuts = [u for u, _ in extra if start < u < end]
-        pts = np.concatenate([np.maximum(self.ts[i:j], start), np.array(cuts, dtype=np.float64)])
-        vals = self.fs[np.searchsorted(self.ts, pts, side="right") - 1].copy()
+        pts = np.maximum(self.ts[i:j], start)
+        vals = self.fs[i:j].copy()
+        if cuts:
+            at = np.array(cuts, dtype=np.float64)
+            pts = np.concatenate([pts, at])
+            vals = np.concatenate([vals, self.fs[np.searchsorted(self.ts, at, side="right") - 1]])
         for until, k in extra:
             vals[pts < until] += k
         return int(vals.min()) >= n

@@ -20,6 +20,8 @@ from ._types import JobSpec, JobState, PriorityClass, WaitReason
 
 __all__ = ["CycleResult", "GraceHold", "Job", "PreemptCheck", "Reservation", "WaitingJobs"]
 
+_HOLDING = frozenset((JobState.RUNNING, JobState.PREEMPTING))  # the states of a job holding devices
+
 
 @dataclass(slots=True, eq=False)  # a mutable record: equal only to itself
 class Job:
@@ -68,11 +70,11 @@ class Job:
     @property
     def active(self) -> bool:
         """Holding devices (running, or winding down after preemption)."""
-        return self.state in (JobState.RUNNING, JobState.PREEMPTING)
+        return self.state in _HOLDING
 
     def progress(self, now: float) -> float:
         """Work done so far (seconds at full speed), counting the current run segment."""
-        if self.active and self.started_at is not None:
+        if self.state in _HOLDING and self.started_at is not None:  # ``active``, read inline (hot)
             return self.work_s + max(0.0, now - self.started_at)
         return self.work_s
 

@@ -284,7 +284,7 @@ def run(st: EngineState, now: float, mode: Mode) -> dict[str, WaitEstimate]:
     exact = mode.depth if isinstance(mode, Plan) else 0
     out: dict[str, WaitEstimate] = {}
     planning = mode.planning
-    for_job, start_now, book = view.for_job, view.start_now, view.book  # bound once: the loop runs per queued job
+    for_job = view.for_job  # bound once: the loop runs per queued job
     # past the reservation depth a cycle tells most jobs only why they wait: see _Settled
     settled = _Settled(st, view, now, mode.res) if not planning and pol.backfill != BackfillMode.NONE else None
     easy = pol.backfill == BackfillMode.EASY
@@ -313,80 +313,89 @@ def run(st: EngineState, now: float, mode: Mode) -> dict[str, WaitEstimate]:
                 out[p] = view.estimate(job, p, hold, w.planned_work[p],
                                        adm_by_pool.get(p) or st.admit_planned(job, p, w.plan_usage), w.blocked)
             return out
-        admissible = [p for p in pools if adm_by_pool[p].ok]
-        held = w.holds.get(job.id)
-        if not admissible:
-            job.wait = WaitReason.QUOTA
-            if held is not None:
-                _hold(st, view, mode, w, job, held, hold, now)
-                continue
-            # a preempting class may still free its own tenant's quota from lower jobs
-            if not planning and job.klass.preempts and may_preempt(st, job):
-                view.preempt(job, pools, mode.res)
-            continue
-        at: float | None = None
-        refused: list[str] = []  # pools where the counts said "fits now" and the pipeline said no
-        for p in admissible:
-            if p in w.blocked:
-                continue
-            at = start_now(job, p, hold, held is not None, adm_by_pool[p], mode)
-            if at is not None:
-                book(job, p, at, hold)
-                mode.planned(job, p, w)
-                break
-            if mode.was_refused(job, p):
-                refused.append(p)
-        if at is not None:
-            continue
-        if refused and held is None:
-            # enough devices by count, but not where the pipeline needs them (one host, CPU,
-            # memory, topology): victims chosen with the pipeline may make room there
-            if may_preempt(st, job) and view.preempt(job, refused, mode.res):
-                continue
-            # the wait reason is set (placement); no bogus "now" reservation where it was refused
-            admissible = [p for p in admissible if p not in refused]
-            if not admissible:
-                continue
-        if held is not None:
-            # its victims are still winding down: no new victims for the same need, and what
-            # they free stays held for it
-            job.wait = WaitReason.RESERVATION if own[held.pool].free_now >= n else WaitReason.CAPACITY
-            _hold(st, view, mode, w, job, held, hold, now)
-            continue
-        # blocked: preempt, or hold a reservation
-        if not planning and may_preempt(st, job) and view.preempt(job, admissible, mode.res):
-            continue
-        if not planning and pol.backfill == BackfillMode.EASY and all(p in w.easy_reserved for p in admissible):
-            # no reservation will be made: only say why it waits
-            free = max(own[p].free_now for p in admissible)
-            job.wait = WaitReason.RESERVATION if free >= n else WaitReason.CAPACITY
-            continue
-        if not planning and pol.backfill == BackfillMode.CONSERVATIVE and w.reservations >= pol.plan_depth:
-            job.wait = WaitReason.PRIORITY
-            continue
-        best_p, best_t = admissible[0], math.inf
-        for p in admissible:
-            t = view.earliest(job, p, hold, w.blocked.get(p))
-            if t < best_t:
-                best_p, best_t = p, t
-        job.wait = WaitReason.RESERVATION if own[best_p].free_now >= n else WaitReason.CAPACITY
-        if pol.backfill == BackfillMode.NONE:
-            for p in admissible:
-                w.blocked[p] = max(w.blocked.get(p, now), best_t if p == best_p else now)
-            if planning and math.isfinite(best_t):
-                book(job, best_p, best_t, hold)
-            w.reservations += 1
-            if not planning and view.stops_when_blocked and len(w.blocked) == len(st.pools):
-                break
-            continue
-        reserve = (planning or (pol.backfill == BackfillMode.CONSERVATIVE and w.reservations < pol.plan_depth)
-                   or (pol.backfill == BackfillMode.EASY and best_p not in w.easy_reserved))
-        if reserve and math.isfinite(best_t):
-            book(job, best_p, best_t, hold)
-            w.reservations += 1
-            w.easy_reserved.add(best_p)
-            mode.reserve(job, best_p, best_t)
+        if _examine(st, view, mode, w, job, own, hold, pools, adm_by_pool, now):
+            break
     return out
+
+
+def _examine(st: EngineState, view: View, mode: Mode, w: WalkState, job: Job, own: Mapping[str, Profile],
+             hold: float, pools: list[str], adm_by_pool: Mapping[str, Admission], now: float) -> bool:
+    """One queued job of a walk, examined in full: start it now, preempt for it, or give it a
+    reservation (or only its wait reason).  ``True``: the walk ends here (strict order, every
+    pool blocked)."""
+    pol, planning, n = st.policy, mode.planning, job.spec.devices
+    admissible = [p for p in pools if adm_by_pool[p].ok]
+    held = w.holds.get(job.id)
+    if not admissible:
+        job.wait = WaitReason.QUOTA
+        if held is not None:
+            _hold(st, view, mode, w, job, held, hold, now)
+            return False
+        # a preempting class may still free its own tenant's quota from lower jobs
+        if not planning and job.klass.preempts and may_preempt(st, job):
+            view.preempt(job, pools, mode.res)
+        return False
+    at: float | None = None
+    refused: list[str] = []  # pools where the counts said "fits now" and the pipeline said no
+    for p in admissible:
+        if p in w.blocked:
+            continue
+        at = view.start_now(job, p, hold, held is not None, adm_by_pool[p], mode)
+        if at is not None:
+            view.book(job, p, at, hold)
+            mode.planned(job, p, w)
+            break
+        if mode.was_refused(job, p):
+            refused.append(p)
+    if at is not None:
+        return False
+    if refused and held is None:
+        # enough devices by count, but not where the pipeline needs them (one host, CPU,
+        # memory, topology): victims chosen with the pipeline may make room there
+        if may_preempt(st, job) and view.preempt(job, refused, mode.res):
+            return False
+        # the wait reason is set (placement); no bogus "now" reservation where it was refused
+        admissible = [p for p in admissible if p not in refused]
+        if not admissible:
+            return False
+    if held is not None:
+        # its victims are still winding down: no new victims for the same need, and what
+        # they free stays held for it
+        job.wait = WaitReason.RESERVATION if own[held.pool].free_now >= n else WaitReason.CAPACITY
+        _hold(st, view, mode, w, job, held, hold, now)
+        return False
+    # blocked: preempt, or hold a reservation
+    if not planning and may_preempt(st, job) and view.preempt(job, admissible, mode.res):
+        return False
+    if not planning and pol.backfill == BackfillMode.EASY and all(p in w.easy_reserved for p in admissible):
+        # no reservation will be made: only say why it waits
+        free = max(own[p].free_now for p in admissible)
+        job.wait = WaitReason.RESERVATION if free >= n else WaitReason.CAPACITY
+        return False
+    if not planning and pol.backfill == BackfillMode.CONSERVATIVE and w.reservations >= pol.plan_depth:
+        job.wait = WaitReason.PRIORITY
+        return False
+    best_p, best_t = admissible[0], math.inf
+    for p in admissible:
+        t = view.earliest(job, p, hold, w.blocked.get(p))
+        if t < best_t:
+            best_p, best_t = p, t
+    job.wait = WaitReason.RESERVATION if own[best_p].free_now >= n else WaitReason.CAPACITY
+    if pol.backfill == BackfillMode.NONE:
+        for p in admissible:
+            w.blocked[p] = max(w.blocked.get(p, now), best_t if p == best_p else now)
+        if planning and math.isfinite(best_t):
+            view.book(job, best_p, best_t, hold)
+        w.reservations += 1
+        return not planning and view.stops_when_blocked and len(w.blocked) == len(st.pools)
+    reserve = (planning or (pol.backfill == BackfillMode.CONSERVATIVE and w.reservations < pol.plan_depth)
+               or (pol.backfill == BackfillMode.EASY and best_p not in w.easy_reserved))
+    if reserve and math.isfinite(best_t):
+        view.book(job, best_p, best_t, hold)
+        w.reservations += 1
+        w.easy_reserved.add(best_p)
+        mode.reserve(job, best_p, best_t)
+    return False
 
 
 def _hold(st: EngineState, view: View, mode: Mode, w: WalkState, job: Job, held: GraceHold, hold: float,

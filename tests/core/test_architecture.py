@@ -254,7 +254,7 @@ def test_vendor_libraries_only_in_boundary_modules() -> None:
 #: Issue 34: a class over this many lines, or a function over _MAX_FUNCTION_LINES, holds more than
 #: one job.  Checked where the rule holds so far (shipped code, fakes under ``testing`` included).
 _MAX_CLASS_LINES, _MAX_FUNCTION_LINES = 500, 100
-_SIZE_CHECKED = ("accel.plugins.nvidia",)
+_SIZE_CHECKED = ("accel.plugins.nvidia", "accel.scheduler")
 #: Folders whose every module is checked: the core ring ``accel/`` (integrations, CLI, tools,
 #: discovery, toolkit... and modules added later) except what is exempt below.
 _SIZE_CHECKED_FOLDERS = (ROOT / "accel",)
@@ -296,6 +296,59 @@ def test_the_size_rule_covers_the_core_ring() -> None:
 
 def test_no_class_over_500_lines_and_no_function_over_100() -> None:
     bad = [o for name, path in MODULES.items() if _size_checked(name, path) for o in oversized(path)]
+    assert not bad, "\n".join(bad)
+
+
+#: Issue 34: the queueing engine's stages, in the order written in the package docstring (the
+#: line of ``_module -> _module``); each imports only stages before it and never reaches into the
+#: engine (``eng._x``): they work on the typed state the engine hands them.
+_QUEUEING = "accel.scheduler.queueing"
+
+
+def _stage_order() -> list[str]:
+    doc = ast.get_docstring(ast.parse(MODULES[_QUEUEING].read_text(encoding="utf-8"))) or ""
+    lines = [ln.strip() for ln in doc.splitlines() if " -> " in ln]
+    assert len(lines) == 1, f"{_QUEUEING}'s docstring must state the stage order on one line"
+    order = [f"{_QUEUEING}.{m.strip()}" for m in lines[0].split("->")]
+    assert all(m in MODULES for m in order), f"the stage order names a module that does not exist: {order}"
+    return order
+
+
+def _package_imports(name: str) -> set[str]:
+    """The modules of the queueing package that ``name`` imports (``pkg._x``, not ``pkg._x.Name``)."""
+    depth = _QUEUEING.count(".") + 2
+    return {".".join(i.split(".")[:depth]) for i in _imports(name, MODULES[name])
+            if i.startswith(_QUEUEING + "._")} - {name}
+
+
+def test_queueing_stages_import_one_way() -> None:
+    order = _stage_order()
+    rank = {m: i for i, m in enumerate(order)}
+    inside = [n for n in MODULES if n.startswith(_QUEUEING + ".")]
+    # modules that are not stages: "below" (they import no stage) or users of the façade
+    below = {n for n in inside if n not in rank and not (_package_imports(n) & rank.keys())}
+    bad = []
+    for name in inside:
+        imported = _package_imports(name)
+        if name in rank:
+            bad += [f"{name} imports the later stage {m}" for m in imported if m in rank and rank[m] >= rank[name]]
+            bad += [f"{name} imports {m}, which imports stages" for m in imported if m not in rank and m not in below]
+        elif name not in below:
+            bad += [f"{name} (not a stage) imports the stage {m}" for m in imported
+                    if m in rank and m != order[-1]]
+    assert not bad, "\n".join(bad)
+
+
+def test_queueing_stages_never_reach_into_the_engine() -> None:
+    bad = []
+    for name in _stage_order()[:-1]:  # the last is the engine itself
+        path = MODULES[name]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and isinstance(node.value, ast.Name) and node.value.id in ("eng", "engine")):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value.id}.{node.attr}")
+            if isinstance(node, ast.Name) and node.id == "QueueingScheduler":
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} names QueueingScheduler")
     assert not bad, "\n".join(bad)
 
 

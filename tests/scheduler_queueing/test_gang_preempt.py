@@ -69,7 +69,7 @@ def test_a_gang_preempts_where_the_pipeline_places_it_not_the_cheapest_count() -
     assert res.preempted == ["mid"] and "p" in res.reservations
     assert _preempting(eng, "mid") == {"for": "p", "host": "a100-1", "stop_at": 300.0 + GRACE}
     assert eng.jobs["new"].state == eng.jobs["old"].state == JobState.RUNNING
-    assert grace_holds(eng)["p"].hosts == (eng.state.host_index["a100-1"],)
+    assert grace_holds(eng._st)["p"].hosts == (eng.state.host_index["a100-1"],)
     _check(eng, 300.0)
 
     res = eng.cycle(300.0 + GRACE)
@@ -136,7 +136,7 @@ def test_a_gang_over_two_hosts_holds_both_and_lands_there_after_the_grace() -> N
     for jid in ("v1", "v2"):
         assert _preempting(eng, jid) == {"for": "p", "hosts": ["a100-1", "a100-2"], "stop_at": 400.0 + GRACE}
     assert eng.jobs["v0"].state == eng.jobs["v3"].state == JobState.RUNNING
-    hold = grace_holds(eng)["p"]
+    hold = grace_holds(eng._st)["p"]
     assert [eng.state.host_names[h] for h in hold.hosts] == ["a100-1", "a100-2"]
     _check(eng, 400.0)
 
@@ -157,7 +157,7 @@ def test_recovery_in_the_grace_period_keeps_the_gangs_hosts(tmp_path: Path) -> N
     _gang(live)
     live.cycle(400.0)
     assert back.snapshot() == live.snapshot()
-    assert grace_holds(back) == grace_holds(live)
+    assert grace_holds(back._st) == grace_holds(live._st)
     assert back.jobs["p"].target_hosts == live.jobs["p"].target_hosts == ("a100-1", "a100-2")
     for e in (back, live):
         e.cycle(400.0 + GRACE)
@@ -193,7 +193,7 @@ def test_a_gang_the_count_based_victims_suit_keeps_them_and_holds_no_host() -> N
     res = eng.cycle(400.0)
     assert sorted(res.preempted) == ["v0", "v1"]
     assert "host" not in _preempting(eng, "v0") and "hosts" not in _preempting(eng, "v0")
-    assert grace_holds(eng)["p"].hosts == ()
+    assert grace_holds(eng._st)["p"].hosts == ()
     res = eng.cycle(400.0 + GRACE)
     assert "p" in res.started and _hosts(eng, "p") == ["a100-2", "a100-3"]
     _check(eng, 400.0 + GRACE)

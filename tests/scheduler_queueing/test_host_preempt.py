@@ -238,7 +238,7 @@ def test_a_victim_that_was_to_stop_before_the_grace_ends_holds_its_devices_until
     # free nothing sooner and lose its work): j5 runs on and j7 waits for it
     assert "j5" not in res.preempted
     assert eng.jobs["j5"].state == JobState.RUNNING
-    assert ends_in_grace(eng, eng.jobs["j5"], 50.0)
+    assert ends_in_grace(eng._st, eng.jobs["j5"], 50.0)
     eng.verify_reservations(50.0)
     eng.check_invariants()
     for t in (70.0, 80.0, 100.0):
