@@ -307,9 +307,15 @@ _QUEUEING = "accel.scheduler.queueing"
 
 def _stage_order() -> list[str]:
     doc = ast.get_docstring(ast.parse(MODULES[_QUEUEING].read_text(encoding="utf-8"))) or ""
-    lines = [ln.strip() for ln in doc.splitlines() if " -> " in ln]
-    assert len(lines) == 1, f"{_QUEUEING}'s docstring must state the stage order on one line"
-    order = [f"{_QUEUEING}.{m.strip()}" for m in lines[0].split("->")]
+    # the order is the docstring's one arrow chain (it may wrap: a line ending in "->" goes on)
+    lines = [ln.strip() for ln in doc.splitlines()]
+    start = next((i for i, ln in enumerate(lines) if " -> " in ln), None)
+    assert start is not None, f"{_QUEUEING}'s docstring must state the stage order (a -> b -> ...)"
+    chain = [lines[start]]
+    while chain[-1].endswith("->"):
+        chain.append(lines[start + len(chain)])
+    assert not [ln for ln in lines[start + len(chain):] if " -> " in ln], "one stage order, not two"
+    order = [f"{_QUEUEING}.{m.strip()}" for m in " ".join(chain).split("->")]
     assert all(m in MODULES for m in order), f"the stage order names a module that does not exist: {order}"
     return order
 
