@@ -36,6 +36,7 @@ from ...model import (
 )
 from ...plugin import BackendConfig, Reading, describe_readings
 from ...sysfs import enrich_inventory
+from ...toolkit._assembly import unsupported_of
 from ._handles import Handles, NvmlPart
 from ._health_read import HealthReader
 from ._memory import UNREAD, MemoryReader
@@ -237,13 +238,16 @@ class InventoryBuilder(NvmlPart):
         dev = st.device
         update: dict[str, Any] = {
             "memory": (memory,), "health": health,
-            "unsupported": frozenset(st.unsupported | s.read.unsupported),
+            "unsupported": frozenset(),
             "partition_mode": partition_mode(mig_on, mig_pending),
         }
         if link is not None and dev.pci is not None:
             # Validated here (bounds of the two new values), once per reading.
             update["pci"] = PciInfo.model_validate({**dev.pci.__dict__, "link_gen_current": link[0],
                                                     "link_width_current": link[1]})
+        # The one rule (accel.toolkit.unsupported_of): what NVML answered NOT_SUPPORTED for and
+        # is still empty after this reading.
+        update["unsupported"] = unsupported_of({**dev.__dict__, **update}, st.unsupported | s.read.unsupported)
         caps: dict[str, Any] = {"ecc": True} if ecc is not None and ecc is not UNREAD else {}
         return Pending(st.device, update, caps)
 
