@@ -1,10 +1,10 @@
 """A device assembled from typed readings: the one assembly NVIDIA, AMD and the toolkit share.
 
-A backend turns what it read into a :class:`DeviceReading`: frozen dataclasses whose field names
-are the :class:`~accel.model.Device` field names (``pci.link_gen_max``, ``power.enforced_watts``),
-so mypy checks every field a backend fills and a misspelt one is a type error, not a run-time
-surprise.  The parts without physical bounds (capabilities, partition mode, sharing, binding,
-health) are the model's own objects.  :func:`assemble_device` makes the :class:`Device`.
+A backend turns what it read into a :class:`DeviceReading`: the model's own classes built with
+``model_construct`` (not validated yet), so the field names are the :class:`~accel.model.Device`
+field names (``pci.link_gen_max``, ``power.enforced_watts``), mypy checks every field a backend
+fills and a misspelt one is a type error, not a run-time surprise.  :func:`assemble_device`
+validates the reading once and makes the :class:`Device`.
 
 It is also the one place that tells the two kinds of empty apart:
 
@@ -25,35 +25,18 @@ Adding a field from a vendor to the exporter is a walk of four files: see
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from accel.errors import AccelError, OutOfBoundsError
-from accel.model import (
-    Binding,
-    Capabilities,
-    Device,
-    DeviceKind,
-    FormFactor,
-    Health,
-    MemoryKind,
-    OutOfBounds,
-    PartitionMode,
-    SharingInfo,
-    validate_reading,
-)
+from accel.model import Device, OutOfBounds, validate_reading
 from accel.plugins._cli._values import PLAUSIBLE
 
 __all__ = [
-    "ComputeReading",
     "DeviceReading",
-    "MemoryReading",
-    "PciReading",
-    "PowerReading",
-    "ThermalReading",
-    "VersionsReading",
     "assemble",
     "assemble_device",
     "device_data",
@@ -64,82 +47,16 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PciReading:
-    """:class:`~accel.model.PciInfo` as read (same field names)."""
-
-    bus_id: str
-    vendor_id: str | None = None
-    device_id: str | None = None
-    subsystem_vendor_id: str | None = None
-    subsystem_device_id: str | None = None
-    link_gen_max: int | None = None
-    link_width_max: int | None = None
-    link_gen_current: int | None = None
-    link_width_current: int | None = None
-    is_virtual_function: bool | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MemoryReading:
-    """One :class:`~accel.model.MemoryRegion` as read (same field names)."""
-
-    kind: MemoryKind = MemoryKind.UNKNOWN
-    total_bytes: int | None = None
-    usable_bytes: int | None = None
-    used_bytes: int | None = None
-    reserved_bytes: int | None = None
-    generation: str | None = None
-    bus_width_bits: int | None = None
-    max_bandwidth_bytes_per_s: float | None = None
-    ecc_supported: bool | None = None
-    ecc_enabled: bool | None = None
-    ecc_pending: bool | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ComputeReading:
-    """:class:`~accel.model.ComputeInfo` as read (same field names)."""
-
-    units: int | None = None
-    unit_kind: str | None = None
-    max_clock_hertz: float | None = None
-    memory_max_clock_hertz: float | None = None
-    engines: Mapping[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PowerReading:
-    """:class:`~accel.model.PowerLimits` as read (same field names)."""
-
-    default_watts: float | None = None
-    min_watts: float | None = None
-    max_watts: float | None = None
-    enforced_watts: float | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ThermalReading:
-    """:class:`~accel.model.ThermalLimits` as read (same field names)."""
-
-    slowdown_celsius: float | None = None
-    shutdown_celsius: float | None = None
-    max_operating_celsius: float | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VersionsReading:
-    """:class:`~accel.model.VersionInfo` as read (same field names)."""
-
-    driver: str | None = None
-    runtime_name: str | None = None
-    runtime: str | None = None
-    firmware: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class DeviceReading:
-    """One device as a backend read it: the :class:`~accel.model.Device` field names, typed.
+    """One device as a backend read it, not validated yet.
+
+    ``device`` is built with the model's own classes and ``model_construct``
+    (``Device.model_construct(id=..., pci=PciInfo.model_construct(bus_id=...), ...)``): the
+    field names and types are the model's, so mypy (with the pydantic plugin and the models'
+    ``extra="forbid"``) checks every field a backend fills and refuses a misspelt one, and a
+    field added to the model is a field of the reading with no second list to keep.
+    Nothing is validated until :func:`assemble`, which does it once.
 
     ``never`` names the field paths (``"serial_number"``, ``"power.min_watts"``,
     ``"memory.total_bytes"``: the names ``Device.unsupported`` takes) this backend can never
@@ -147,51 +64,19 @@ class DeviceReading:
     docstring for what each becomes.
     """
 
-    id: str
-    vendor: str
-    kind: DeviceKind
-    model: str
-    index: int | None = None
-    uuid: str | None = None
-    uuid_synthesized: bool = False
-    serial_number: str | None = None
-    brand: str | None = None
-    family: str | None = None
-    architecture: str | None = None
-    compute_capability: str | None = None
-    isa: str | None = None
-    form_factor: FormFactor | None = None
-    pci: PciReading | None = None
-    numa_node: int | None = None
-    cpu_affinity: str | None = None
-    board_id: str | None = None
-    versions: VersionsReading = VersionsReading()
-    memory: tuple[MemoryReading, ...] = ()
-    compute: ComputeReading = ComputeReading()
-    power: PowerReading = PowerReading()
-    thermal: ThermalReading = ThermalReading()
-    capabilities: Capabilities = field(default_factory=Capabilities)
-    partition_mode: PartitionMode = field(default_factory=PartitionMode)
-    sharing: SharingInfo = field(default_factory=SharingInfo)
-    binding: Binding = field(default_factory=Binding)
-    health: Health = field(default_factory=Health)
-    extras: Mapping[str, str | int | float | bool] = field(default_factory=dict)
+    device: Device
     never: frozenset[str] = frozenset()
     missed: frozenset[str] = frozenset()
 
 
-#: The bookkeeping fields of a DeviceReading (not Device fields).
-_BOOKKEEPING = frozenset({"never", "missed"})
-
-
 def _as_data(value: Any) -> Any:
-    """A reading's value as the model validates it: sub-readings become dicts, one level each."""
+    """A constructed (unvalidated) model as plain data the model validates, all levels."""
+    if isinstance(value, BaseModel):
+        return {name: _as_data(v) for name, v in value.__dict__.items()}
     if isinstance(value, tuple):
         return tuple(_as_data(v) for v in value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _as_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
-        return dict(value)
+        return {k: _as_data(v) for k, v in value.items()}
     return value
 
 
@@ -255,9 +140,7 @@ def report_dropped(
 def device_data(reading: DeviceReading) -> dict[str, Any]:
     """The reading as the dict :class:`Device` validates, ``unsupported`` settled by the rule
     (on the values as read: a value left out later as out of bounds is "not this time")."""
-    data = {
-        f.name: _as_data(getattr(reading, f.name)) for f in dataclasses.fields(reading) if f.name not in _BOOKKEEPING
-    }
+    data: dict[str, Any] = _as_data(reading.device)
     data["unsupported"] = unsupported_of(data, reading.never, reading.missed)
     return data
 
@@ -266,7 +149,7 @@ def assemble(reading: DeviceReading) -> tuple[Device, tuple[OutOfBounds, ...]]:
     """The :class:`Device` of ``reading``, validated once, and the values left out as outside
     their physical bounds (``None`` now: not read this time).  Raises
     :class:`~accel.errors.ValidationError` for a value the model refuses otherwise."""
-    return validate_reading(Device, device_data(reading), what=f"{reading.vendor} device {reading.id}")
+    return validate_reading(Device, device_data(reading), what=f"{reading.device.vendor} device {reading.device.id}")
 
 
 def assemble_device(reading: DeviceReading, *, tool: str, problems: list[AccelError] | None = None) -> Device:
@@ -274,5 +157,5 @@ def assemble_device(reading: DeviceReading, *, tool: str, problems: list[AccelEr
     :class:`~accel.errors.OutOfBoundsError` (a ``field`` problem of the snapshot), or, without
     ``problems``, the first raised."""
     device, dropped = assemble(reading)
-    report_dropped(tool, reading.id, dropped, problems)
+    report_dropped(tool, reading.device.id, dropped, problems)
     return device

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from accel.model import (
     Binding,
     Capabilities,
+    ComputeInfo,
     Device,
     DeviceKind,
     Domain,
@@ -23,13 +24,18 @@ from accel.model import (
     Link,
     LinkType,
     MemoryKind,
+    MemoryRegion,
     Partition,
     PartitionMode,
     PartitionProfile,
     PartitionScheme,
+    PciInfo,
     Placement,
+    PowerLimits,
     ProcessUsage,
     Telemetry,
+    ThermalLimits,
+    VersionInfo,
     device_id_for,
     is_placeholder_identity,
     validate,
@@ -37,17 +43,7 @@ from accel.model import (
 from accel.model import (
     Operational as _Operational,
 )
-from accel.toolkit._assembly import (
-    ComputeReading,
-    DeviceReading,
-    MemoryReading,
-    PciReading,
-    PowerReading,
-    ThermalReading,
-    VersionsReading,
-    assemble_device,
-    unsupported_of,
-)
+from accel.toolkit._assembly import DeviceReading, assemble_device, unsupported_of
 
 from ._health import conditions_for, health_monitored
 from ._readings import GpuReading
@@ -288,7 +284,7 @@ def device_reading(group: Sequence[GpuReading], flavor: Flavor, unsupported: Ite
     if uuid is None and (head.unique_id or (head.uuid and not head.uuid_synthesized)):
         parts_never.add("uuid")  # the tool printed a placeholder: no identity to report
     brand, family = brand_family(head.name)
-    return DeviceReading(
+    device = Device.model_construct(
         id=_device_id(flavor, head),
         vendor=flavor.vendor,
         kind=flavor.kind,
@@ -303,21 +299,21 @@ def device_reading(group: Sequence[GpuReading], flavor: Flavor, unsupported: Ite
         form_factor=FormFactor(head.form_factor) if head.form_factor else None,
         pci=_pci(flavor, head),
         numa_node=head.numa_node,
-        versions=VersionsReading(driver=head.driver_version, firmware=dict(head.firmware)),
+        versions=VersionInfo.model_construct(driver=head.driver_version, firmware=dict(head.firmware)),
         memory=_memory(group),
-        compute=ComputeReading(
+        compute=ComputeInfo.model_construct(
             units=units,
             unit_kind=flavor.unit_kind if units is not None else None,
             max_clock_hertz=head.max_clock_hertz,
             memory_max_clock_hertz=head.memory_max_clock_hertz,
         ),
-        power=PowerReading(
+        power=PowerLimits.model_construct(
             default_watts=head.power_cap_default_watts,
             min_watts=head.power_cap_min_watts,
             max_watts=head.power_cap_max_watts,
             enforced_watts=head.power_cap_watts,
         ),
-        thermal=ThermalReading(
+        thermal=ThermalLimits.model_construct(
             slowdown_celsius=head.temp_slowdown_celsius,
             shutdown_celsius=head.temp_shutdown_celsius,
         ),
@@ -330,11 +326,11 @@ def device_reading(group: Sequence[GpuReading], flavor: Flavor, unsupported: Ite
         binding=_binding(flavor, indices, head),
         health=_group_health(group, flavor),
         extras=_extras(flavor, head),
-        never=never_paths(parts_never),
     )
+    return DeviceReading(device, never=never_paths(parts_never))
 
 
-def _memory(group: Sequence[GpuReading]) -> tuple[MemoryReading, ...]:
+def _memory(group: Sequence[GpuReading]) -> tuple[MemoryRegion, ...]:
     head = group[0]
     mem_total = _sum(r.memory_total_bytes for r in group)
     mem_used = _sum(r.memory_used_bytes for r in group)
@@ -346,7 +342,7 @@ def _memory(group: Sequence[GpuReading]) -> tuple[MemoryReading, ...]:
     if head.bad_pages is not None:
         pending = bool(head.bad_pages and any(p.status == "pending" for p in head.bad_pages))
     return (
-        MemoryReading(
+        MemoryRegion.model_construct(
             kind=_MEMORY_KIND.get((head.memory_kind or "").lower(), MemoryKind.UNKNOWN),
             total_bytes=mem_total,
             used_bytes=mem_used,
@@ -359,10 +355,10 @@ def _memory(group: Sequence[GpuReading]) -> tuple[MemoryReading, ...]:
     )
 
 
-def _pci(flavor: Flavor, head: GpuReading) -> PciReading | None:
+def _pci(flavor: Flavor, head: GpuReading) -> PciInfo | None:
     if not head.bus_id:
         return None
-    return PciReading(
+    return PciInfo.model_construct(
         bus_id=head.bus_id,
         vendor_id=head.vendor_id or flavor.pci_vendor_id,
         device_id=head.pci_device_id,
