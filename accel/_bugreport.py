@@ -122,7 +122,7 @@ def scenario_runner(backend: str, name: str) -> ReplayRunner:
     """A :class:`~accel.tools.ReplayRunner` over ``backend``'s shipped replay scenario ``name``.
 
     The plugin's entry-point object names its package (``package``, as every CLI plugin built on
-    :mod:`accel.plugins._cli` does); its scenarios are the directories of recordings under
+    :mod:`accel.toolkit` does); its scenarios are the directories of recordings under
     ``<package>/scenarios/``.  A backend whose scenarios are not tool recordings (``nvidia``'s
     are a fake NVML library, ``sim`` runs nothing), an unknown backend or scenario: a
     :class:`~accel.errors.ConfigError` saying which, with the names that exist.

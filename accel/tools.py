@@ -62,7 +62,7 @@ the recording's directory, and name a regular file of at most
 Anything else (an absolute path, ``../x``, a symlink out) is a
 :class:`~accel.errors.ConfigError` naming the recording and the key, raised before the file
 is opened, and no message quotes a file's content.  Copy shared samples next to the
-recordings (:class:`accel.plugins._cli.ReplayScenario` does).
+recordings (:class:`accel.toolkit.ReplayScenario` does).
 Recordings are matched on the whole argv, with ``argv[0]`` compared by basename:
 ``/usr/local/sbin/npu-smi info`` matches a recording of ``npu-smi info``.
 

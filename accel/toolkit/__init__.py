@@ -1,114 +1,126 @@
 """The plugin author's toolkit: read a vendor tool's text into accel's device model.
 
-``accel.toolkit`` is the public, versioned face of the parsers and the plugin shape every
-in-tree CLI backend uses (their private home is ``accel.plugins._cli``).  Write an out-of-tree
-plugin against this module, :mod:`accel.plugin` and :mod:`accel.model` only; the guide is
-``docs/guides/plugin-toolkit.md``.
+``accel.toolkit`` is the public, versioned API every CLI backend is written against: the
+in-tree plugins (``accel.plugins.ascend``, ``cambricon``, ...) import it exactly as an
+out-of-tree one does.  Write a plugin against this module, :mod:`accel.plugin` and
+:mod:`accel.model` only; the guide is ``docs/guides/plugin-toolkit.md``.  Its code lives in the
+``_``-modules of this package (``_tables``, ``_values``, ``_tool``, ...), which may change at
+any time; :mod:`accel.toolkit.testing` registers a plugin's shipped replays with the
+conformance kit (only a plugin's ``conformance`` module imports it).
 
 **Stability promise** (:data:`TOOLKIT_API_VERSION`, ``major.minor``): every name in
 ``__all__`` keeps its signature and meaning within a major version; a new name or a new
 keyword argument with a default bumps the minor; a removal or an incompatible change bumps the
-major.  Modules and names starting with ``_`` (``accel.plugins._cli._tables``...) may change
-at any time.  Check it where you depend on a minor's additions::
+major.  Modules and names starting with ``_`` (``accel.toolkit._tables``...) may change at any
+time.  Check it where you depend on a minor's additions::
 
     from accel.toolkit import TOOLKIT_API_VERSION
-    assert tuple(map(int, TOOLKIT_API_VERSION.split("."))) >= (1, 0)
+    assert tuple(map(int, TOOLKIT_API_VERSION.split("."))) >= (1, 1)
 
 The pieces, in the order a plugin uses them:
 
 * the plugin shape: :class:`LazyCliPlugin` (the light entry-point object) with
   :func:`cli_plugin_info` and :class:`CliProbeSpec`, over a :class:`ToolBackend` subclass
   whose ``collect(col)`` reads the tool through a :class:`Collection` and returns
-  ``col.snapshot(...)``; :class:`UnitReading` is one device as the tool prints it;
+  ``col.snapshot(...)``; :class:`UnitReading` is one device as the tool prints it, a
+  :class:`ToolView` what one view of the tool printed, :func:`merge_readings` fills one view's
+  gaps from another; :class:`ToolSession` runs a second tool with the backend's timeout;
 * text: :class:`ParseContext` (typed, located :class:`~accel.errors.ParseError`),
-  :func:`split_lines`, :class:`SourceLine`;
+  :func:`split_lines`, :class:`SourceLine`, :func:`first_line`, :func:`first_match`;
 * tables: :func:`find_box_tables` (``+---+`` boxes), :func:`find_aligned_table`,
   :func:`parse_kv` (``Key : Value``), :func:`parse_query_csv` (``--format=csv``),
-  :func:`parse_listing` (``-L``), :func:`parse_process_rows`, :func:`read_matrix`;
-  :func:`read_records` reads one device per record so one bad record hides no other;
+  :func:`parse_listing` (``-L``), :func:`parse_process_rows`, :func:`read_matrix`,
+  :func:`select_table`, :func:`title_match`; :func:`read_records` reads one device per record so
+  one bad record hides no other (:func:`identify_text` names the device a bad record was);
+  :func:`read_header_records`, :func:`table_under_header`, :class:`RecordReader` and
+  :func:`is_rule` read tables the box reader cannot frame (no outer border, doubled rules);
 * values: :func:`clean` and :func:`is_placeholder` (``N/A`` ...), :func:`is_sentinel`
   (``65535``), :func:`parse_bytes`, :func:`parse_used_total`, :func:`parse_watts`,
   :func:`parse_power_pair`, :func:`parse_celsius`, :func:`parse_hertz`, :func:`parse_ratio`,
   :func:`parse_int`, :func:`parse_float`, :func:`parse_bus_id`; :class:`Lenient` turns a bad
-  value into a condition instead of losing the device;
+  value into a condition instead of losing the device; :func:`bounded` and
+  :func:`out_of_bounds_errors` hold a reading to the model's physical bounds;
+* links: :func:`topo_links`, :func:`matrix_links` and :func:`link_domains` turn a ``topo -m``
+  matrix into typed links and domains;
 * bindings: :func:`visible_binding` by any key the vendor's visibility variable takes;
 * replay: :class:`ReplayScenario`, :func:`scenario_names`, :func:`scenario_path` (scenarios
   live in ``<package>/scenarios/<name>/``).
 
-The toolkit never imports the conformance kit; a plugin's ``conformance`` module does.
+**Errors.**  Parsers raise :class:`accel.errors.ParseError` only.  Build them with
+``ctx.error(message, line)``, or let a value helper raise a bare one inside
+``with ctx.at(line):``, which adds tool, command and line.  Parse one device per ``try`` so one
+bad row never hides the others.  A record that fails to parse is a typed problem of the
+snapshot, and a device it still identifies (bus id, index) stays listed with health
+``unknown``.  Under every table reader sits a census (applied by :class:`ToolBackend` after
+``collect``): a PCI address a device list prints that no parsed unit has is a ``record``
+problem and a listed device, so a chip whose record a mangled rule merged away is never
+silently missing.
+
+**Running.**  :func:`runner_for` picks ``config.runner``, else the shipped scenario named by
+``options["scenario"]``, else the real runner.  A :class:`ToolBackend` remembers lost devices
+and simulates faults over replays for the conformance kit.
+
+The toolkit never imports the conformance kit; :mod:`accel.toolkit.testing` does, and only a
+plugin's ``conformance`` module imports that.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from accel.plugins._cli import (
-    BASE_CAPABILITIES,
-    NEVER_READ,
-    PLACEHOLDERS,
-    TABLE_NEVER_PRINTS,
-    AlignedTable,
-    BoxRecord,
-    BoxRow,
-    BoxTable,
-    CliProbeSpec,
-    Collection,
-    KVEntry,
-    KVSection,
-    LazyCliPlugin,
+from ._csv import QueryColumn, QueryRow, QueryTable, parse_query_csv
+from ._kv import KVEntry, KVSection, parse_kv
+from ._listing import Listed, ProcessRow, parse_listing, parse_process_rows, processes_of
+from ._matrix import Matrix, first_line, read_matrix, read_records, select_table, title_match
+from ._plugin import BASE_CAPABILITIES, LazyCliPlugin, cli_plugin_info
+from ._probe import CliProbeSpec, probe_cli
+from ._problems import identify_text
+from ._records import (
     Lenient,
-    Listed,
-    Matrix,
-    ParseContext,
-    PartitionsSurface,
-    ProcessesSurface,
-    ProcessRow,
-    QueryColumn,
-    QueryRow,
-    QueryTable,
-    ReplayScenario,
-    Snapshot,
-    SourceLine,
-    ToolBackend,
-    UnitReading,
-    clean,
-    cli_plugin_info,
+    RecordReader,
     condition,
-    find_aligned_table,
-    find_box_tables,
+    first_match,
+    is_rule,
+    read_header_records,
+    table_under_header,
+)
+from ._scenario import ReplayScenario, scenario_names, scenario_path
+from ._session import ToolSession, runner_for
+from ._snapshot import PartitionsSurface, ProcessesSurface, Snapshot
+from ._tables import AlignedTable, BoxRecord, BoxRow, BoxTable, find_aligned_table, find_box_tables
+from ._text import ParseContext, SourceLine, split_lines
+from ._tool import Collection, ToolBackend, ToolView
+from ._topo import link_domains, matrix_links, topo_links
+from ._unit import (
+    NEVER_READ,
+    TABLE_NEVER_PRINTS,
+    UnitReading,
+    bounded,
+    memory_condition,
+    merge_readings,
+    out_of_bounds_errors,
+    visible_binding,
+)
+from ._values import (
+    PLACEHOLDERS,
+    clean,
     is_masked,
     is_placeholder,
     is_sentinel,
-    memory_condition,
     parse_bus_id,
     parse_bytes,
     parse_celsius,
     parse_float,
     parse_hertz,
     parse_int,
-    parse_kv,
-    parse_listing,
     parse_power_pair,
-    parse_process_rows,
-    parse_query_csv,
     parse_ratio,
     parse_used_total,
     parse_watts,
-    probe_cli,
-    processes_of,
-    read_matrix,
-    read_records,
-    runner_for,
-    scenario_names,
-    scenario_path,
-    select_table,
-    split_lines,
-    topo_links,
-    visible_binding,
 )
 
 #: The toolkit's API version, ``major.minor`` (see the stability promise above).
-TOOLKIT_API_VERSION: Final = "1.0"
+TOOLKIT_API_VERSION: Final = "1.1"
 
 __all__ = [
     "BASE_CAPABILITIES",
@@ -135,20 +147,32 @@ __all__ = [
     "QueryColumn",
     "QueryRow",
     "QueryTable",
+    "RecordReader",
     "ReplayScenario",
     "Snapshot",
     "SourceLine",
     "ToolBackend",
+    "ToolSession",
+    "ToolView",
     "UnitReading",
+    "bounded",
     "clean",
     "cli_plugin_info",
     "condition",
     "find_aligned_table",
     "find_box_tables",
+    "first_line",
+    "first_match",
+    "identify_text",
     "is_masked",
     "is_placeholder",
+    "is_rule",
     "is_sentinel",
+    "link_domains",
+    "matrix_links",
     "memory_condition",
+    "merge_readings",
+    "out_of_bounds_errors",
     "parse_bus_id",
     "parse_bytes",
     "parse_celsius",
@@ -165,6 +189,7 @@ __all__ = [
     "parse_watts",
     "probe_cli",
     "processes_of",
+    "read_header_records",
     "read_matrix",
     "read_records",
     "runner_for",
@@ -172,6 +197,8 @@ __all__ = [
     "scenario_path",
     "select_table",
     "split_lines",
+    "table_under_header",
+    "title_match",
     "topo_links",
     "visible_binding",
 ]

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from accel.errors import AccelError  # noqa: E402
 from accel.plugin import BackendConfig  # noqa: E402
-from accel.plugins._cli._text import MAX_LINE_CHARS  # noqa: E402
+from accel.toolkit._text import MAX_LINE_CHARS  # noqa: E402
 from accel.tools import Recording, ReplayRunner  # noqa: E402
 
 PLUGINS = ("ascend", "cambricon", "enflame", "hygon", "iluvatar", "kunlunxin", "metax", "mthreads")

@@ -19,7 +19,8 @@ scenario=910b-8``) replays a shipped scenario instead of running ``npu-smi``; se
 
 from __future__ import annotations
 
-from .._cli import scenario_names
+from accel.toolkit import scenario_names
+
 from ._plugin import AscendPlugin
 
 __all__ = ["PLUGIN", "SCENARIOS", "AscendPlugin"]

@@ -46,8 +46,7 @@ from accel.model import (
     SharingMode,
     Subsystem,
 )
-
-from .._cli import (
+from accel.toolkit import (
     TABLE_NEVER_PRINTS,
     Collection,
     ProcessesSurface,
@@ -60,6 +59,7 @@ from .._cli import (
     matrix_links,
     processes_of,
 )
+
 from ._parse import (
     SEARCH_PATH,
     TOOL,

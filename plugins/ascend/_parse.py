@@ -32,8 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from accel.errors import ParseError
-
-from .._cli import (
+from accel.toolkit import (
     BoxRecord,
     BoxRow,
     BoxTable,
@@ -45,6 +44,7 @@ from .._cli import (
     find_aligned_table,
     find_box_tables,
     first_line,
+    identify_text,
     is_masked,
     is_rule,
     parse_bus_id,
@@ -63,7 +63,6 @@ from .._cli import (
     split_lines,
     title_match,
 )
-from .._cli._problems import identify_text
 
 __all__ = [
     "BoardInfo",

@@ -27,8 +27,7 @@ from accel.model import (
     Severity,
     Subsystem,
 )
-
-from .._cli import (
+from accel.toolkit import (
     TABLE_NEVER_PRINTS,
     Collection,
     ProcessesSurface,
@@ -39,6 +38,7 @@ from .._cli import (
     matrix_links,
     processes_of,
 )
+
 from ._parse import SEARCH_PATH, TOOL, CnmonInfo, MluChip, parse_cnmon, parse_topo
 
 __all__ = ["CambriconBackend"]

@@ -18,8 +18,7 @@ import re
 from dataclasses import dataclass
 
 from accel.errors import ParseError
-
-from .._cli import (
+from accel.toolkit import (
     BoxRecord,
     Matrix,
     ParseContext,

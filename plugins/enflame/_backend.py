@@ -32,8 +32,7 @@ from accel.model import (
     device_id_for,
     validate,
 )
-
-from .._cli import (
+from accel.toolkit import (
     Collection,
     PartitionsSurface,
     Snapshot,
@@ -41,6 +40,7 @@ from .._cli import (
     UnitReading,
     merge_readings,
 )
+
 from ._parse import SEARCH_PATH, TOOL, is_vf, parse_query, parse_table
 
 __all__ = ["EnflameBackend"]

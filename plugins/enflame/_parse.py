@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 from accel.errors import ParseError
 from accel.model import Action, ConditionScope, HealthCondition, Severity, Subsystem
-
-from .._cli import (
+from accel.toolkit import (
     BoxRecord,
     KVSection,
     Lenient,
@@ -36,12 +35,12 @@ from .._cli import (
     parse_celsius,
     parse_int,
     parse_kv,
+    parse_power_pair,
     parse_ratio,
     parse_watts,
     split_lines,
     table_under_header,
 )
-from .._cli._values import parse_power_pair
 
 __all__ = ["EfsmiQuery", "EfsmiTable", "is_vf", "normalise_model", "parse_query", "parse_table", "rma_conditions"]
 

@@ -17,7 +17,8 @@ scenario=k100ai-1dcu``) replays a shipped scenario; ``--replay DIR`` replays any
 
 from __future__ import annotations
 
-from .._cli import scenario_names
+from accel.toolkit import scenario_names
+
 from ._plugin import HygonPlugin
 
 __all__ = ["PLUGIN", "SCENARIOS", "HygonPlugin"]

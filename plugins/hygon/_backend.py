@@ -17,10 +17,10 @@ the sources and never hides the devices.  A hung tool raises
 by unique id when the amdgpu-style files expose it, else in enumeration order when the counts
 agree.
 
-The backend is a :class:`~accel.plugins._cli.CliBackend`, so a DCU that falls off the bus (the
+The backend is a :class:`~accel.toolkit.ToolBackend`, so a DCU that falls off the bus (the
 tool stops listing it) is still reported with its last identity, ``Health(operational=LOST)``
 and a ``DeviceLost`` condition (``hygon.tool:device-missing``), without telemetry; over a replay
-:meth:`~accel.plugins._cli.CliBackend.inject_fault` simulates that for the conformance kit.
+:meth:`~accel.toolkit.ToolBackend.inject_fault` simulates that for the conformance kit.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ from typing import TypeVar
 from accel.errors import AccelError, ParseError
 from accel.model import Device, DeviceKind, DomainKind, Health, Link, LinkType, SourceInfo
 from accel.plugin import BackendConfig
-from accel.plugins._cli import (
+from accel.plugins.amd.layers import Flavor, GpuReading, build_devices, merge, read_cards, telemetry_for
+from accel.sysfs import scan_pci
+from accel.toolkit import (
     Collection,
     ParseContext,
     Snapshot,
@@ -44,8 +46,6 @@ from accel.plugins._cli import (
     link_domains,
     out_of_bounds_errors,
 )
-from accel.plugins.amd.layers import Flavor, GpuReading, build_devices, merge, read_cards, telemetry_for
-from accel.sysfs import scan_pci
 from accel.tools import Runner
 
 from ._parse import (
@@ -106,7 +106,7 @@ _JSON_ONLY = ("memory_total_bytes", "memory_used_bytes", "serial_number", "uuid"
 class HygonBackend(ToolBackend):
     """Backend ``hygon`` over a :class:`~accel.tools.Runner` (real, or replay in tests).
 
-    Reads, lost-device detection and fault injection are :class:`~accel.plugins._cli.ToolBackend`'s;
+    Reads, lost-device detection and fault injection are :class:`~accel.toolkit.ToolBackend`'s;
     :meth:`collect` runs the tools and builds the devices with the AMD plugin's layers.
     """
 

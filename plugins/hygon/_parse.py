@@ -23,7 +23,8 @@ import re
 from dataclasses import dataclass, field
 
 from accel.errors import ParseError
-from accel.plugins._cli import (
+from accel.plugins.amd.layers import GpuReading, normalize_unique_id, parse_rocm_smi_json
+from accel.toolkit import (
     ParseContext,
     SourceLine,
     clean,
@@ -36,7 +37,6 @@ from accel.plugins._cli import (
     parse_watts,
     split_lines,
 )
-from accel.plugins.amd.layers import GpuReading, normalize_unique_id, parse_rocm_smi_json
 
 __all__ = [
     "Agent",

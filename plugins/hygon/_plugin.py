@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from accel.plugin import BackendConfig, Capability, ProbeResult
-
-from .._cli import CliProbeSpec, LazyCliPlugin, cli_plugin_info, runner_for
+from accel.toolkit import CliProbeSpec, LazyCliPlugin, cli_plugin_info, runner_for
 
 __all__ = ["DTK_PATHS", "HYSMI_PATHS", "HygonPlugin"]
 

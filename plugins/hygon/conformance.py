@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from accel.plugin import BackendConfig
-
-from .._cli import scenario_path
+from accel.toolkit import scenario_path
 
 __all__ = ["CONFORMANCE_SCENARIOS"]
 

@@ -8,8 +8,7 @@ become a critical ``DeviceWedged`` condition instead of readings.
 from __future__ import annotations
 
 from accel.model import Action, Capabilities, DeviceKind, Domain, DomainKind, HealthCondition, Severity, Subsystem
-
-from .._cli import (
+from accel.toolkit import (
     Collection,
     ProcessesSurface,
     Snapshot,
@@ -18,6 +17,7 @@ from .._cli import (
     processes_of,
     topo_links,
 )
+
 from ._parse import SEARCH_PATH, TOOL, pair_boards, parse_table
 
 __all__ = ["IluvatarBackend"]

@@ -18,8 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from accel.model import Action, HealthCondition, Severity, Subsystem
-
-from .._cli import (
+from accel.toolkit import (
     BoxRecord,
     Lenient,
     ParseContext,
@@ -31,11 +30,13 @@ from .._cli import (
     find_box_tables,
     first_match,
     is_rule,
+    is_sentinel,
     parse_bus_id,
     parse_bytes,
     parse_celsius,
     parse_hertz,
     parse_int,
+    parse_power_pair,
     parse_process_rows,
     parse_ratio,
     parse_used_total,
@@ -44,8 +45,7 @@ from .._cli import (
     read_records,
     split_lines,
 )
-from .._cli import parse_query_csv as parse_query_csv_rows
-from .._cli._values import is_sentinel, parse_power_pair
+from accel.toolkit import parse_query_csv as parse_query_csv_rows
 
 __all__ = [
     "DUAL_CHIP_MODELS",

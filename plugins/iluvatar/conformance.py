@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._cli.testing import conformance_scenarios
+from accel.toolkit.testing import conformance_scenarios
 
 __all__ = ["CONFORMANCE_SCENARIOS"]
 

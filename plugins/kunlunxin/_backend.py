@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from accel.model import Capabilities, DeviceKind, DomainKind, LinkType, PartitionScheme
-
-from .._cli import (
+from accel.toolkit import (
     Collection,
     ProcessesSurface,
     Snapshot,
@@ -20,6 +19,7 @@ from .._cli import (
     processes_of,
     topo_links,
 )
+
 from ._parse import SEARCH_PATH, TOOLS, parse_xpu_smi, sriov_enabled
 
 __all__ = ["KunlunxinBackend"]

@@ -19,8 +19,7 @@ import re
 from dataclasses import dataclass
 
 from accel.model import Action, HealthCondition, Severity, Subsystem
-
-from .._cli import (
+from accel.toolkit import (
     BoxRecord,
     ParseContext,
     ProcessRow,

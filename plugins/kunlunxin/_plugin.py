@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from accel.plugin import BackendConfig, Capability, ProbeResult
+from accel.toolkit import CliProbeSpec, LazyCliPlugin, cli_plugin_info
 from accel.tools import which
 
-from .._cli import CliProbeSpec, LazyCliPlugin, cli_plugin_info
 from ._parse import SEARCH_PATH
 
 __all__ = ["KunlunxinPlugin"]

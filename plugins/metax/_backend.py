@@ -11,8 +11,7 @@ import re
 from typing import Any
 
 from accel.model import Capabilities, DeviceKind, DomainKind, LinkType, PartitionScheme, SharingMode
-
-from .._cli import (
+from accel.toolkit import (
     Collection,
     ProcessesSurface,
     Snapshot,
@@ -21,6 +20,7 @@ from .._cli import (
     processes_of,
     topo_links,
 )
+
 from ._parse import SEARCH_PATH, TOOL, parse_mx_smi, sgpu_enabled
 
 __all__ = ["MetaxBackend", "normalise_model"]

@@ -17,8 +17,7 @@ import re
 from dataclasses import dataclass
 
 from accel.model import Action, HealthCondition, Severity, Subsystem
-
-from .._cli import (
+from accel.toolkit import (
     BoxRecord,
     ParseContext,
     RecordReader,
@@ -29,6 +28,7 @@ from .._cli import (
     find_box_tables,
     parse_bus_id,
     parse_celsius,
+    parse_power_pair,
     parse_process_rows,
     parse_ratio,
     parse_used_total,
@@ -36,7 +36,6 @@ from .._cli import (
     select_table,
     split_lines,
 )
-from .._cli._values import parse_power_pair
 
 __all__ = ["MxSmi", "parse_mx_smi"]
 

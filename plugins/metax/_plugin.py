@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from accel.plugin import Capability
+from accel.toolkit import CliProbeSpec, LazyCliPlugin, cli_plugin_info
 
-from .._cli import CliProbeSpec, LazyCliPlugin, cli_plugin_info
 from ._parse import SEARCH_PATH, TOOL
 
 __all__ = ["MetaxPlugin"]

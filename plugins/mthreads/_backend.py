@@ -24,8 +24,7 @@ from accel.model import (
     PartitionProfile,
     PartitionScheme,
 )
-
-from .._cli import (
+from accel.toolkit import (
     Collection,
     PartitionsSurface,
     ProcessesSurface,
@@ -36,6 +35,7 @@ from .._cli import (
     merge_readings,
     processes_of,
 )
+
 from ._parse import SEARCH_PATH, TOOL, GmiUnit, parse_mtlink, parse_query_json, parse_table
 
 __all__ = ["MthreadsBackend"]

@@ -19,8 +19,7 @@ from typing import Any
 
 from accel.errors import ParseError
 from accel.model import LinkState
-
-from .._cli import (
+from accel.toolkit import (
     BoxRecord,
     KVSection,
     Lenient,

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from accel.errors import AccelError, ParseError, ToolTimeoutError
 from accel.model import DomainKind, HealthState, LinkType, MemoryKind
 from accel.plugin import BackendConfig, ProbeStatus
-from accel.plugins._cli import ReplayScenario
 from accel.plugins.ascend import PLUGIN
 from accel.plugins.ascend._parse import (
     parse_board,
@@ -25,6 +24,7 @@ from accel.plugins.ascend._parse import (
     parse_usages,
 )
 from accel.testing import FakeSysfs
+from accel.toolkit import ReplayScenario
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ascend"
 MiB = 2**20

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from accel.errors import AccelError
 from accel.model import HealthState, ProblemKind
 from accel.plugin import BackendConfig
-from accel.plugins._cli import ReplayScenario
 from accel.plugins.ascend import PLUGIN
 from accel.plugins.ascend._parse import parse_info
+from accel.toolkit import ReplayScenario
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ascend"
 MiB = 2**20

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from accel.model import HealthState
 from accel.plugin import BackendConfig
-from accel.plugins._cli import ReplayScenario
 from accel.plugins.ascend import PLUGIN
 from accel.plugins.ascend._parse import parse_info
+from accel.toolkit import ReplayScenario
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ascend"
 MiB = 2**20

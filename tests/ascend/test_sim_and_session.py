@@ -10,9 +10,9 @@ from accel.discovery import EntryStatus, Stage, open_session
 from accel.errors import ToolTimeoutError
 from accel.model import HostInventory
 from accel.plugin import BackendConfig
-from accel.plugins._cli import scenario_path
 from accel.plugins.ascend import PLUGIN as ASCEND
 from accel.sim import PLUGIN as SIM
+from accel.toolkit import scenario_path
 from accel.tools import ReplayRunner
 
 

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from accel.errors import AccelError, ParseError, ToolTimeoutError
 from accel.model import DomainKind, HealthState, LinkType
 from accel.plugin import BackendConfig, ProbeStatus
-from accel.plugins._cli import ReplayScenario
 from accel.plugins.cambricon import PLUGIN
 from accel.plugins.cambricon._parse import parse_cnmon, parse_topo
 from accel.testing import FakeSysfs
+from accel.toolkit import ReplayScenario
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "cambricon"
 MiB = 2**20

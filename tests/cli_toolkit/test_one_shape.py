@@ -13,7 +13,7 @@ import pytest
 from accel.errors import BackendUnavailableError, OutOfBoundsError, ParseError
 from accel.model import DeviceKind, DomainKind, LinkType, MemoryKind, ProblemKind
 from accel.plugin import BackendConfig, Capability
-from accel.plugins._cli import (
+from accel.toolkit import (
     BASE_CAPABILITIES,
     Collection,
     ParseContext,
@@ -23,14 +23,14 @@ from accel.plugins._cli import (
     SourceLine,
     ToolBackend,
     UnitReading,
-    build_unit,
     cli_plugin_info,
     matrix_links,
-    problems_of,
     processes_of,
     read_matrix,
     visible_binding,
 )
+from accel.toolkit._problems import problems_of
+from accel.toolkit._unit import build_unit
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -3,7 +3,7 @@
 Each vendor's shipped scenario is replayed with its first device's temperature cell turned to
 -39 C (what a signed-byte wrap of 0xD9 prints), which used to pass on ascend, iluvatar, metax,
 hygon, cambricon and enflame: the model's bound is -40 C, what any part can have, not what a
-running server reports.  The toolkit's :data:`~accel.plugins._cli.PLAUSIBLE` rule (docs/hostile-input.md)
+running server reports.  The toolkit's :data:`~accel.toolkit._values.PLAUSIBLE` rule (docs/hostile-input.md)
 now leaves it out: ``temperature_celsius`` is ``None`` in that device's sample and the
 inventory has a ``field`` problem naming the device (exit 5).  Ascend's ``hugepagesUsed=-15``
 too: a negative count never is a reading.
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from accel.cli import EXIT_PARTIAL, main
-from accel.plugins._cli import PLAUSIBLE, extra_implausible, implausible
+from accel.toolkit._values import PLAUSIBLE, extra_implausible, implausible
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Property tests for column assignment in ``plugins/_cli/_tables.py`` (issue 13, finding 1).
+"""Property tests for column assignment in ``accel/toolkit/_tables.py`` (issue 13, finding 1).
 
 Random tables -- random column count, names, widths, per-column alignment (left, right,
 centre), padding, values with spaces, ``N/A``, numbers with units, ``used / total`` pairs,
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from plugins._cli._tables import find_aligned_table, find_box_tables
+from accel.toolkit import find_aligned_table, find_box_tables
 
 _ALIGN = ("left", "right", "centre")
 

@@ -1,4 +1,4 @@
-"""accel.plugins._cli: values, tables, key/value blocks, errors, probe, scenarios."""
+"""accel.toolkit: values, tables, key/value blocks, errors, probe, scenarios."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 
 from accel.errors import ConfigError, ParseError
 from accel.plugin import BackendConfig, ProbeStatus
-from accel.plugins._cli import (
+from accel.testing import FakeSysfs
+from accel.toolkit import (
     CliProbeSpec,
     ParseContext,
     ReplayScenario,
@@ -27,7 +28,6 @@ from accel.plugins._cli import (
     probe_cli,
     split_lines,
 )
-from accel.testing import FakeSysfs
 
 
 @pytest.mark.parametrize("text", ["N/A", "NA", "-", "--", "", "Not Supported", "xxx", "xxxxx", None])

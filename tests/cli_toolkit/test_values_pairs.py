@@ -9,17 +9,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from accel.errors import ParseError
-from accel.plugins._cli._values import (
-    SENTINELS,
+from accel.toolkit import (
     is_sentinel,
     parse_bytes,
     parse_celsius,
     parse_hertz,
-    parse_pair,
     parse_power_pair,
     parse_used_total,
     parse_watts,
 )
+from accel.toolkit._values import SENTINELS, parse_pair
 
 MIB = 2**20
 

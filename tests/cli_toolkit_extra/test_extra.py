@@ -1,4 +1,4 @@
-"""accel.plugins._cli.extra: the backend machinery and text helpers the five CLI plugins share."""
+"""accel.toolkit, the extra parts: the backend machinery and text helpers the five CLI plugins share."""
 
 from __future__ import annotations
 
@@ -18,25 +18,25 @@ from accel.errors import (
 from accel.model import Binding, DeviceKind, DomainKind, Link, LinkState, LinkType
 from accel.plugin import BackendConfig
 from accel.plugins import enflame, iluvatar, kunlunxin, metax, mthreads
-from accel.plugins._cli import (
-    CliBackend,
+from accel.testing import FakeSysfs
+from accel.toolkit import (
     Collection,
     ParseContext,
     Snapshot,
     ToolSession,
     UnitReading,
-    build_unit,
     link_domains,
     matrix_links,
     merge_readings,
     parse_listing,
     read_header_records,
     read_matrix,
-    split_cells,
     split_lines,
     visible_binding,
 )
-from accel.testing import FakeSysfs
+from accel.toolkit._records import split_cells
+from accel.toolkit._snapshot import CliBackend
+from accel.toolkit._unit import build_unit
 from accel.tools import ReplayRunner
 
 CTX = ParseContext("tool", "tool -L")
@@ -243,7 +243,7 @@ def test_open_over_an_absent_tool_raises_a_tool_error(plugin, vendor_id: str, no
 
 @pytest.mark.parametrize(("plugin", "vendor_id", "node", "tool"), PLUGINS, ids=[p[3] for p in PLUGINS])
 def test_every_shipped_scenario_opens(plugin, vendor_id: str, node: str | None, tool: str) -> None:  # type: ignore[no-untyped-def]
-    from accel.plugins._cli import scenario_names
+    from accel.toolkit import scenario_names
 
     names = scenario_names(plugin.package)
     assert names

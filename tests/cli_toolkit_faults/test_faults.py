@@ -1,4 +1,4 @@
-"""Lost devices and unreadable health in the shared CLI backend (accel.plugins._cli.CliBackend).
+"""Lost devices and unreadable health in the shared CLI backend (accel.toolkit._snapshot.CliBackend).
 
 A vendor tool reports a device that fell off the bus by no longer listing it.  These tests drive
 that through the public API: the conformance hook ``inject_fault`` over the shipped replays of
@@ -33,8 +33,9 @@ from accel.model import (
 )
 from accel.plugin import Backend, BackendConfig, BackendPlugin, SupportsProcesses
 from accel.plugins import ascend, cambricon, metax
-from accel.plugins._cli import CliBackend, CliBackendPlugin, Snapshot
-from accel.plugins._cli._scenario import scenario_path
+from accel.toolkit import Snapshot, scenario_path
+from accel.toolkit._plugin import CliBackendPlugin
+from accel.toolkit._snapshot import CliBackend
 from accel.tools import ReplayRunner
 
 # (plugin, scenario, device count, model, first bus id, vendor prefix of the vendor code)

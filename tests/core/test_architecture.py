@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 import tomllib
@@ -75,8 +76,10 @@ RULES = {
     "accel.plugin": ("accel.plugin", "accel.model", "accel.errors", "accel.tools"),
     "accel.discovery": ("accel.discovery", "accel.plugin", "accel.model", "accel.errors", "accel.sysfs"),
     "accel.tools": ("accel.tools", "accel.errors"),
-    # The public face of the toolkit: re-exports its private home, never the conformance kit.
-    "accel.toolkit": ("accel.toolkit", "accel.plugins._cli"),
+    # The plugin author's toolkit (core ring): the plugin contract and what it builds on, never the
+    # conformance kit; its `testing` module alone registers a plugin's replays with the kit.
+    "accel.toolkit": ("accel.toolkit", "accel.plugin", "accel.model", "accel.errors", "accel.tools", "accel.sysfs"),
+    "accel.toolkit.testing": ("accel.toolkit", "accel.conformance"),
     "accel.sysfs": ("accel.sysfs", "accel.model", "accel.errors"),
     "accel.k8s": ("accel.k8s", "accel.integrations.k8s"),  # the old name, kept for imports
     # DESIGN.md section 1: integrations -> model, discovery, scheduler (the extender runs accel.scheduler)
@@ -117,6 +120,11 @@ def test_no_layer_below_the_service_imports_it() -> None:
     assert not bad, "\n".join(bad)
 
 
+def _most_specific_rule(name: str) -> str | None:
+    matching = [r for r in RULES if name == r or name.startswith(r + ".")]
+    return max(matching, key=len) if matching else None
+
+
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_layer_imports_only_what_the_design_allows(rule: str) -> None:
     allowed = RULES[rule]
@@ -124,6 +132,8 @@ def test_layer_imports_only_what_the_design_allows(rule: str) -> None:
     for name, path in MODULES.items():
         if name != rule and not name.startswith(rule + "."):
             continue
+        if _most_specific_rule(name) != rule:
+            continue  # a narrower rule (accel.toolkit.testing within accel.toolkit) decides
         for imp in _ours(_imports(name, path)):
             if imp in ("accel", "accel.__version__"):
                 continue  # the version string
@@ -141,6 +151,82 @@ def test_plugins_never_import_discovery_cli_scheduler_or_sim() -> None:
             if _allowed(imp, ("accel.discovery", "accel.cli", "accel.scheduler", "accel.sim")):
                 bad.append(f"{name} imports {imp}")
     assert not bad, "\n".join(bad)
+
+
+#: A dotted module path written as a string (an entry point, ``importlib.import_module``'s argument).
+_MODULE_STRING = re.compile(r"accel(\.[A-Za-z_][A-Za-z0-9_]*)+(:[A-Za-z_][A-Za-z0-9_.]*)?")
+
+
+def _referenced(name: str, path: Path) -> set[str]:
+    """What ``name`` imports, plus the modules it names in a string (``"pkg._mod:Class"``), which
+    are imported later (a lazy backend, ``importlib``)."""
+    out = _imports(name, path)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_STRING.fullmatch(node.value):
+            out.add(node.value.split(":", 1)[0])
+    return out
+
+
+def _private_of_another(name: str, imported: str) -> str | None:
+    """Why importing ``imported`` from ``name`` breaks issue 34's rule, else ``None``: a private
+    package under ``accel.plugins`` (``accel.plugins._cli`` was one) is imported by nobody; a
+    plugin's ``_``-modules and the toolkit's are imported only from inside that package."""
+    parts = imported.split(".")
+    if parts[:2] == ["accel", "plugins"] and len(parts) >= 3:
+        if parts[2].startswith("_"):
+            return "a private package under accel.plugins"
+        owner = parts[:3]
+    elif parts[:2] == ["accel", "toolkit"]:
+        owner = parts[:2]
+    else:
+        return None
+    home = ".".join(owner)
+    if len(parts) == len(owner) or name == home or name.startswith(home + "."):
+        return None
+    if parts[len(owner)].startswith("_"):
+        return f"a private module or name of {home}"
+    return None
+
+
+def test_no_private_module_of_a_plugin_or_the_toolkit_is_imported_from_outside_it() -> None:
+    """Issue 34: every plugin imports ``accel.toolkit`` (public names only) exactly as an
+    out-of-tree plugin would, and nothing outside a plugin reaches into its ``_``-modules."""
+    bad = []
+    for name, path in MODULES.items():
+        for imp in _ours(_referenced(name, path)):
+            why = _private_of_another(name, imp)
+            if why:
+                bad.append(f"{name} imports {imp} ({why})")
+    assert not bad, "\n".join(bad)
+
+
+def test_outside_the_toolkit_only_its_public_names_are_imported() -> None:
+    import accel.toolkit
+
+    public = {*accel.toolkit.__all__, "testing"}
+    bad = []
+    for name, path in MODULES.items():
+        if name == "accel.toolkit" or name.startswith("accel.toolkit."):
+            continue
+        for imp in _imports(name, path):
+            if imp.startswith("accel.toolkit.") and imp.split(".")[2] not in public:
+                bad.append(f"{name} imports {imp}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_private_import_rule_catches_what_it_claims() -> None:
+    """The control: the rule above flags the imports it forbids and passes the ones it allows."""
+    assert _private_of_another("accel.plugins.metax._parse", "accel.plugins._cli._values")
+    assert _private_of_another("accel.plugins.metax._parse", "accel.plugins.nvidia._fake")
+    assert _private_of_another("accel.cli._commands", "accel.plugins.nvidia._backend")
+    assert _private_of_another("accel.plugins.hygon._parse", "accel.toolkit._problems")
+    assert _private_of_another("accel.plugins.metax._backend", "accel.plugins.metax._parse") is None
+    assert _private_of_another("accel.toolkit", "accel.toolkit._tables") is None
+    assert _private_of_another("accel.plugins.metax._parse", "accel.toolkit.parse_kv") is None
+    assert _private_of_another("accel.plugins.metax.conformance", "accel.toolkit.testing") is None
+    assert _private_of_another("accel.cli._commands", "accel.plugins.nvidia") is None
+    metax = _referenced("accel.plugins.metax._plugin", ROOT / "plugins" / "metax" / "_plugin.py")
+    assert "accel.plugins.metax._backend" in metax  # the lazy backend's "module:Class" string
 
 
 def test_vendor_libraries_only_in_boundary_modules() -> None:

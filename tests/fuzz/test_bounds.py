@@ -17,15 +17,9 @@ from accel.model import (
     validate,
     validate_reading,
 )
-from accel.plugins._cli import (
-    UnitReading,
-    build_unit,
-    parse_celsius,
-    parse_int,
-    parse_watts,
-    problems_of,
-    visible_binding,
-)
+from accel.toolkit import UnitReading, parse_celsius, parse_int, parse_watts, visible_binding
+from accel.toolkit._problems import problems_of
+from accel.toolkit._unit import build_unit
 from tests.fuzz._engine import out_of_bounds
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)

@@ -9,8 +9,10 @@ import pytest
 
 from accel.errors import ToolTimeoutError
 from accel.plugin import BackendConfig
-from accel.plugins._cli import CliBackend, Snapshot, ToolSession, check_deadline, snapshot_deadline
 from accel.plugins.ascend import PLUGIN as ASCEND
+from accel.toolkit import Snapshot, ToolSession
+from accel.toolkit._session import check_deadline, snapshot_deadline
+from accel.toolkit._snapshot import CliBackend
 from accel.tools import ReplayRunner
 
 

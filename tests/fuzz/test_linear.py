@@ -14,17 +14,9 @@ import time
 import pytest
 
 from accel.errors import ParseError
-from accel.plugins._cli import (
-    ParseContext,
-    find_box_tables,
-    header_fields,
-    is_rule,
-    parse_kv,
-    parse_process_rows,
-    split_lines,
-)
-from accel.plugins._cli._tables import _is_rule
-from accel.plugins._cli._text import MAX_LINE_CHARS
+from accel.toolkit import ParseContext, find_box_tables, is_rule, parse_kv, parse_process_rows, split_lines
+from accel.toolkit._tables import _is_rule, header_fields
+from accel.toolkit._text import MAX_LINE_CHARS
 
 N = MAX_LINE_CHARS - 10
 ADVERSARIAL = {

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accel.errors import AccelError
-from accel.plugins._cli import ParseContext
 from accel.plugins.hygon._parse import parse_concise, parse_json, parse_rocminfo, parse_showtopo
+from accel.toolkit import ParseContext
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "hygon"
 SAMPLES = {p.name: p.read_text() for p in sorted(FIX.glob("*.txt"))}

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from accel.plugins._cli import ParseContext
 from accel.plugins.hygon._parse import parse_concise
+from accel.toolkit import ParseContext
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "amd"
 

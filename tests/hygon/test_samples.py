@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from accel.errors import ParseError
-from accel.plugins._cli import ParseContext
 from accel.plugins.hygon._parse import parse_concise, parse_json, parse_rocminfo, parse_showtopo
+from accel.toolkit import ParseContext
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "hygon"
 MIB = 2**20

@@ -3,7 +3,7 @@ simulate over a recorded host (a device that falls off the bus, health that cann
 
 Only a replay may simulate faults, never the real tool: :class:`ReplayFaults` refuses otherwise.
 The simulation edits what the tool printed, so the backend's lost-device detection
-(:class:`~accel.plugins._cli.CliBackend`) runs on it exactly as it would on a real host.
+(:class:`~accel.toolkit.CliBackend`) runs on it exactly as it would on a real host.
 """
 
 from __future__ import annotations

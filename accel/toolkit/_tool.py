@@ -1,5 +1,5 @@
 """A CLI backend over one vendor tool: :class:`ToolBackend` runs the tool's views through a
-:class:`Collection` per snapshot, builds the units with :func:`~accel.plugins._cli.build_units`,
+:class:`Collection` per snapshot, builds the units with :func:`~accel.toolkit.build_units`,
 and checks what it built against the device lists (:func:`with_census`)."""
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ class ParseContext:
         ctx = ParseContext("npu-smi", "npu-smi info")
         raise ctx.error("no 'Bus-Id' column in the header", line)
 
-    Unit and value helpers of :mod:`accel.plugins._cli` raise a bare :class:`ParseError`
+    Unit and value helpers of :mod:`accel.toolkit` raise a bare :class:`ParseError`
     (no tool, no line); wrap the code that reads one line in :meth:`at` so the error that
     leaves the parser names all three::
 

@@ -148,7 +148,7 @@ def processes_of(
     """Process rows as :class:`ProcessUsage` of the devices with those tool indices.
 
     With ``problems``, a value no process can have is left out (unknown) and appended there as
-    an :class:`~accel.errors.OutOfBoundsError` (see :func:`~accel.plugins._cli.validated`).
+    an :class:`~accel.errors.OutOfBoundsError` (see :func:`~accel.toolkit.validated`).
     """
     by_index = {d.index: d.id for d in devices if d.index is not None}
     out: list[ProcessUsage] = []

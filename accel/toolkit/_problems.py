@@ -2,7 +2,7 @@
 
 A record of a tool's output that cannot be parsed must not make its device disappear
 (DESIGN section 8): :func:`identify_record` reads what identifies the device in the record's
-raw text (a PCI bus id, the index in its first cell), :func:`~accel.plugins._cli.read_records`
+raw text (a PCI bus id, the index in its first cell), :func:`~accel.toolkit.read_records`
 attaches that identity to the record's :class:`~accel.errors.ParseError`, and
 :func:`unread_units` turns every identified failure that matches no parsed device into a
 listed device with health ``unknown`` and a ``DeviceNotRead`` condition naming the failure.

@@ -53,7 +53,7 @@ class CliBackendPlugin(BackendPlugin):
 
 
 class LazyCliPlugin(CliBackendPlugin):
-    """A :class:`~accel.plugins._cli.CliBackendPlugin` whose backend class is named, not imported:
+    """A :class:`~accel.toolkit.CliBackendPlugin` whose backend class is named, not imported:
     ``backend = "accel.plugins.metax._backend:MetaxBackend"`` is imported on :meth:`open` only,
     so the entry-point module stays light.  The class is built as ``cls(config, runner)``."""
 

@@ -31,7 +31,7 @@ def matrix_links(
     domain_prefix: str = "link",
     count_of: Callable[[str], int] | None = None,
 ) -> tuple[list[Link], list[Domain]]:
-    """Links and domains from a ``topo -m`` matrix read with :func:`~accel.plugins._cli.read_matrix`.
+    """Links and domains from a ``topo -m`` matrix read with :func:`~accel.toolkit.read_matrix`.
 
     ``ids`` maps row/column labels (``GPU0``) to device ids; labels it lacks (``NIC0``, a device
     the inventory dropped) are skipped.  ``codes`` maps cell codes (``MX``, ``XL``, ``SYS``) to

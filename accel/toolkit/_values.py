@@ -19,7 +19,7 @@ Rules every helper follows:
 * **Plausible, not only possible.**  The model refuses what no device can have
   (:data:`accel.model.BOUNDS`); a reading from a running device must also be one the hardware
   can report (:data:`PLAUSIBLE`, :func:`implausible`): no die of a running server is below
-  0 C, and no count is negative.  :func:`~accel.plugins._cli.bounded` applies both to every
+  0 C, and no count is negative.  :func:`~accel.toolkit.bounded` applies both to every
   reading, so an implausible value becomes unknown (``None``) and a typed ``field`` problem,
   never a number.
 * Failures raise :class:`accel.errors.ParseError` without a location; wrap the call in

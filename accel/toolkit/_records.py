@@ -41,7 +41,7 @@ _RULE_LINE = re.compile(r"^\s*+[-=+| ]*+$")
 
 def is_rule(text: str) -> bool:
     """A horizontal rule of a table (``+----+``, ``|====|``, a bare ``-----``), also with a few
-    stray characters in it (:func:`~accel.plugins._cli.mangled_rule`)."""
+    stray characters in it (:func:`~accel.toolkit.mangled_rule`)."""
     return (bool(_RULE_LINE.match(text)) and ("---" in text or "===" in text)) or mangled_rule(text, bare=True)
 
 
