@@ -33,7 +33,8 @@ from pydantic import BaseModel
 
 from accel.errors import AccelError, OutOfBoundsError
 from accel.model import Device, OutOfBounds, validate_reading
-from accel.plugins._cli._values import PLAUSIBLE
+
+from ._values import PLAUSIBLE
 
 __all__ = [
     "DeviceReading",

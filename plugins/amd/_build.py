@@ -43,7 +43,7 @@ from accel.model import (
 from accel.model import (
     Operational as _Operational,
 )
-from accel.toolkit._assembly import DeviceReading, assemble_device, unsupported_of
+from accel.toolkit import DeviceReading, assemble_device, unsupported_of
 
 from ._health import conditions_for, health_monitored
 from ._readings import GpuReading

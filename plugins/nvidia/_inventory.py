@@ -16,6 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from accel.toolkit import unsupported_of
+
 from ...errors import AccelError, DeviceLostError
 from ...model import (
     Capabilities,
@@ -36,7 +38,6 @@ from ...model import (
 )
 from ...plugin import BackendConfig, Reading, describe_readings
 from ...sysfs import enrich_inventory
-from ...toolkit._assembly import unsupported_of
 from ._handles import Handles, NvmlPart
 from ._health_read import HealthReader
 from ._memory import UNREAD, MemoryReader

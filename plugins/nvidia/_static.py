@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from accel.toolkit import DeviceReading, assemble_device
+
 from ...errors import AccelError, DeviceLostError
 from ...model import (
     Binding,
@@ -28,7 +30,6 @@ from ...model import (
     VersionInfo,
     normalize_bus_id,
 )
-from ...toolkit._assembly import DeviceReading, assemble_device
 from ._handles import Handles, NvmlPart, Read, now, text
 from ._memory import MemoryReader
 from ._nvml import C, nvml_code_of

@@ -15,7 +15,8 @@ from accel.model import (
     Telemetry,
     ThermalLimits,
 )
-from accel.toolkit._assembly import DeviceReading, assemble_device, is_empty, unsupported_of
+from accel.toolkit import DeviceReading, assemble_device, unsupported_of
+from accel.toolkit._assembly import is_empty
 
 BUS = "0000:1a:00.0"
 
