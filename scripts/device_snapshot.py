@@ -14,7 +14,10 @@ not change behaviour::
 
     git stash; python scripts/device_snapshot.py /tmp/before; git stash pop
     python scripts/device_snapshot.py /tmp/after
-    diff -r /tmp/before /tmp/after && echo identical
+    python scripts/device_snapshot.py /tmp/after --compare /tmp/before   # exit 0: identical
+
+(or dump ``before`` from a copy of the old tree with its own environment).  Set orders
+(``unsupported``) and checkout paths are normalised too.
 
 ``--only SUBSTRING`` restricts the sources (``--only sim:``), ``--jobs N`` runs N at a time.
 """
@@ -63,8 +66,57 @@ def _sources() -> list[tuple[str, list[str]]]:
     return out
 
 
+#: A path into a checkout (the replay folder a warning names): the checkout's place differs.
+_ROOTED = re.compile(r"/\S+?/(plugins|accel|tests)/")
+
+
 def _normalize(text: str) -> str:
-    return _AGO.sub("<T> ago", _ISO.sub("<T>", text))
+    return _ROOTED.sub(r"<ROOT>/\1/", _AGO.sub("<T> ago", _ISO.sub("<T>", text)))
+
+
+def _sorted_sets(value: object) -> object:
+    """JSON with the sets the model serialises (``unsupported``) sorted: a frozenset's order
+    follows string hashing, which differs from process to process."""
+    if isinstance(value, dict):
+        return {k: (sorted(v) if k == "unsupported" and isinstance(v, list) else _sorted_sets(v))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_sorted_sets(v) for v in value]
+    return value
+
+
+def _normalize_ls(text: str) -> str:
+    """An ``ls --json`` dump with its sets sorted (left as it is when its stdout is no JSON)."""
+    try:
+        head, rest = text.split("--- stdout\n", 1)
+        body, tail = rest.split("--- stderr\n", 1)
+        data = json.loads(body)
+    except ValueError:
+        return text
+    return f"{head}--- stdout\n{json.dumps(_sorted_sets(data), indent=2)}\n--- stderr\n{tail}"
+
+
+def compare(before: Path, after: Path) -> int:
+    """Print the differences of two dumps (normalised again, so dumps of older versions of this
+    script compare too); 0 when identical."""
+    import difflib
+
+    names = sorted({p.name for p in before.iterdir()} | {p.name for p in after.iterdir()})
+    differ = 0
+    for name in names:
+        a, b = before / name, after / name
+        if not a.exists() or not b.exists():
+            print(f"only in {'after' if not a.exists() else 'before'}: {name}")
+            differ += 1
+            continue
+        ta, tb = (_normalize(p.read_text()) for p in (a, b))
+        if name.endswith(".ls.json"):
+            ta, tb = _normalize_ls(ta), _normalize_ls(tb)
+        if ta != tb:
+            differ += 1
+            sys.stdout.writelines(difflib.unified_diff(ta.splitlines(True), tb.splitlines(True), str(a), str(b)))
+    print(f"{len(names)} files, {differ} differ")
+    return 1 if differ else 0
 
 
 def _run(args: Sequence[str]) -> str:
@@ -113,7 +165,7 @@ def _metrics(sel: Sequence[str]) -> str:
 
 def _one(out: Path, name: str, sel: list[str], exporter: bool) -> str:
     stem = name.replace(":", "__")
-    ls = _run(["ls", *sel, "--json"])
+    ls = _normalize_ls(_run(["ls", *sel, "--json"]))
     (out / f"{stem}.ls.json").write_text(ls)
     shows = []
     try:
@@ -134,10 +186,14 @@ def _one(out: Path, name: str, sel: list[str], exporter: bool) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
+    parser.add_argument("--compare", type=Path, metavar="BEFORE",
+                        help="compare dump OUT with the dump BEFORE instead of dumping")
     parser.add_argument("--only", default="", help="only sources whose name contains this")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--no-exporter", action="store_true", help="skip the /metrics scrapes")
     args = parser.parse_args(argv)
+    if args.compare is not None:
+        return compare(args.compare, args.out)
     args.out.mkdir(parents=True, exist_ok=True)
     chosen = [(n, s) for n, s in _sources() if args.only in n]
     started = time.monotonic()
