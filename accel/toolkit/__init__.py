@@ -43,6 +43,11 @@ The pieces, in the order a plugin uses them:
 * links: :func:`topo_links`, :func:`matrix_links` and :func:`link_domains` turn a ``topo -m``
   matrix into typed links and domains;
 * bindings: :func:`visible_binding` by any key the vendor's visibility variable takes;
+* assembly (shared with the NVIDIA and AMD backends): a :class:`DeviceReading` is the model's
+  own classes built with ``model_construct`` (typed, not validated yet) plus the fields the
+  backend can ``never`` read; :func:`assemble_device` validates it once, lists never-readable
+  fields still empty as ``unsupported`` and reports out-of-bounds values as "not read this
+  time"; :func:`unsupported_of` is that rule alone (for telemetry samples);
 * replay: :class:`ReplayScenario`, :func:`scenario_names`, :func:`scenario_path` (scenarios
   live in ``<package>/scenarios/<name>/``).
 
@@ -68,6 +73,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from ._assembly import DeviceReading, assemble_device, out_of_bounds_errors, unsupported_of
 from ._csv import QueryColumn, QueryRow, QueryTable, parse_query_csv
 from ._kv import KVEntry, KVSection, parse_kv
 from ._listing import Listed, ProcessRow, parse_listing, parse_process_rows, processes_of
@@ -98,7 +104,6 @@ from ._unit import (
     bounded,
     memory_condition,
     merge_readings,
-    out_of_bounds_errors,
     visible_binding,
 )
 from ._values import (
@@ -120,7 +125,7 @@ from ._values import (
 )
 
 #: The toolkit's API version, ``major.minor`` (see the stability promise above).
-TOOLKIT_API_VERSION: Final = "1.1"
+TOOLKIT_API_VERSION: Final = "1.2"
 
 #: Public classes that keep the ``_``-module they are defined in as ``__module__``: their
 #: annotations name types this namespace does not hold (``Mapping``, ``Device``, ``ClassVar``...),
@@ -142,6 +147,7 @@ __all__ = [
     "BoxTable",
     "CliProbeSpec",
     "Collection",
+    "DeviceReading",
     "KVEntry",
     "KVSection",
     "LazyCliPlugin",
@@ -163,6 +169,7 @@ __all__ = [
     "ToolSession",
     "ToolView",
     "UnitReading",
+    "assemble_device",
     "bounded",
     "clean",
     "cli_plugin_info",
@@ -208,6 +215,7 @@ __all__ = [
     "table_under_header",
     "title_match",
     "topo_links",
+    "unsupported_of",
     "visible_binding",
 ]
 

@@ -15,26 +15,34 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-from accel.errors import AccelError, ConfigError, OutOfBoundsError, ParseError
+from accel.errors import AccelError, ConfigError, ParseError
 from accel.model import (
     Action,
     Binding,
     Capabilities,
     Device,
     DeviceKind,
+    Health,
     HealthCondition,
     MemoryKind,
+    MemoryRegion,
     OutOfBounds,
+    PartitionMode,
+    PciInfo,
+    PowerLimits,
     Severity,
+    SharingInfo,
     SourceInfo,
     Subsystem,
     Telemetry,
+    VersionInfo,
     bound_of,
     device_id_for,
     validate_reading,
 )
 
-from ._values import PLAUSIBLE, extra_implausible, implausible
+from ._assembly import DeviceReading, assemble, out_of_bounds_errors, unsupported_of
+from ._values import extra_implausible, implausible
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R", bound="DataclassInstance")
@@ -168,109 +176,133 @@ def build_unit(
 ) -> tuple[Device, Telemetry]:
     """The :class:`Device` and its :class:`Telemetry` sample for one reading.
 
-    A value outside the model's physical bounds (:data:`accel.model.BOUNDS`) is left out
-    (unknown) and appended to ``problems`` as an :class:`~accel.errors.OutOfBoundsError`
-    (a ``field`` problem of the snapshot); without ``problems`` it is an error.  Identity
-    fields the unit's views left empty are declared unsupported, except those in ``supported``
-    (another view reads them: Ascend's die id with ``board=true``).  Raises
-    :class:`ParseError` (no stable id) or :class:`accel.errors.ValidationError` (a value the
-    model refuses); the caller turns either into "this device is bad" without hiding others.
+    The device is assembled by :func:`accel.toolkit.assemble_device`'s rules, as NVIDIA's and
+    AMD's are.  A value outside the model's physical bounds (:data:`accel.model.BOUNDS`) is
+    left out (unknown) and appended to ``problems`` as an :class:`~accel.errors.OutOfBoundsError`
+    (a ``field`` problem of the snapshot); without ``problems`` it is an error.  ``unsupported``
+    names fields the tool never prints (listed where still empty); identity fields the unit's
+    views left empty are too, except those in ``supported`` (another view reads them: Ascend's
+    die id with ``board=true``).  Raises :class:`ParseError` (no stable id) or
+    :class:`accel.errors.ValidationError` (a value the model refuses); the caller turns either
+    into "this device is bad" without hiding others.
     """
     dev_id = reading.stable_id(vendor)
     reading, out_of_bounds = bounded(reading)
+    unit = unit_reading(
+        reading, dev_id, vendor=vendor, kind=kind, tool=tool, binding=binding, versions=versions,
+        capabilities=capabilities, partition_mode=partition_mode, sharing=sharing,
+        never=frozenset(unsupported), supported=frozenset(supported), timestamp=timestamp,
+    )
+    device, dropped = assemble(unit)
+    clamped = memory_condition(reading.memory_total_bytes, reading.memory_used_bytes, tool=tool) is not None
+    used = reading.memory_total_bytes if clamped else reading.memory_used_bytes
+    tdata: dict[str, Any] = {
+        "device_id": dev_id,
+        "timestamp": timestamp,
+        "utilization_ratio": reading.utilization_ratio,
+        "memory_utilization_ratio": reading.memory_utilization_ratio,
+        "memory_used_bytes": used,
+        "memory_total_bytes": reading.memory_total_bytes if used is not None else None,
+        "memory_free_bytes": device.memory[0].free_bytes if device.memory else None,
+        "power_watts": reading.power_watts,
+        "temperature_celsius": reading.temperature_celsius,
+        "fan_ratio": reading.fan_ratio,
+        "clocks_hertz": dict(reading.clocks_hertz),
+        "ecc_uncorrected_total": reading.ecc_uncorrected_total,
+    }
+    tdata["unsupported"] = unsupported_of(tdata, telemetry_unsupported) | _silent_telemetry(reading, tdata)
+    sample, dropped_t = validate_reading(Telemetry, tdata, what=f"{vendor} telemetry of {dev_id}")
+    _report_dropped(vendor, dev_id, tool, (*out_of_bounds, *dropped, *dropped_t), problems)
+    return device, sample
+
+
+def unit_reading(
+    reading: UnitReading,
+    dev_id: str,
+    *,
+    vendor: str,
+    kind: DeviceKind,
+    tool: str,
+    binding: Callable[[UnitReading], Binding],
+    versions: Mapping[str, Any] | None,
+    capabilities: Capabilities | None,
+    partition_mode: Mapping[str, Any] | None,
+    sharing: Mapping[str, Any] | None,
+    never: frozenset[str],
+    supported: frozenset[str],
+    timestamp: datetime,
+) -> DeviceReading:
+    """The typed :class:`DeviceReading` of one tool row (a bounded :class:`UnitReading`).
+
+    ``used > total`` becomes a ``MemoryTotalBelowUsed`` condition with used clamped to the
+    total; identity fields the tool left empty (UUID, serial) and ``architecture`` (no CLI
+    shows it) join ``never``: the assembly lists them as unsupported where still empty.
+    """
     conditions = list(reading.conditions)
-    used = reading.memory_used_bytes
-    cond = memory_condition(reading.memory_total_bytes, used, tool=tool)
+    cond = memory_condition(reading.memory_total_bytes, reading.memory_used_bytes, tool=tool)
     if cond is not None:
         conditions.append(cond)
-        used = reading.memory_total_bytes
-    reserved = reading.memory_reserved_bytes
-    if reserved is not None and reading.memory_total_bytes is not None and reserved > reading.memory_total_bytes:
-        reserved = None
-    memory: list[dict[str, Any]] = []
-    # A memory column whose values are unreadable this time (masked, dropped) still says the
-    # unit has memory: the region is listed, its sizes unknown.
-    if reading.memory_total_bytes is not None or used is not None or _MEMORY_FIELDS & reading.dropped:
-        usable = None
-        if reading.memory_total_bytes is not None and reserved is not None:
-            usable = reading.memory_total_bytes - reserved
-        memory.append(
-            {
-                "kind": reading.memory_kind,
-                "total_bytes": reading.memory_total_bytes,
-                "used_bytes": used,
-                "reserved_bytes": reserved,
-                "usable_bytes": usable,
-                "ecc_enabled": reading.ecc_enabled,
-                "ecc_pending": reading.ecc_pending,
-            }
-        )
-    memory.extend({"kind": k, "total_bytes": total, "used_bytes": used} for k, total, used in reading.other_memory)
-    pci: dict[str, Any] | None = None
-    if reading.bus_id is not None:
-        pci = {
-            "bus_id": reading.bus_id,
-            "vendor_id": reading.pci_vendor_id,
-            "device_id": reading.pci_device_id,
-            "link_gen_current": reading.link_gen_current,
-            "link_gen_max": reading.link_gen_max,
-            "link_width_current": reading.link_width_current,
-            "link_width_max": reading.link_width_max,
-            "is_virtual_function": reading.is_virtual_function,
-        }
     ver = dict(versions or {})
     if reading.firmware:
         ver["firmware"] = {**ver.get("firmware", {}), **reading.firmware}
-    data: dict[str, Any] = {
-        "id": dev_id,
-        "vendor": vendor,
-        "kind": kind,
-        "model": reading.model or "unknown",
-        "index": reading.index,
-        "uuid": reading.uuid,
-        "family": reading.family,
-        "cpu_affinity": reading.cpu_affinity,
-        "serial_number": reading.serial_number,
-        "board_id": reading.board_id,
-        "pci": pci,
-        "versions": ver,
-        "memory": memory,
-        "power": {"enforced_watts": reading.power_limit_watts},
-        "capabilities": capabilities or Capabilities(),
-        "partition_mode": dict(partition_mode or {}),
-        "sharing": dict(sharing or {}),
-        "binding": binding(reading),
+    device = Device.model_construct(
+        id=dev_id,
+        vendor=vendor,
+        kind=kind,
+        model=reading.model or "unknown",
+        index=reading.index,
+        uuid=reading.uuid,
+        family=reading.family,
+        cpu_affinity=reading.cpu_affinity,
+        serial_number=reading.serial_number,
+        board_id=reading.board_id,
+        pci=_unit_pci(reading),
+        versions=VersionInfo.model_construct(**ver),
+        memory=_unit_memory(reading, clamp=cond is not None),
+        power=PowerLimits.model_construct(enforced_watts=reading.power_limit_watts),
+        capabilities=capabilities or Capabilities(),
+        partition_mode=PartitionMode.model_construct(**dict(partition_mode or {})),
+        sharing=SharingInfo.model_construct(**dict(sharing or {})),
+        binding=binding(reading),
         # Health is earned: a reading time only when the tool printed a health reading.
-        "health": {
-            "conditions": conditions,
-            "checked_at": timestamp if reading.health_read else None,
-        },
-        "extras": dict(reading.extras),
-        "unsupported": frozenset(unsupported),
-    }
-    data["unsupported"] = (frozenset(unsupported) | _silent_device_fields(data)) - frozenset(supported)
-    device, dropped = validate_reading(Device, data, what=f"{vendor} device {dev_id}")
-    sample, dropped_t = validate_reading(
-        Telemetry,
-        {
-            "device_id": dev_id,
-            "timestamp": timestamp,
-            "utilization_ratio": reading.utilization_ratio,
-            "memory_utilization_ratio": reading.memory_utilization_ratio,
-            "memory_used_bytes": used,
-            "memory_total_bytes": reading.memory_total_bytes if used is not None else None,
-            "memory_free_bytes": device.memory[0].free_bytes if device.memory else None,
-            "power_watts": reading.power_watts,
-            "temperature_celsius": reading.temperature_celsius,
-            "fan_ratio": reading.fan_ratio,
-            "clocks_hertz": dict(reading.clocks_hertz),
-            "ecc_uncorrected_total": reading.ecc_uncorrected_total,
-            "unsupported": frozenset(telemetry_unsupported) | _silent_telemetry(reading, used),
-        },
-        what=f"{vendor} telemetry of {dev_id}",
+        health=Health.model_construct(conditions=tuple(conditions),
+                                      checked_at=timestamp if reading.health_read else None),
+        extras=dict(reading.extras),
     )
-    _report_dropped(vendor, dev_id, tool, (*out_of_bounds, *dropped, *dropped_t), problems)
-    return device, sample
+    silent = {name for name in _VIEW_FIELDS if not getattr(reading, name)} | {"architecture"}
+    return DeviceReading(device, never=(never | silent) - supported)
+
+
+def _unit_memory(reading: UnitReading, *, clamp: bool) -> tuple[MemoryRegion, ...]:
+    """The unit's memory regions: the first from the main columns, then ``other_memory``."""
+    total = reading.memory_total_bytes
+    used = total if clamp else reading.memory_used_bytes
+    reserved = reading.memory_reserved_bytes
+    if reserved is not None and total is not None and reserved > total:
+        reserved = None
+    regions: list[MemoryRegion] = []
+    # A memory column whose values are unreadable this time (masked, dropped) still says the
+    # unit has memory: the region is listed, its sizes unknown.
+    if total is not None or used is not None or _MEMORY_FIELDS & reading.dropped:
+        regions.append(MemoryRegion.model_construct(
+            kind=reading.memory_kind, total_bytes=total, used_bytes=used, reserved_bytes=reserved,
+            usable_bytes=total - reserved if total is not None and reserved is not None else None,
+            ecc_enabled=reading.ecc_enabled, ecc_pending=reading.ecc_pending,
+        ))
+    regions.extend(MemoryRegion.model_construct(kind=k, total_bytes=t, used_bytes=u)
+                   for k, t, u in reading.other_memory)
+    return tuple(regions)
+
+
+def _unit_pci(reading: UnitReading) -> PciInfo | None:
+    if reading.bus_id is None:
+        return None
+    return PciInfo.model_construct(
+        bus_id=reading.bus_id, vendor_id=reading.pci_vendor_id, device_id=reading.pci_device_id,
+        link_gen_current=reading.link_gen_current, link_gen_max=reading.link_gen_max,
+        link_width_current=reading.link_width_current, link_width_max=reading.link_width_max,
+        is_virtual_function=reading.is_virtual_function,
+    )
 
 
 def validated(
@@ -282,26 +314,6 @@ def validated(
     model, dropped = validate_reading(cls, data, what=what)
     _report_dropped(device_id.split(":", 1)[0], device_id, tool, dropped, problems)
     return model
-
-
-def out_of_bounds_errors(
-    tool: str, dropped: Sequence[OutOfBounds], *, device_id: str | None = None, what: str | None = None
-) -> list[OutOfBoundsError]:
-    """One :class:`~accel.errors.OutOfBoundsError` per value :func:`bounded` or
-    :func:`~accel.model.validate_reading` left out (``what`` names the device when no id is
-    known yet)."""
-    subject = device_id or what or "a device"
-    rules = {entry[2] for entry in PLAUSIBLE.values()}
-    return [
-        OutOfBoundsError(
-            f"{tool} gave {item.field} = {item.value!r} for {subject}, which "
-            f"{'no running device reports' if item.reason in rules else 'no device can have'} "
-            f"({item.reason}); left out as unknown",
-            field=item.field,
-            device_id=device_id,
-        )
-        for item in dropped
-    ]
 
 
 def _report_dropped(
@@ -380,27 +392,16 @@ _VIEW_FIELDS = ("uuid", "serial_number")
 _TELEMETRY_VIEW = ("power_watts", "temperature_celsius", "utilization_ratio", "clocks_hertz", "memory_used_bytes")
 
 
-def _silent_device_fields(data: Mapping[str, Any]) -> frozenset[str]:
-    """Identity fields this unit's views do not print, plus ``architecture`` (no CLI shows it)."""
-    return frozenset(name for name in _VIEW_FIELDS if not data.get(name)) | {"architecture"}
-
-
-def _silent_telemetry(reading: UnitReading, used: int | None) -> frozenset[str]:
+def _silent_telemetry(reading: UnitReading, tdata: Mapping[str, Any]) -> frozenset[str]:
     """Telemetry fields empty because the tool never prints them for this unit.
 
     ``None`` in a column that exists but was unreadable, or a hung card's dropped sentinels,
-    is "not this time" (``reading.dropped``) and stays out; ``energy_joules`` is never read.
+    is "not this time" (``reading.dropped``: the assembly's ``missed``) and stays out;
+    ``energy_joules`` is never read.
     """
     if "*" in reading.dropped:
         return NEVER_READ
-    values = {
-        "power_watts": reading.power_watts,
-        "temperature_celsius": reading.temperature_celsius,
-        "utilization_ratio": reading.utilization_ratio,
-        "clocks_hertz": reading.clocks_hertz,
-        "memory_used_bytes": used,
-    }
-    return NEVER_READ | {k for k, v in values.items() if v in (None, {}) and k not in reading.dropped}
+    return NEVER_READ | unsupported_of(tdata, _TELEMETRY_VIEW, missed=reading.dropped)
 
 
 def build_units(

@@ -243,31 +243,7 @@ class AmdBackend(Backend):
     # -- reading ------------------------------------------------------------------------------
     def _snapshot(self) -> _Snapshot:
         self._check_open()
-        amd: dict[str, list[GpuReading]] = {}
-        handles: dict[str, Any] = {}
-        lost_codes: dict[str, str] = {}
-        if self._amdsmi is not None:
-            try:
-                hs = self._amdsmi.handles()
-            except AccelError as exc:
-                _LOG.debug("amdsmi handles: %s", exc)
-                hs = []
-            for i, h in enumerate(hs):
-                try:
-                    r = self._amdsmi.read(h, i)
-                except DeviceLostError as exc:
-                    bus = self._handle_bus.get(i)
-                    _LOG.debug("amdsmi handle %d (%s) lost: %s", i, bus, exc)
-                    if bus is not None:
-                        lost_codes[bus] = _LOST_AMDSMI
-                    continue
-                except AccelError as exc:
-                    _LOG.debug("amdsmi handle %d unreadable: %s", i, exc)
-                    continue
-                if r.bus_id:
-                    self._handle_bus[i] = r.bus_id
-                    amd.setdefault(r.bus_id, []).append(r)
-                    handles.setdefault(r.bus_id, h)
+        amd, handles, lost_codes = self._read_amdsmi()
         py: dict[str, list[GpuReading]] = {}
         if self._pyrsmi is not None:
             for r in read_all(self._pyrsmi):
@@ -284,35 +260,7 @@ class AmdBackend(Backend):
             py.pop(bus, None)
             sysfs.pop(bus, None)
             handles.pop(bus, None)
-
-        def first_index(bus: str) -> tuple[int, str]:
-            indices = [r.index for r in amd.get(bus, []) + py.get(bus, []) if r.index is not None]
-            return (min(indices) if indices else 1 << 30, bus)
-
-        order = sorted(set(amd) | set(py) | set(sysfs), key=first_index)
-        groups: list[list[GpuReading]] = []
-        layer_parts: dict[str, set[str]] = {}
-        for bus in order:
-            a, p, s = amd.get(bus, []), py.get(bus, []), sysfs.get(bus)
-            n = max(len(a), len(p), 1)
-            for lst in (a, p):
-                lst.sort(key=lambda r: (r.partition_index if r.partition_index is not None else 0, r.index or 0))
-            group = []
-            for k in range(n):
-                layers: list[tuple[str, GpuReading]] = []
-                if k < len(p):
-                    layers.append(("pyrsmi", p[k]))
-                if k < len(a):
-                    layers.append(("amdsmi", a[k]))
-                if s is not None:
-                    layers.append(("sysfs", s if n == 1 else _device_level(s)))
-                merged = merge(layers)
-                if merged.partition_index is None:
-                    merged.partition_index = k
-                for part, layer in merged.sources.items():
-                    layer_parts.setdefault(layer, set()).add(part)
-                group.append(merged)
-            groups.append(group)
+        groups, layer_parts = _merged_groups(amd, py, sysfs)
         never = _AMDSMI_ONLY if self._amdsmi is None else ()
         devices, partitions, profiles = build_devices(groups, AMD, unsupported=never)
         for dev in devices:
@@ -335,16 +283,38 @@ class AmdBackend(Backend):
         devices = [d for d, _ in ranked]
         groups = [g for _, g in ranked]
         pairs = self._pairs(handles, devices)
-        procs: list[ProcessUsage] = []
-        by_parent: dict[str, list[Partition]] = {}
-        for partition in partitions:
-            by_parent.setdefault(partition.parent_id, []).append(partition)
-        for dev, group in zip(devices, groups, strict=True):
-            parts = by_parent.get(dev.id, [])
-            for k, r in enumerate(group):
-                pid = parts[k].id if k < len(parts) else None
-                procs.extend(processes_for(dev.id, r, pid))
+        procs = _processes(devices, groups, partitions)
         return _Snapshot(devices, groups, partitions, profiles, procs, pairs, layer_parts, frozenset(lost_ids))
+
+    def _read_amdsmi(self) -> tuple[dict[str, list[GpuReading]], dict[str, Any], dict[str, str]]:
+        """amdsmi's readings and handles by bus id, and the bus ids of GPUs it reports lost."""
+        amd: dict[str, list[GpuReading]] = {}
+        handles: dict[str, Any] = {}
+        lost_codes: dict[str, str] = {}
+        if self._amdsmi is None:
+            return amd, handles, lost_codes
+        try:
+            hs = self._amdsmi.handles()
+        except AccelError as exc:
+            _LOG.debug("amdsmi handles: %s", exc)
+            hs = []
+        for i, h in enumerate(hs):
+            try:
+                r = self._amdsmi.read(h, i)
+            except DeviceLostError as exc:
+                bus = self._handle_bus.get(i)
+                _LOG.debug("amdsmi handle %d (%s) lost: %s", i, bus, exc)
+                if bus is not None:
+                    lost_codes[bus] = _LOST_AMDSMI
+                continue
+            except AccelError as exc:
+                _LOG.debug("amdsmi handle %d unreadable: %s", i, exc)
+                continue
+            if r.bus_id:
+                self._handle_bus[i] = r.bus_id
+                amd.setdefault(r.bus_id, []).append(r)
+                handles.setdefault(r.bus_id, h)
+        return amd, handles, lost_codes
 
     def _lost_device(self, known: Device, code: str) -> Device:
         """``known`` (its last good reading) with lost health: Operational.LOST and DeviceLost."""
@@ -473,6 +443,59 @@ class AmdBackend(Backend):
 
     def partition_profiles(self) -> tuple[PartitionProfile, ...]:
         return tuple(self._snapshot().profiles)
+
+
+def _merged_groups(
+    amd: dict[str, list[GpuReading]], py: dict[str, list[GpuReading]], sysfs: dict[str, GpuReading]
+) -> tuple[list[list[GpuReading]], dict[str, set[str]]]:
+    """One group of merged readings per physical GPU (one per handle: CPX partitions), in the
+    order of their first handle index, and the parts each layer gave."""
+
+    def first_index(bus: str) -> tuple[int, str]:
+        indices = [r.index for r in amd.get(bus, []) + py.get(bus, []) if r.index is not None]
+        return (min(indices) if indices else 1 << 30, bus)
+
+    order = sorted(set(amd) | set(py) | set(sysfs), key=first_index)
+    groups: list[list[GpuReading]] = []
+    layer_parts: dict[str, set[str]] = {}
+    for bus in order:
+        a, p, s = amd.get(bus, []), py.get(bus, []), sysfs.get(bus)
+        n = max(len(a), len(p), 1)
+        for lst in (a, p):
+            lst.sort(key=lambda r: (r.partition_index if r.partition_index is not None else 0, r.index or 0))
+        group = []
+        for k in range(n):
+            layers: list[tuple[str, GpuReading]] = []
+            if k < len(p):
+                layers.append(("pyrsmi", p[k]))
+            if k < len(a):
+                layers.append(("amdsmi", a[k]))
+            if s is not None:
+                layers.append(("sysfs", s if n == 1 else _device_level(s)))
+            merged = merge(layers)
+            if merged.partition_index is None:
+                merged.partition_index = k
+            for part, layer in merged.sources.items():
+                layer_parts.setdefault(layer, set()).add(part)
+            group.append(merged)
+        groups.append(group)
+    return groups, layer_parts
+
+
+def _processes(
+    devices: Sequence[Device], groups: Sequence[Sequence[GpuReading]], partitions: Sequence[Partition]
+) -> list[ProcessUsage]:
+    """The processes of every device, each on its partition where the device is partitioned."""
+    procs: list[ProcessUsage] = []
+    by_parent: dict[str, list[Partition]] = {}
+    for partition in partitions:
+        by_parent.setdefault(partition.parent_id, []).append(partition)
+    for dev, group in zip(devices, groups, strict=True):
+        parts = by_parent.get(dev.id, [])
+        for k, r in enumerate(group):
+            pid = parts[k].id if k < len(parts) else None
+            procs.extend(processes_for(dev.id, r, pid))
+    return procs
 
 
 def replace_checked(health: Health, now: datetime) -> Health:

@@ -43,6 +43,7 @@ from accel.model import (
 from accel.model import (
     Operational as _Operational,
 )
+from accel.toolkit import DeviceReading, assemble_device, unsupported_of
 
 from ._health import conditions_for, health_monitored
 from ._readings import GpuReading
@@ -52,12 +53,13 @@ __all__ = [
     "Flavor",
     "architecture_of",
     "build_devices",
+    "device_reading",
     "domains_for",
     "health_for",
     "links_for",
+    "never_paths",
     "processes_for",
     "telemetry_for",
-    "unsupported_paths",
 ]
 
 
@@ -141,22 +143,9 @@ PART_FIELDS = {
 }
 
 
-def unsupported_paths(parts: Iterable[str], device: Device) -> frozenset[str]:
-    """Device field paths for ``parts`` that are still empty on ``device``."""
-    out = set()
-    for part in parts:
-        path = PART_FIELDS.get(part)
-        if path is None:
-            continue
-        obj: object = device
-        for name in path.split("."):
-            if name == "memory" and isinstance(obj, Device):
-                obj = obj.memory[0] if obj.memory else None
-                continue
-            obj = getattr(obj, name, None)
-        if obj is None or obj == {}:
-            out.add(path)
-    return frozenset(out)
+def never_paths(parts: Iterable[str]) -> frozenset[str]:
+    """The Device field paths of reading parts a layer could never give (``not_supported``)."""
+    return frozenset(PART_FIELDS[p] for p in parts if p in PART_FIELDS)
 
 
 def _identity(vendor: str, r: GpuReading) -> str | None:
@@ -268,135 +257,150 @@ def build_devices(
     ``groups[i]`` lists the merged readings of one physical device's handles in partition
     order; more than one handle means the device is partitioned (CPX, DPX...), and each handle
     becomes a :class:`Partition`.  ``unsupported`` names reading parts this backend can never
-    report; those still empty on a device end up in its ``unsupported`` set.
+    report; those still empty on a device end up in its ``unsupported`` set (the toolkit's
+    assembly owns that rule: :func:`accel.toolkit.assemble_device`).
     """
     devices: list[Device] = []
     partitions: list[Partition] = []
     profiles: list[PartitionProfile] = []
-    never = set(unsupported)
     for group in groups:
-        head = group[0]
-        dev_id = _device_id(flavor, head)
-        indices = [r.index for r in group if r.index is not None]
-        mem_total = _sum(r.memory_total_bytes for r in group)
-        mem_used = _sum(r.memory_used_bytes for r in group)
-        if mem_total is not None and mem_used is not None and mem_used > mem_total:
-            mem_used = None  # an inconsistent sample is unknown, not a validation failure
-        kind = _MEMORY_KIND.get((head.memory_kind or "").lower(), MemoryKind.UNKNOWN)
-        memory: tuple[MemoryRegion, ...] = ()
-        if mem_total is not None or mem_used is not None:
-            memory = (
-                MemoryRegion(
-                    kind=kind,
-                    total_bytes=mem_total,
-                    used_bytes=mem_used,
-                    generation=head.memory_generation,
-                    bus_width_bits=head.memory_bus_width_bits,
-                    ecc_supported=head.ecc_supported,
-                    ecc_enabled=head.ecc_enabled,
-                    ecc_pending=bool(
-                        head.bad_pages and any(p.status == "pending" for p in head.bad_pages)
-                    )
-                    if head.bad_pages is not None
-                    else None,
-                ),
-            )
-        pci = None
-        if head.bus_id:
-            pci = PciInfo(
-                bus_id=head.bus_id,
-                vendor_id=head.vendor_id or flavor.pci_vendor_id,
-                device_id=head.pci_device_id,
-                link_gen_current=head.pcie_gen_current,
-                link_width_current=head.pcie_width_current,
-                link_gen_max=head.pcie_gen_max,
-                link_width_max=head.pcie_width_max,
-            )
-        firmware = dict(head.firmware)
-        model = head.name or (f"{flavor.vendor.upper()} device {head.pci_device_id}" if head.pci_device_id else None)
-        units = _sum(r.compute_units for r in group)
-        data = {
-            "id": dev_id,
-            "vendor": flavor.vendor,
-            "kind": flavor.kind,
-            "model": model or f"{flavor.vendor.upper()} device",
-            "index": indices[0] if indices else None,
-            "uuid": _identity(flavor.vendor, head),
-            "serial_number": head.serial_number,
-            "brand": brand_family(head.name)[0],
-            "family": brand_family(head.name)[1],
-            "architecture": architecture_of(head.isa),
-            "isa": head.isa,
-            "form_factor": FormFactor(head.form_factor) if head.form_factor else None,
-            "pci": pci,
-            "numa_node": head.numa_node,
-            "versions": VersionInfo(driver=head.driver_version, firmware=firmware),
-            "memory": memory,
-            "compute": ComputeInfo(
-                units=units,
-                unit_kind=flavor.unit_kind if units is not None else None,
-                max_clock_hertz=head.max_clock_hertz,
-                memory_max_clock_hertz=head.memory_max_clock_hertz,
-            ),
-            "power": PowerLimits(
-                default_watts=head.power_cap_default_watts,
-                min_watts=head.power_cap_min_watts,
-                max_watts=head.power_cap_max_watts,
-                enforced_watts=head.power_cap_watts,
-            ),
-            "thermal": ThermalLimits(
-                slowdown_celsius=head.temp_slowdown_celsius,
-                shutdown_celsius=head.temp_shutdown_celsius,
-            ),
-            "capabilities": Capabilities(
-                ecc=head.ecc_supported,
-                partitioning=(PartitionScheme.AMD_XCP,) if head.compute_partition else (),
-                p2p=True if head.xgmi_hive_id else None,
-            ),
-            "partition_mode": _partition_mode(head),
-            "binding": _binding(flavor, indices, head),
-            "health": _group_health(group, flavor),
-            "extras": _extras(flavor, head),
-        }
-        device = validate(Device, data, what=f"device {dev_id}")
-        parts_never = never | set().union(*(r.not_supported for r in group))
-        if data["uuid"] is None and (head.unique_id or (head.uuid and not head.uuid_synthesized)):
-            parts_never.add("uuid")  # the tool printed a placeholder: no identity to report
-        unsup = unsupported_paths(parts_never, device)
-        if unsup:
-            device = validate(Device, {**data, "unsupported": unsup}, what=f"device {dev_id}")
+        device = assemble_device(device_reading(group, flavor, unsupported), tool=flavor.vendor)
         devices.append(device)
         if len(group) > 1:
-            name = _profile_name(head)
-            n = len(group)
-            profiles.append(
-                PartitionProfile(
-                    name=name,
-                    parent_id=dev_id,
-                    memory_bytes=head.memory_total_bytes,
-                    compute_units=head.compute_units,
-                    compute_ratio=1.0 / n,
-                    max_instances=n,
-                    placements=tuple(Placement(start=k, size=1) for k in range(n)),
-                )
-            )
-            for k, r in enumerate(group):
-                pidx = r.partition_index if r.partition_index is not None else k
-                partitions.append(
-                    Partition(
-                        id=f"{dev_id}/{name.split('_')[0]}{pidx}",
-                        parent_id=dev_id,
-                        profile=name,
-                        placement=Placement(start=pidx, size=1),
-                        uuid=r.uuid if not r.uuid_synthesized else None,
-                        memory_bytes=r.memory_total_bytes,
-                        compute_units=r.compute_units,
-                        compute_ratio=1.0 / n,
-                        binding=_binding(flavor, [r.index] if r.index is not None else [], r),
-                        health=health_for(r, flavor),
-                    )
-                )
+            profile, parts = _partitioned(device.id, group, flavor)
+            profiles.append(profile)
+            partitions.extend(parts)
     return devices, partitions, profiles
+
+
+def device_reading(group: Sequence[GpuReading], flavor: Flavor, unsupported: Iterable[str] = ()) -> DeviceReading:
+    """The typed reading of one physical GPU from its handles' merged readings."""
+    head = group[0]
+    indices = [r.index for r in group if r.index is not None]
+    model = head.name or (f"{flavor.vendor.upper()} device {head.pci_device_id}" if head.pci_device_id else None)
+    units = _sum(r.compute_units for r in group)
+    uuid = _identity(flavor.vendor, head)
+    parts_never = set(unsupported).union(*(r.not_supported for r in group))
+    if uuid is None and (head.unique_id or (head.uuid and not head.uuid_synthesized)):
+        parts_never.add("uuid")  # the tool printed a placeholder: no identity to report
+    brand, family = brand_family(head.name)
+    device = Device.model_construct(
+        id=_device_id(flavor, head),
+        vendor=flavor.vendor,
+        kind=flavor.kind,
+        model=model or f"{flavor.vendor.upper()} device",
+        index=indices[0] if indices else None,
+        uuid=uuid,
+        serial_number=head.serial_number,
+        brand=brand,
+        family=family,
+        architecture=architecture_of(head.isa),
+        isa=head.isa,
+        form_factor=FormFactor(head.form_factor) if head.form_factor else None,
+        pci=_pci(flavor, head),
+        numa_node=head.numa_node,
+        versions=VersionInfo.model_construct(driver=head.driver_version, firmware=dict(head.firmware)),
+        memory=_memory(group),
+        compute=ComputeInfo.model_construct(
+            units=units,
+            unit_kind=flavor.unit_kind if units is not None else None,
+            max_clock_hertz=head.max_clock_hertz,
+            memory_max_clock_hertz=head.memory_max_clock_hertz,
+        ),
+        power=PowerLimits.model_construct(
+            default_watts=head.power_cap_default_watts,
+            min_watts=head.power_cap_min_watts,
+            max_watts=head.power_cap_max_watts,
+            enforced_watts=head.power_cap_watts,
+        ),
+        thermal=ThermalLimits.model_construct(
+            slowdown_celsius=head.temp_slowdown_celsius,
+            shutdown_celsius=head.temp_shutdown_celsius,
+        ),
+        capabilities=Capabilities(
+            ecc=head.ecc_supported,
+            partitioning=(PartitionScheme.AMD_XCP,) if head.compute_partition else (),
+            p2p=True if head.xgmi_hive_id else None,
+        ),
+        partition_mode=_partition_mode(head),
+        binding=_binding(flavor, indices, head),
+        health=_group_health(group, flavor),
+        extras=_extras(flavor, head),
+    )
+    return DeviceReading(device, never=never_paths(parts_never))
+
+
+def _memory(group: Sequence[GpuReading]) -> tuple[MemoryRegion, ...]:
+    head = group[0]
+    mem_total = _sum(r.memory_total_bytes for r in group)
+    mem_used = _sum(r.memory_used_bytes for r in group)
+    if mem_total is not None and mem_used is not None and mem_used > mem_total:
+        mem_used = None  # an inconsistent sample is unknown, not a validation failure
+    if mem_total is None and mem_used is None:
+        return ()
+    pending = None
+    if head.bad_pages is not None:
+        pending = bool(head.bad_pages and any(p.status == "pending" for p in head.bad_pages))
+    return (
+        MemoryRegion.model_construct(
+            kind=_MEMORY_KIND.get((head.memory_kind or "").lower(), MemoryKind.UNKNOWN),
+            total_bytes=mem_total,
+            used_bytes=mem_used,
+            generation=head.memory_generation,
+            bus_width_bits=head.memory_bus_width_bits,
+            ecc_supported=head.ecc_supported,
+            ecc_enabled=head.ecc_enabled,
+            ecc_pending=pending,
+        ),
+    )
+
+
+def _pci(flavor: Flavor, head: GpuReading) -> PciInfo | None:
+    if not head.bus_id:
+        return None
+    return PciInfo.model_construct(
+        bus_id=head.bus_id,
+        vendor_id=head.vendor_id or flavor.pci_vendor_id,
+        device_id=head.pci_device_id,
+        link_gen_current=head.pcie_gen_current,
+        link_width_current=head.pcie_width_current,
+        link_gen_max=head.pcie_gen_max,
+        link_width_max=head.pcie_width_max,
+    )
+
+
+def _partitioned(dev_id: str, group: Sequence[GpuReading], flavor: Flavor) -> tuple[PartitionProfile, list[Partition]]:
+    """The profile and the partitions of a device whose handles are partitions (CPX, DPX...)."""
+    head = group[0]
+    name = _profile_name(head)
+    n = len(group)
+    profile = PartitionProfile(
+        name=name,
+        parent_id=dev_id,
+        memory_bytes=head.memory_total_bytes,
+        compute_units=head.compute_units,
+        compute_ratio=1.0 / n,
+        max_instances=n,
+        placements=tuple(Placement(start=k, size=1) for k in range(n)),
+    )
+    partitions = []
+    for k, r in enumerate(group):
+        pidx = r.partition_index if r.partition_index is not None else k
+        partitions.append(
+            Partition(
+                id=f"{dev_id}/{name.split('_')[0]}{pidx}",
+                parent_id=dev_id,
+                profile=name,
+                placement=Placement(start=pidx, size=1),
+                uuid=r.uuid if not r.uuid_synthesized else None,
+                memory_bytes=r.memory_total_bytes,
+                compute_units=r.compute_units,
+                compute_ratio=1.0 / n,
+                binding=_binding(flavor, [r.index] if r.index is not None else [], r),
+                health=health_for(r, flavor),
+            )
+        )
+    return profile, partitions
 
 
 def _group_health(group: Sequence[GpuReading], flavor: Flavor) -> Health:
@@ -503,6 +507,5 @@ def telemetry_for(
     candidates = set(unsupported) | {"energy_joules", "power_watts", "temperature_celsius", "utilization_ratio",
                                      "clocks_hertz", "memory_used_bytes", "fan_ratio"}
     data["energy_joules"] = None
-    never = {u for u in candidates if data.get(u) in (None, (), {})}
-    data["unsupported"] = frozenset(never)
+    data["unsupported"] = unsupported_of(data, candidates)
     return validate(Telemetry, data, what=f"telemetry of {device.id}")

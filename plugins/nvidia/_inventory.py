@@ -16,6 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from accel.toolkit import unsupported_of
+
 from ...errors import AccelError, DeviceLostError
 from ...model import (
     Capabilities,
@@ -237,13 +239,16 @@ class InventoryBuilder(NvmlPart):
         dev = st.device
         update: dict[str, Any] = {
             "memory": (memory,), "health": health,
-            "unsupported": frozenset(st.unsupported | s.read.unsupported),
+            "unsupported": frozenset(),
             "partition_mode": partition_mode(mig_on, mig_pending),
         }
         if link is not None and dev.pci is not None:
             # Validated here (bounds of the two new values), once per reading.
             update["pci"] = PciInfo.model_validate({**dev.pci.__dict__, "link_gen_current": link[0],
                                                     "link_width_current": link[1]})
+        # The one rule (accel.toolkit.unsupported_of): what NVML answered NOT_SUPPORTED for and
+        # is still empty after this reading.
+        update["unsupported"] = unsupported_of({**dev.__dict__, **update}, st.unsupported | s.read.unsupported)
         caps: dict[str, Any] = {"ecc": True} if ecc is not None and ecc is not UNREAD else {}
         return Pending(st.device, update, caps)
 

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from accel.toolkit import DeviceReading, assemble_device
+
 from ...errors import AccelError, DeviceLostError
 from ...model import (
     Binding,
@@ -192,36 +194,39 @@ class StaticReader(NvmlPart):
         kind = memory_kind(name)
         # Read once here as well: a GPU lost later keeps its last known memory in the inventory.
         first_memory = self._memory.read(r, h, kind, ecc)
-        device = Device(
+        # The static device's ``unsupported`` stays empty: each reading settles it (the rule:
+        # accel.toolkit.unsupported_of) from these NOT_SUPPORTED answers and its own.
+        device = assemble_device(DeviceReading(Device.model_construct(
             id=device_id, vendor="nvidia", kind=DeviceKind.GPU, model=name, index=index,
             uuid=uuid or None, serial_number=text(serial) if serial else None,
             brand=_BRAND.get(int(brand)) if brand is not None else None,
             architecture=_ARCH.get(int(arch)) if arch is not None else None,
             compute_capability=f"{cc[0]}.{cc[1]}" if cc is not None else None,
-            pci=PciInfo(bus_id=bus_id, vendor_id="10de", device_id=f"{pci_dev:04x}",
-                        subsystem_vendor_id=f"{sub & 0xFFFF:04x}" if sub else None,
-                        subsystem_device_id=f"{sub >> 16 & 0xFFFF:04x}" if sub else None,
-                        link_gen_max=gen_max, link_width_max=width_max),
+            pci=PciInfo.model_construct(bus_id=bus_id, vendor_id="10de", device_id=f"{pci_dev:04x}",
+                           subsystem_vendor_id=f"{sub & 0xFFFF:04x}" if sub else None,
+                           subsystem_device_id=f"{sub >> 16 & 0xFFFF:04x}" if sub else None,
+                           link_gen_max=gen_max, link_width_max=width_max),
             numa_node=numa, cpu_affinity=cpus,
-            versions=VersionInfo(driver=self.driver, runtime_name="cuda", runtime=self.cuda, firmware=firmware),
+            versions=VersionInfo.model_construct(driver=self.driver, runtime_name="cuda", runtime=self.cuda,
+                                                 firmware=firmware),
             memory=(first_memory,),
-            compute=ComputeInfo(units=int(cores) if cores is not None else None,
-                                unit_kind="cuda_core" if cores is not None else None,
-                                max_clock_hertz=int(sm_max) * 1_000_000 if sm_max is not None else None,
-                                memory_max_clock_hertz=int(mem_max) * 1_000_000 if mem_max is not None else None),
-            power=PowerLimits(default_watts=default_mw / 1000 if default_mw is not None else None,
-                              min_watts=limits[0] / 1000 if limits else None,
-                              max_watts=limits[1] / 1000 if limits else None,
-                              enforced_watts=enforced_mw / 1000 if enforced_mw is not None else None),
-            thermal=ThermalLimits(slowdown_celsius=slowdown, shutdown_celsius=shutdown,
-                                  max_operating_celsius=gpu_max),
+            compute=ComputeInfo.model_construct(units=int(cores) if cores is not None else None,
+                                   unit_kind="cuda_core" if cores is not None else None,
+                                   max_clock_hertz=int(sm_max) * 1_000_000 if sm_max is not None else None,
+                                   memory_max_clock_hertz=int(mem_max) * 1_000_000 if mem_max is not None else None),
+            power=PowerLimits.model_construct(default_watts=default_mw / 1000 if default_mw is not None else None,
+                               min_watts=limits[0] / 1000 if limits else None,
+                               max_watts=limits[1] / 1000 if limits else None,
+                               enforced_watts=enforced_mw / 1000 if enforced_mw is not None else None),
+            thermal=ThermalLimits.model_construct(slowdown_celsius=slowdown, shutdown_celsius=shutdown,
+                                   max_operating_celsius=gpu_max),
             capabilities=Capabilities(ecc=ecc is not None,
                                       partitioning=(PartitionScheme.MIG,) if mig_mode is not None else ()),
             binding=Binding(visible_env="CUDA_VISIBLE_DEVICES", visible_id=uuid or bus_id, torch_device_type="cuda",
                             collective_backend="nccl", ray_resource="GPU",
                             device_nodes=(f"/dev/nvidia{int(minor)}",) if minor is not None else ()),
             extras=extras,
-        )
+        )), tool="nvml")
         if r.lost:
             self._lost.setdefault(index, now())
         return Static(index=index, device_id=device_id, uuid=uuid, device=device, unsupported=r.unsupported,

@@ -254,7 +254,8 @@ def test_vendor_libraries_only_in_boundary_modules() -> None:
 #: Issue 34: a class over this many lines, or a function over _MAX_FUNCTION_LINES, holds more than
 #: one job.  Checked where the rule holds so far (shipped code, fakes under ``testing`` included).
 _MAX_CLASS_LINES, _MAX_FUNCTION_LINES = 500, 100
-_SIZE_CHECKED = ("accel.plugins.nvidia", "accel.scheduler")
+#: Shipped code outside the accel/ folder: every plugin, the kit, the scheduler.
+_SIZE_CHECKED = ("accel.plugins", "accel.conformance", "accel.scheduler")
 #: Folders whose every module is checked: the core ring ``accel/`` (integrations, CLI, tools,
 #: discovery, toolkit... and modules added later) except what is exempt below.
 _SIZE_CHECKED_FOLDERS = (ROOT / "accel",)

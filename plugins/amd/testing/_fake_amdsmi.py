@@ -342,68 +342,47 @@ class _State:
             raise IndexError(f"no fake GPU {index} (the host has {len(self.host.gpus)})")
 
 
-def make_fake_amdsmi(host: FakeHost, name: str = "amdsmi") -> types.ModuleType:
-    """A module object that behaves like ``amdsmi`` on ``host``.
+class _Ctx:
+    """What the fake module's functions share: the state, the module, the checks of every call."""
 
-    Put it in ``sys.modules["amdsmi"]`` (see :func:`accel.plugins.amd.testing.install`) so that
-    pyrsmi's own ``import amdsmi`` finds it.  ``module._fake_state`` exposes the state
-    (``.calls`` records every function called, ``.events`` the queue the event reader pops).
-    """
-    mod = types.ModuleType(name, "fake amdsmi (accel.plugins.amd.testing)")
-    st = _State(host)
-    mod.__dict__["_fake_state"] = st
-    for cls in (
-        AmdSmiException,
-        AmdSmiLibraryException,
-        AmdSmiRetryException,
-        AmdSmiTimeoutException,
-        AmdSmiParameterException,
-        AmdSmiKeyException,
-        AmdSmiBdfFormatException,
-        AmdSmiInitFlags,
-        AmdSmiMemoryType,
-        AmdSmiTemperatureType,
-        AmdSmiTemperatureMetric,
-        AmdSmiGpuBlock,
-        AmdSmiRasErrState,
-        AmdSmiMemoryPageStatus,
-        AmdSmiClkType,
-        AmdSmiLinkType,
-        AmdSmiVramType,
-        AmdSmiCardFormFactor,
-        AmdSmiFwBlock,
-        AmdSmiEvtNotificationType,
-        AmdSmiComputePartitionType,
-        AmdSmiMemoryPartitionType,
-        amdsmi_processor_handle,
-    ):
-        setattr(mod, cls.__name__, cls)
+    def __init__(self, mod: types.ModuleType, st: _State) -> None:
+        self.mod = mod
+        self.st = st
 
-    def _fail(code: str) -> AmdSmiLibraryException:
+    def fail(self, code: str) -> AmdSmiLibraryException:
         return AmdSmiLibraryException(STATUS[code])
 
-    def _ready(fn: str) -> None:
-        st.calls.append(fn)
-        if st.inits <= 0:
-            raise _fail("NOT_INIT")
+    def ready(self, fn: str) -> None:
+        self.st.calls.append(fn)
+        if self.st.inits <= 0:
+            raise self.fail("NOT_INIT")
 
-    def _dev(fn: str, handle: Any) -> tuple[FakeGpu, int, int]:
-        _ready(fn)
+    def dev(self, fn: str, handle: Any) -> tuple[FakeGpu, int, int]:
+        st = self.st
+        self.ready(fn)
         if not isinstance(handle, amdsmi_processor_handle):
             raise AmdSmiParameterException(handle, amdsmi_processor_handle)
         idx = (handle.value or 0) - _HANDLE_BASE
         if not 0 <= idx < len(st.flat):
-            raise _fail("INVAL")
+            raise self.fail("INVAL")
         gpu, gi, k = st.flat[idx]
         if gi in st.lost:
-            raise _fail("NOT_FOUND")
+            raise self.fail("NOT_FOUND")
         if fn in gpu.not_supported or (gi in st.health_unsupported and fn in HEALTH_FUNCTIONS):
-            raise _fail("NOT_SUPPORTED")
+            raise self.fail("NOT_SUPPORTED")
         return gpu, gi, k
 
-    def export(fn: Any) -> Any:
-        setattr(mod, fn.__name__, fn)
+    def pair(self, fn: str, a: Any, b: Any) -> tuple[tuple[FakeGpu, int, int], tuple[FakeGpu, int, int]]:
+        return self.dev(fn, a), self.dev(fn, b)
+
+    def export(self, fn: Any) -> Any:
+        setattr(self.mod, fn.__name__, fn)
         return fn
+
+
+def _export_part1(ctx: _Ctx) -> None:
+    """Part 1 of the fake module's functions (see :func:`make_fake_amdsmi`)."""
+    st, export, _dev, _fail, _ready = ctx.st, ctx.export, ctx.dev, ctx.fail, ctx.ready
 
     @export
     def amdsmi_init(flag: int = AmdSmiInitFlags.INIT_AMD_GPUS) -> None:
@@ -492,6 +471,11 @@ def make_fake_amdsmi(host: FakeHost, name: str = "amdsmi") -> types.ModuleType:
         gpu, _, _ = _dev("amdsmi_get_fw_info", processor_handle)
         return {"fw_list": [{"fw_name": AmdSmiFwBlock[f"FW_ID_{n}"], "fw_version": v} for n, v in gpu.firmware]}
 
+
+def _export_part2(ctx: _Ctx) -> None:
+    """Part 2 of the fake module's functions (see :func:`make_fake_amdsmi`)."""
+    export, _dev, _fail = ctx.export, ctx.dev, ctx.fail
+
     @export
     def amdsmi_get_gpu_board_info(processor_handle: Any) -> dict[str, Any]:
         gpu, _, _ = _dev("amdsmi_get_gpu_board_info", processor_handle)
@@ -576,6 +560,11 @@ def make_fake_amdsmi(host: FakeHost, name: str = "amdsmi") -> types.ModuleType:
             "power_limit": gpu.power_cap_w,
         }
 
+
+def _export_part3(ctx: _Ctx) -> None:
+    """Part 3 of the fake module's functions (see :func:`make_fake_amdsmi`)."""
+    export, _dev, _fail = ctx.export, ctx.dev, ctx.fail
+
     @export
     def amdsmi_get_power_cap_info(processor_handle: Any) -> dict[str, Any]:
         gpu, _, _ = _dev("amdsmi_get_power_cap_info", processor_handle)
@@ -646,12 +635,9 @@ def make_fake_amdsmi(host: FakeHost, name: str = "amdsmi") -> types.ModuleType:
         _dev("amdsmi_get_gpu_pci_replay_counter", processor_handle)
         return 0
 
-    def _pair(fn: str, a: Any, b: Any) -> tuple[tuple[FakeGpu, int, int], tuple[FakeGpu, int, int]]:
-        return _dev(fn, a), _dev(fn, b)
-
     @export
     def amdsmi_topo_get_link_type(processor_handle_src: Any, processor_handle_dst: Any) -> dict[str, Any]:
-        (ga, ia, _), (gb, ib, _) = _pair("amdsmi_topo_get_link_type", processor_handle_src, processor_handle_dst)
+        (ga, ia, _), (gb, ib, _) = ctx.pair("amdsmi_topo_get_link_type", processor_handle_src, processor_handle_dst)
         if ia == ib:
             return {"hops": 0, "type": AmdSmiLinkType.INTERNAL}
         if ga.xgmi_hive_id and ga.xgmi_hive_id == gb.xgmi_hive_id:
@@ -660,12 +646,17 @@ def make_fake_amdsmi(host: FakeHost, name: str = "amdsmi") -> types.ModuleType:
 
     @export
     def amdsmi_topo_get_link_weight(processor_handle_src: Any, processor_handle_dst: Any) -> int:
-        (ga, _, _), (gb, _, _) = _pair("amdsmi_topo_get_link_weight", processor_handle_src, processor_handle_dst)
+        (ga, _, _), (gb, _, _) = ctx.pair("amdsmi_topo_get_link_weight", processor_handle_src, processor_handle_dst)
         return 15 if ga.xgmi_hive_id and ga.xgmi_hive_id == gb.xgmi_hive_id else 40
+
+
+def _export_part4(ctx: _Ctx) -> None:
+    """Part 4 of the fake module's functions (see :func:`make_fake_amdsmi`)."""
+    export, _dev, _fail = ctx.export, ctx.dev, ctx.fail
 
     @export
     def amdsmi_is_P2P_accessible(processor_handle_src: Any, processor_handle_dst: Any) -> bool:
-        _pair("amdsmi_is_P2P_accessible", processor_handle_src, processor_handle_dst)
+        ctx.pair("amdsmi_is_P2P_accessible", processor_handle_src, processor_handle_dst)
         return True
 
     @export
@@ -749,6 +740,11 @@ def make_fake_amdsmi(host: FakeHost, name: str = "amdsmi") -> types.ModuleType:
             raise _fail("NOT_SUPPORTED")
         return _counts(gpu, block.name)
 
+
+def _export_part5(ctx: _Ctx) -> None:
+    """Part 5 of the fake module's functions (see :func:`make_fake_amdsmi`)."""
+    export, _dev, _fail = ctx.export, ctx.dev, ctx.fail
+
     @export
     def amdsmi_get_gpu_ecc_status(processor_handle: Any, block: Any) -> AmdSmiRasErrState:
         gpu, _, _ = _dev("amdsmi_get_gpu_ecc_status", processor_handle)
@@ -813,6 +809,11 @@ def make_fake_amdsmi(host: FakeHost, name: str = "amdsmi") -> types.ModuleType:
             "current_socket_power": gpu.power_w,
         }
 
+
+def _export_part6(ctx: _Ctx) -> None:
+    """Part 6 of the fake module's functions (see :func:`make_fake_amdsmi`)."""
+    st, export, _dev, _fail = ctx.st, ctx.export, ctx.dev, ctx.fail
+
     class AmdSmiEventReader:
         """``AmdSmiEventReader(handle, event_types)``; ``read(timeout_ms, num_elem=10)``; ``stop()``."""
 
@@ -843,7 +844,53 @@ def make_fake_amdsmi(host: FakeHost, name: str = "amdsmi") -> types.ModuleType:
         def __exit__(self, *exc: object) -> None:
             self.stop()
 
-    mod.AmdSmiEventReader = AmdSmiEventReader  # type: ignore[attr-defined]
+    export(AmdSmiEventReader)
+
+
+def make_fake_amdsmi(host: FakeHost, name: str = "amdsmi") -> types.ModuleType:
+    """A module object that behaves like ``amdsmi`` on ``host``.
+
+    Put it in ``sys.modules["amdsmi"]`` (see :func:`accel.plugins.amd.testing.install`) so that
+    pyrsmi's own ``import amdsmi`` finds it.  ``module._fake_state`` exposes the state
+    (``.calls`` records every function called, ``.events`` the queue the event reader pops).
+    """
+    mod = types.ModuleType(name, "fake amdsmi (accel.plugins.amd.testing)")
+    st = _State(host)
+    mod.__dict__["_fake_state"] = st
+    for cls in (
+        AmdSmiException,
+        AmdSmiLibraryException,
+        AmdSmiRetryException,
+        AmdSmiTimeoutException,
+        AmdSmiParameterException,
+        AmdSmiKeyException,
+        AmdSmiBdfFormatException,
+        AmdSmiInitFlags,
+        AmdSmiMemoryType,
+        AmdSmiTemperatureType,
+        AmdSmiTemperatureMetric,
+        AmdSmiGpuBlock,
+        AmdSmiRasErrState,
+        AmdSmiMemoryPageStatus,
+        AmdSmiClkType,
+        AmdSmiLinkType,
+        AmdSmiVramType,
+        AmdSmiCardFormFactor,
+        AmdSmiFwBlock,
+        AmdSmiEvtNotificationType,
+        AmdSmiComputePartitionType,
+        AmdSmiMemoryPartitionType,
+        amdsmi_processor_handle,
+    ):
+        setattr(mod, cls.__name__, cls)
+
+    ctx = _Ctx(mod, st)
+    _export_part1(ctx)
+    _export_part2(ctx)
+    _export_part3(ctx)
+    _export_part4(ctx)
+    _export_part5(ctx)
+    _export_part6(ctx)
     return mod
 
 
