@@ -254,6 +254,12 @@ class Proxy:
                     return _error(502, f"replica answer over {self.config.max_response_bytes} bytes",
                                   "upstream_error")
                 chunks.append(chunk)
+        except asyncio.CancelledError:  # the client went away: close the replica's connection too
+            up.response.release()
+            up.backend.in_flight -= 1
+            if self.on_finished is not None:
+                self.on_finished(0)
+            raise
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             up.response.release()
             self._failed(up.backend, f"{type(exc).__name__} mid-answer: {exc}")
