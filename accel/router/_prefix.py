@@ -24,6 +24,7 @@ The chain is seeded with the model name, so two models never share a block.
 from __future__ import annotations
 
 import hashlib
+import sys
 from array import array
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -166,5 +167,29 @@ class PromptHasher:
 
     def hash_prompt(self, prompt: str | list[int], model: str) -> tuple[list[int], int]:
         """``(block hashes, prompt length in ids)`` of a rendered prompt."""
+        if isinstance(prompt, str) and self._tok is None and _FOUR_BYTE_IDS:
+            return self._char_blocks(prompt, model), len(prompt)
         ids = self.ids(prompt)
         return self.blocks(ids, model), len(ids)
+
+    def _char_blocks(self, prompt: str, model: str) -> list[int]:
+        """:meth:`blocks` of a text's code points without a list of them: UTF-32 in this machine's
+        byte order is the same bytes as ``array("I", ids)`` (lone surrogates kept as their code
+        points); a few times faster than the list at the router's request rate."""
+        size = self.block_size
+        n = min(len(prompt) // size, self.max_blocks)
+        data = prompt[:n * size].encode(_UTF32, "surrogatepass")
+        parent = seed_hash(model)
+        out = []
+        step = 4 * size
+        for b in range(n):
+            h = hashlib.blake2b(digest_size=8, person=b"accel-block")
+            h.update(parent.to_bytes(8, "big", signed=True))
+            h.update(data[b * step:(b + 1) * step])
+            parent = _signed64(h.digest())
+            out.append(parent)
+        return out
+
+
+_UTF32 = "utf-32-le" if sys.byteorder == "little" else "utf-32-be"
+_FOUR_BYTE_IDS = array("I").itemsize == 4  # chain_hash packs ids as array("I")

@@ -86,3 +86,12 @@ def test_a_bad_tokenizer_file_and_bad_sizes_are_typed_errors(tmp_path: Path) -> 
         PromptHasher(tokenizer=bad)
     with pytest.raises(RouterError, match="block_chars"):
         PromptHasher(block_chars=0)
+
+
+def test_character_blocks_of_text_match_the_blocks_of_its_code_points() -> None:
+    # the router hashes text straight from its UTF-32 bytes; the engine side hashes the id list
+    h = PromptHasher(block_chars=4)
+    for text in ("", "abc", "abcdefghij" * 7, "h\u00e9llo w\u00f6rld \U0001f600\U0001f601 \ud800 \udfff ok" * 3):
+        assert h.hash_prompt(text, "m") == (h.blocks([ord(c) for c in text], "m"), len(text))
+    capped = PromptHasher(block_chars=2, max_blocks=3)
+    assert capped.hash_prompt("abcdefghij", "m") == (capped.blocks([ord(c) for c in "abcdefghij"], "m"), 10)
