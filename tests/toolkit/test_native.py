@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import re
 import subprocess
 import sys
 import time
@@ -341,3 +342,13 @@ def test_importing_the_toolkit_loads_no_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "0"
+
+
+def test_the_guide_example_runs_as_written() -> None:
+    guide = Path(__file__).resolve().parents[2] / "docs" / "guides" / "native-plugins.md"
+    blocks = re.findall(r"```python\n(.*?)```", guide.read_text(encoding="utf-8"), flags=re.DOTALL)
+    assert len(blocks) == 1
+    namespace: dict[str, Any] = {"__name__": "native_guide_example"}
+    exec(compile(blocks[0], str(guide), "exec"), namespace)
+    with pytest.raises(LibraryNotFoundError, match="ACCEL_DEMO_LIB"):
+        namespace["open_library"]()
