@@ -297,13 +297,16 @@ class _Worker:
     """One daemon thread that makes the library's calls, so a caller can stop waiting."""
 
     def __init__(self, name: str) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], _Slot]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], _Slot] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"accel-native-{name}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while True:
-            job, slot = self._jobs.get()
+            item = self._jobs.get()
+            if item is None:
+                return
+            job, slot = item
             try:
                 slot.value = job()
             except BaseException as exc:  # noqa: BLE001 -- handed back to the caller, raised there
@@ -314,6 +317,14 @@ class _Worker:
         slot = _Slot()
         self._jobs.put((job, slot))
         return slot
+
+    def stop(self) -> None:
+        """End the thread once the call it is making (if any) returns."""
+        self._jobs.put(None)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
 
 
 @dataclass
@@ -334,8 +345,11 @@ class NativeLibrary:
 
     With ``timeout_s`` each call runs in a worker thread; one that does not return in time raises
     a :class:`~accel.errors.DriverError` with code ``driver.timeout``, and every later call raises
-    the same without calling the library again (a hung library stays hung).  ``calls`` counts the
-    calls made by name, for tests.
+    the same without calling the library again (a hung library stays hung).  A call that can
+    legitimately take longer (one with its own wait argument) passes ``deadline_s``.  Calls are
+    made one at a time (vendor libraries are rarely thread-safe): a caller waits for the one
+    before it, and the deadline counts from its own start.  :meth:`close` (or ``with``) ends the
+    worker thread.  ``calls`` counts the calls made by name, for tests.
     """
 
     def __init__(
@@ -357,6 +371,21 @@ class NativeLibrary:
         self._hung: str | None = None
         self._worker: _Worker | None = None
         self._lock = threading.Lock()
+        self._closed = False
+
+    def __enter__(self) -> NativeLibrary:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker thread; a later :meth:`call` raises :class:`~accel.errors.ConfigError`.
+        A worker stuck in a hung call is left to the process (a daemon thread)."""
+        self._closed = True
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
 
     @property
     def hung(self) -> str | None:
@@ -367,19 +396,32 @@ class NativeLibrary:
         """True when ``name`` is declared and the loaded library has it."""
         return name in self._bound
 
-    def call(self, name: str, *args: Any, device_id: str | None = None, check: bool = True) -> Any:
-        """Call ``name`` with ``args``; with ``check`` (and an :class:`ErrorTable`) map its code."""
+    def call(
+        self,
+        name: str,
+        *args: Any,
+        device_id: str | None = None,
+        check: bool = True,
+        deadline_s: float | None = None,
+    ) -> Any:
+        """Call ``name`` with ``args``; with ``check`` (and an :class:`ErrorTable`) map its code.
+        ``deadline_s`` replaces the library's ``timeout_s`` for this call."""
         if name not in self.table:
             raise ConfigError(f"{self.table.library}: {name} is not in the signature table")
-        if self._hung is not None:
-            raise self._timeout(name, device_id, again=True)
+        if deadline_s is not None and not deadline_s > 0:
+            raise ValueError("deadline_s must be positive or None")
         func = self._bound.get(name)
         if func is None:
             raise NotSupportedError(
                 f"{self.table.library} has no function {name}", device_id=device_id, code="driver.function-not-found"
             )
-        self.calls[name] = self.calls.get(name, 0) + 1
-        rc = self._invoke(name, func, args, device_id)
+        with self._lock:
+            if self._closed:
+                raise ConfigError(f"{self.table.library} is closed; {name} was not called")
+            if self._hung is not None:
+                raise self._timeout(name, again=True)
+            self.calls[name] = self.calls.get(name, 0) + 1
+            rc = self._invoke(name, func, args, self.timeout_s if deadline_s is None else deadline_s)
         if check and self.errors is not None and isinstance(rc, int):
             self.errors.check(rc, fn=name, device_id=device_id)
         return rc
@@ -393,18 +435,18 @@ class NativeLibrary:
             return False
         return True
 
-    def _invoke(self, name: str, func: Callable[..., Any], args: tuple[Any, ...], device_id: str | None) -> Any:
+    def _invoke(self, name: str, func: Callable[..., Any], args: tuple[Any, ...], timeout_s: float | None) -> Any:
+        # Called with self._lock held: one call at a time.
         try:
-            if self.timeout_s is None:
+            if timeout_s is None:
                 return func(*args)
-            with self._lock:
-                if self._worker is None:
-                    self._worker = _Worker(self.table.library)
-                worker = self._worker
-            slot = worker.submit(lambda: func(*args))
-            if not slot.done.wait(self.timeout_s):
+            if self._worker is None:
+                self._worker = _Worker(self.table.library)
+            slot = self._worker.submit(lambda: func(*args))
+            if not slot.done.wait(timeout_s):
                 self._hung = name
-                raise self._timeout(name, device_id, again=False)
+                self._worker = None  # stuck in the call; a daemon thread, never reused
+                raise self._timeout(name, again=False, waited_s=timeout_s)
             if slot.error is not None:
                 raise slot.error
             return slot.value
@@ -415,14 +457,13 @@ class NativeLibrary:
                 f"{self.table.library}: {name} rejected its arguments: {exc}", code="driver.binding"
             ) from exc
 
-    def _timeout(self, name: str, device_id: str | None, *, again: bool) -> DriverError:
+    def _timeout(self, name: str, *, again: bool, waited_s: float | None = None) -> DriverError:
+        # A hung library is not one device's fault: the error names the library, not a device.
         if again:
             message = f"{self.table.library} hung in {self._hung}; not called again for {name}"
         else:
-            message = f"{self.table.library}: {name} did not return within {self.timeout_s} s"
-        err = DriverError(message, vendor_code=f"{self.table.library}:hung", code="driver.timeout")
-        del device_id  # a hung library is not one device's fault
-        return err
+            message = f"{self.table.library}: {name} did not return within {waited_s} s"
+        return DriverError(message, vendor_code=f"{self.table.library}:hung", code="driver.timeout")
 
 
 def signature_problems(table: SignatureTable, *, calls: Iterable[str] = (), fake: object | None = None) -> list[str]:

@@ -8,6 +8,7 @@ import ctypes.util
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -352,3 +353,54 @@ def test_the_guide_example_runs_as_written() -> None:
     exec(compile(blocks[0], str(guide), "exec"), namespace)
     with pytest.raises(LibraryNotFoundError, match="ACCEL_DEMO_LIB"):
         namespace["open_library"]()
+
+
+def test_calls_are_serialized_and_a_waiting_caller_sees_the_hang() -> None:
+    fake = FakeDemo()
+    fake.hang_on("demoGetDeviceCount")
+    lib = NativeLibrary(fake, TABLE, ERRORS, timeout_s=0.2)
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            lib.call("demoGetDeviceCount", ctypes.byref(ctypes.c_uint()))
+        except DriverError as exc:
+            errors.append(exc)
+
+    try:
+        t = threading.Thread(target=first)
+        t.start()
+        while not fake.calls.get("demoGetDeviceCount"):
+            time.sleep(0.005)
+        with pytest.raises(DriverError, match="hung in demoGetDeviceCount; not called again for demoInit"):
+            lib.call("demoInit", 0)  # waits for the hung call's deadline, then is refused
+        t.join(5)
+        assert [str(e) for e in errors] == ["libdemo.so: demoGetDeviceCount did not return within 0.2 s"]
+        assert "demoInit" not in fake.calls
+    finally:
+        fake.release()
+
+
+def test_per_call_deadline_and_close() -> None:
+    fake = FakeDemo()
+    fake.hang_on("demoGetEcc")
+    with NativeLibrary(fake, TABLE, ERRORS, timeout_s=30) as lib:
+        assert lib.call("demoInit", 0) == 0
+        worker = lib._worker
+        assert worker is not None and worker.alive
+        try:
+            with pytest.raises(DriverError, match=r"within 0\.05 s"):
+                lib.call("demoGetEcc", 0, ctypes.byref(ctypes.c_uint64()), deadline_s=0.05)
+        finally:
+            fake.release()
+        with pytest.raises(ValueError):
+            lib.call("demoInit", 0, deadline_s=0)
+    with pytest.raises(ConfigError, match="closed"):
+        lib.call("demoInit", 0)
+    lib2 = NativeLibrary(FakeDemo(), TABLE, ERRORS, timeout_s=1)
+    lib2.call("demoInit", 0)
+    worker2 = lib2._worker
+    assert worker2 is not None
+    lib2.close()
+    worker2._thread.join(2)
+    assert not worker2.alive
