@@ -51,6 +51,8 @@ class FakeLibrary:
     TABLE: ClassVar[SignatureTable]
 
     def __init__(self) -> None:
+        if not isinstance(getattr(type(self), "TABLE", None), SignatureTable):
+            raise TypeError(f"{type(self).__name__} must set TABLE to the SignatureTable it fakes")
         self.calls: dict[str, int] = {}
         self._injected: dict[str, int] = {}
         self._hang: set[str] = set()

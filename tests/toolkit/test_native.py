@@ -157,6 +157,12 @@ def test_signature_problems_names_undeclared_calls_and_fake_functions() -> None:
     ]
     assert fake_functions(FakeDemo())["demoGetName"] == 3
 
+    class NoTable(FakeLibrary):
+        pass
+
+    with pytest.raises(TypeError, match="NoTable must set TABLE"):
+        NoTable()
+
 
 def test_fake_converts_arguments_as_ctypes_does() -> None:
     lib = NativeLibrary(FakeDemo(), TABLE, ERRORS, timeout_s=None)
