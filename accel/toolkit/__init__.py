@@ -48,6 +48,13 @@ The pieces, in the order a plugin uses them:
   backend can ``never`` read; :func:`assemble_device` validates it once, lists never-readable
   fields still empty as ``unsupported`` and reports out-of-bounds values as "not read this
   time"; :func:`unsupported_of` is that rule alone (for telemetry samples);
+* native libraries (1.3): :func:`load_library` (environment override, then the vendor's
+  standard locations, a typed error naming every path tried), a :class:`SignatureTable` of
+  :class:`NativeFunction` rows with their :class:`SignatureSource`, an :class:`ErrorTable` from
+  return codes to typed errors, :func:`versioned` / :func:`struct_version` structs, and
+  :class:`NativeLibrary`, which calls under a deadline; :class:`FakeLibrary` (with
+  :func:`deref`, :func:`set_out`, :func:`fake_functions`) fakes a library for tests and
+  :func:`signature_problems` checks calls and fakes against the table;
 * replay: :class:`ReplayScenario`, :func:`scenario_names`, :func:`scenario_path` (scenarios
   live in ``<package>/scenarios/<name>/``).
 
@@ -78,6 +85,19 @@ from ._csv import QueryColumn, QueryRow, QueryTable, parse_query_csv
 from ._kv import KVEntry, KVSection, parse_kv
 from ._listing import Listed, ProcessRow, parse_listing, parse_process_rows, processes_of
 from ._matrix import Matrix, first_line, read_matrix, read_records, select_table, title_match
+from ._native import (
+    ErrorTable,
+    NativeFunction,
+    NativeLibrary,
+    SignatureSource,
+    SignatureTable,
+    library_candidates,
+    load_library,
+    signature_problems,
+    struct_version,
+    versioned,
+)
+from ._native_fake import FakeLibrary, deref, fake_functions, set_out
 from ._plugin import BASE_CAPABILITIES, LazyCliPlugin, cli_plugin_info
 from ._probe import CliProbeSpec, probe_cli
 from ._problems import identify_text
@@ -125,14 +145,14 @@ from ._values import (
 )
 
 #: The toolkit's API version, ``major.minor`` (see the stability promise above).
-TOOLKIT_API_VERSION: Final = "1.2"
+TOOLKIT_API_VERSION: Final = "1.3"
 
 #: Public classes that keep the ``_``-module they are defined in as ``__module__``: their
 #: annotations name types this namespace does not hold (``Mapping``, ``Device``, ``ClassVar``...),
 #: and ``typing.get_type_hints`` (which pydantic uses on a dataclass) resolves them there.
 _KEEP_MODULE: Final = frozenset(
-    {"AlignedTable", "BoxRow", "LazyCliPlugin", "QueryRow", "Snapshot", "ToolBackend", "ToolSession", "ToolView",
-     "UnitReading"}
+    {"AlignedTable", "BoxRow", "DeviceReading", "ErrorTable", "FakeLibrary", "LazyCliPlugin", "NativeFunction",
+     "QueryRow", "SignatureTable", "Snapshot", "ToolBackend", "ToolSession", "ToolView", "UnitReading"}
 )
 
 __all__ = [
@@ -148,12 +168,16 @@ __all__ = [
     "CliProbeSpec",
     "Collection",
     "DeviceReading",
+    "ErrorTable",
+    "FakeLibrary",
     "KVEntry",
     "KVSection",
     "LazyCliPlugin",
     "Lenient",
     "Listed",
     "Matrix",
+    "NativeFunction",
+    "NativeLibrary",
     "ParseContext",
     "PartitionsSurface",
     "ProcessRow",
@@ -163,6 +187,8 @@ __all__ = [
     "QueryTable",
     "RecordReader",
     "ReplayScenario",
+    "SignatureSource",
+    "SignatureTable",
     "Snapshot",
     "SourceLine",
     "ToolBackend",
@@ -174,6 +200,8 @@ __all__ = [
     "clean",
     "cli_plugin_info",
     "condition",
+    "deref",
+    "fake_functions",
     "find_aligned_table",
     "find_box_tables",
     "first_line",
@@ -183,7 +211,9 @@ __all__ = [
     "is_placeholder",
     "is_rule",
     "is_sentinel",
+    "library_candidates",
     "link_domains",
+    "load_library",
     "matrix_links",
     "memory_condition",
     "merge_readings",
@@ -211,11 +241,15 @@ __all__ = [
     "scenario_names",
     "scenario_path",
     "select_table",
+    "set_out",
+    "signature_problems",
     "split_lines",
+    "struct_version",
     "table_under_header",
     "title_match",
     "topo_links",
     "unsupported_of",
+    "versioned",
     "visible_binding",
 ]
 
