@@ -15,8 +15,8 @@ echo "== lint: ruff"
 echo "== type: mypy --strict over accel, accel.plugins, accel.conformance, accel.scheduler"
 "$PY" scripts/typecheck.py
 
-echo "== tests: pytest"
-"$PY" -m pytest "$@"
+echo "== tests: pytest (on ${ACCEL_TEST_WORKERS:-every} core(s); ACCEL_TEST_WORKERS=0 runs in one process)"
+"$PY" -m pytest -n "${ACCEL_TEST_WORKERS:-auto}" --dist loadfile "$@"
 
 echo "== conformance matrix: every in-tree backend on its shipped scenarios (as committed in docs/conformance/)"
 "$PY" -m accel.conformance.matrix --all --out "${ACCEL_CONFORMANCE_OUT:-build/conformance}"
