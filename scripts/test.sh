@@ -15,7 +15,7 @@ echo "== lint: ruff"
 echo "== type: mypy --strict over accel, accel.plugins, accel.conformance, accel.scheduler"
 "$PY" scripts/typecheck.py
 
-echo "== tests: pytest (on ${ACCEL_TEST_WORKERS:-every} core(s); ACCEL_TEST_WORKERS=0 runs in one process)"
+echo "== tests: pytest, workers: ${ACCEL_TEST_WORKERS:-auto (one per core)} (ACCEL_TEST_WORKERS=0: one process)"
 "$PY" -m pytest -n "${ACCEL_TEST_WORKERS:-auto}" --dist loadfile "$@"
 
 echo "== conformance matrix: every in-tree backend on its shipped scenarios (as committed in docs/conformance/)"
