@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -11,10 +12,35 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _tracked_data_files() -> list[str]:
+    """The non-Python files git tracks in the package folders, as their paths in the wheel."""
+    import tomllib
+
+    folders = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["package-dir"]
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    out = []
+    for path in tracked:
+        for name, folder in sorted(folders.items(), key=lambda kv: -len(kv[1])):
+            if path.startswith(folder + "/"):
+                rel = path[len(folder) + 1:]
+                skip = rel.endswith(".py") or any(p in ("_template", "tests", "__pycache__") for p in rel.split("/"))
+                if not skip:
+                    out.append(f"{name.replace('.', '/')}/{rel}")
+                break
+    return out
+
+
 def test_wheel_contains_and_imports_every_module(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
+    # built from a copy of the tracked files: setuptools would also ship whatever a stale build/lib holds
+    src = tmp_path / "src"
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    for rel in tracked:
+        if (ROOT / rel).is_file():
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, src / rel)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(src)],
         check=True,
         capture_output=True,
         timeout=300,
@@ -30,6 +56,9 @@ def test_wheel_contains_and_imports_every_module(tmp_path: Path) -> None:
         assert required in modules, required
     for data in ("accel/py.typed", "accel/sim/profiles/dgx-h100.json"):
         assert data in names, data
+    # every data file git tracks in a package folder ships: a file pattern that misses a folder
+    # (accel serve's templates/ and static/ did) breaks an installed service, not an editable one
+    assert not [f for f in _tracked_data_files() if f not in names]
     assert not [n for n in names if n.startswith(("tests/", "plugins/", "scheduler/", "conformance/"))]
     target = tmp_path / "site"
     subprocess.run(
