@@ -126,7 +126,7 @@ class Proxy:
         try:
             body = loads_bounded(raw, self._limits)
         except JSONLimitError as exc:
-            raise BadRequestError(f"request body: {exc}") from None
+            raise BadRequestError(str(exc)) from None  # names "request body" already
         if not isinstance(body, dict):
             raise BadRequestError("request body must be a JSON object")
         model = body.get("model")
