@@ -93,7 +93,6 @@ class ServiceBase:
         self.partitioned = any(is_partition_pool(p) for p in engine.pools)
         #: Publishes which job holds which device for the exporters (``--attribution-dir``).
         self.attribution: AttributionWriter | None = None
-        self._wait_ratios: list[float] = []
         self._last_tick = -math.inf  # the service time of the last tick's poll of every run
         self._requests: dict[str, JobRequest] = {}
         self._stop = threading.Event()

@@ -338,11 +338,6 @@ class RunLoop(ServiceBase):
         hosts = sorted({d.host for d in devices})
         self._audit(now, job.id, f"executor:{ex.name}", "started", f"on {', '.join(hosts)}",
                          {"ref": handle.ref, "attempt": attempt})
-        stored_quote = stored.quote if stored is not None else None
-        if job.attempts == 1 and isinstance(stored_quote, dict) and stored_quote.get("wait_p50_s"):
-            q = float(stored_quote["wait_p50_s"])
-            if q > 1.0:
-                self._wait_ratios.append((now - job.submitted_at) / q)
 
     def _to_sample(self) -> list[tuple[str, Executor, list[PlacedDevice]]]:
         out: list[tuple[str, Executor, list[PlacedDevice]]] = []
