@@ -134,11 +134,11 @@ class PrometheusSource:
 
 
 def _decode(body: bytes) -> dict[str, Any] | None:
-    import json
+    from accel._net.bounded_json import JSONLimitError, loads_bounded
 
-    try:
-        doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    try:  # the shared bounded reader: a deeply nested answer is refused, never a RecursionError
+        doc = loads_bounded(body, what="Prometheus's answer")
+    except JSONLimitError:
         return None
     return doc if isinstance(doc, dict) else None
 

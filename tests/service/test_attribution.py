@@ -96,6 +96,7 @@ def _scrape_sim(attribution: Attribution) -> dict[tuple[str, frozenset[tuple[str
             "not {device, accel_job, tenant}",
         ),
         (b" " * (1 << 20) + b"{}", "over 1048576 bytes"),
+        (b"[" * 100_000, "not JSON: .*nested deeper"),  # refused, never a RecursionError
     ],
 )
 def test_a_bad_attribution_file_is_an_error_naming_it(tmp_path: Path, content: bytes | None, why: str) -> None:

@@ -112,6 +112,33 @@ def test_an_unreachable_or_silent_prometheus_is_an_error_not_an_empty_chart() ->
             PrometheusSource(url, timeout_s=0.3).job_samples([("h", DEV0)], 0.0, 60.0)
 
 
+def test_a_hostile_prometheus_answer_is_an_error_not_a_crash() -> None:
+    # 100,000 nested arrays: json.loads would raise RecursionError; the shared bounded reader refuses it
+    import http.server
+    import threading
+
+    class Deep(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"[" * 100_000
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Deep)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(MetricsSourceError, match="not a JSON answer of the Prometheus API"):
+            PrometheusSource(url, timeout_s=5.0).job_samples([("h", DEV0)], 0.0, 60.0)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.mark.parametrize("url", ["ftp://h:9090", "http://", "http://u:p@h:9090", "http://h:9090/?q=1"])
 def test_a_bad_prometheus_url_is_refused(url: str) -> None:
     with pytest.raises(ValueError, match="--prometheus"):

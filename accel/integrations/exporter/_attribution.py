@@ -20,7 +20,6 @@ device on an answer that may be minutes old.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..._net.bounded_json import JSONLimitError, loads_bounded
 from ...errors import AccelError, ConfigError
 from ...model import Device
 
@@ -144,10 +144,10 @@ class ServeJobs:
             raise self._fail(exc.strerror or str(exc)) from exc
         if len(raw) > _MAX_SERVE_BYTES:
             raise self._fail(f"over {_MAX_SERVE_BYTES} bytes")
-        try:
-            doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise self._fail("not JSON") from exc
+        try:  # the shared bounded reader: deep nesting is "not JSON" here, never a RecursionError
+            doc = loads_bounded(raw, what=str(self.path))
+        except JSONLimitError as exc:
+            raise self._fail(f"not JSON: {exc}") from exc
         if not isinstance(doc, dict) or doc.get("format") != SERVE_FORMAT or not isinstance(doc.get("devices"), list):
             raise self._fail(f"not the {SERVE_FORMAT} format")
         written = doc.get("written_at")
