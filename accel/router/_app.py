@@ -309,8 +309,8 @@ def _answer_headers(up: _Upstream) -> dict[str, str]:
 
 
 def _usage_tokens(content: bytes) -> int:
-    try:
-        doc = json.loads(content)
+    try:  # a replica's answer goes through the bounded reader too: deep nesting is 0, not a RecursionError
+        doc = loads_bounded(content, what="the replica's answer")
         return int(doc["usage"]["completion_tokens"])
     except (ValueError, KeyError, TypeError):
         return 0
