@@ -96,11 +96,3 @@ def test_character_blocks_of_text_match_the_blocks_of_its_code_points() -> None:
     capped = PromptHasher(block_chars=2, max_blocks=3)
     assert capped.hash_prompt("abcdefghij", "m") == (capped.blocks([ord(c) for c in "abcdefghij"], "m"), 10)
 
-
-def test_a_replicas_answer_is_read_bounded() -> None:
-    # the output-token count read from a replica's answer: a hostile answer is 0, never a RecursionError
-    from accel.router._app import _usage_tokens
-
-    assert _usage_tokens(b'{"usage": {"completion_tokens": 7}}') == 7
-    assert _usage_tokens(b"[" * 100_000) == 0
-    assert _usage_tokens(b"not json") == 0

@@ -161,3 +161,12 @@ def test_only_whole_request_replicas_are_picked_and_engine_load_counts() -> None
     picked = picker.pick([1, 2, 3])
     assert picked is not None and picked[0].url == "http://b"
     assert picker.pick([1, 2, 3], exclude={1}) is None
+
+
+def test_a_replicas_answer_is_read_bounded() -> None:
+    # the output-token count read from a replica's answer: a hostile answer is 0, never a RecursionError
+    from accel.router._app import _usage_tokens
+
+    assert _usage_tokens(b'{"usage": {"completion_tokens": 7}}') == 7
+    assert _usage_tokens(b"[" * 100_000) == 0
+    assert _usage_tokens(b"not json") == 0
