@@ -1,7 +1,7 @@
 """Putting a router together: replicas, policy, proxy, monitor, KV-event subscribers, KEDA scaler.
 
-:func:`start_router` runs one in this process (on :class:`~accel._net.asgi_server.BackgroundServer`,
-the HTTP stack accel's services share: uvicorn with header and body deadlines, connection limits);
+:func:`start_router` runs one in this process (on :class:`~accel.router._serve.RouterServer`: uvicorn
+with httptools and uvloop, the header and body deadlines and connection limits of accel's shared stack);
 ``accel router`` (:func:`main`) runs one until SIGTERM / SIGINT.
 """
 
@@ -94,7 +94,7 @@ def start_router(backends: Sequence[str], *, listen: str = "127.0.0.1", port: in
                  autoscaler: Autoscaler | None = None, min_replicas: int = 0, max_replicas: int = 1000,
                  keda_listen: str | None = None, model: str | None = None) -> RunningRouter:
     """Start a router over ``backends`` (engine base URLs); see :mod:`accel.router`."""
-    from accel._net.asgi_server import BackgroundServer
+    from ._serve import serve
 
     if not backends:
         raise RouterError("name at least one --backend URL")
@@ -137,7 +137,7 @@ def start_router(backends: Sequence[str], *, listen: str = "127.0.0.1", port: in
     proxy = Proxy(picker, hasher, metrics, config, on_routed=live.routed, on_finished=live.done)
     app = build_app(proxy, metrics)
     try:
-        server = BackgroundServer(app, listen=listen, port=port, name="accel-router")
+        server = serve(app, listen=listen, port=port, name="accel-router")
     except OSError as exc:
         for sub in subscribers:
             sub.close()
@@ -232,9 +232,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def fake_main(args: argparse.Namespace) -> int:
-    from accel._net.asgi_server import BackgroundServer
-
     from ._fake import FakeEngine, FakeEngineConfig
+    from ._serve import serve
 
     host, port = parse_listen(args.listen)
     engine = FakeEngine(FakeEngineConfig(
@@ -243,7 +242,8 @@ def fake_main(args: argparse.Namespace) -> int:
         block_size=args.block_size, kv_blocks=args.kv_blocks, metric_names=args.metric_names,
         kv_events_endpoint=args.kv_events, kv_events_form=args.kv_events_form))
     try:
-        server = BackgroundServer(engine.app(), listen=host, port=port, name="accel-fake-engine").start()
+        # the router's server stack (httptools, uvloop), as vLLM's uvicorn runs with them installed
+        server = serve(engine.app(), listen=host, port=port, name="accel-fake-engine").start()
     except OSError as exc:
         engine.close()
         raise RouterError(f"cannot listen on {args.listen}: {exc.strerror or exc}") from None
