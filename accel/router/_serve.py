@@ -93,12 +93,13 @@ class RouterServer:
     of :class:`~accel._net.asgi_server.BackgroundServer` (bound at construction, :meth:`start`,
     :meth:`close`)."""
 
-    def __init__(self, app: Any, *, listen: str, port: int, limits: ServerLimits = ServerLimits(),
+    def __init__(self, app: Any, *, listen: str, port: int, limits: ServerLimits | None = None,
                  name: str = "accel-router") -> None:
         import uvicorn
 
         from accel._net.asgi_server import _quiet_logs
 
+        limits = ServerLimits() if limits is None else limits
         self.limits = limits
         self.name = name
         self.socket = bind(listen, port, limits.backlog)
