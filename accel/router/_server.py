@@ -202,6 +202,10 @@ def _wait_for_signal() -> None:
 def main(args: argparse.Namespace) -> int:
     if getattr(args, "router_action", None) == "fake-engine":
         return fake_main(args)
+    # The monitor's thread (health checks, metric scrapes) shares the GIL with the proxy's loop; a thread
+    # waiting for it takes it after the switch interval, 5 ms by default: a scrape's parsing could put up to
+    # that into a proxied request.  1 ms bounds it (the process runs nothing else that wants long slices).
+    sys.setswitchinterval(0.001)
     host, port = parse_listen(args.listen)
     if not is_loopback(host):
         print(f"accel router: warning: listening on {host}, not loopback: the router has no authentication; put "
