@@ -246,7 +246,9 @@ def fake_main(args: argparse.Namespace) -> int:
         block_size=args.block_size, kv_blocks=args.kv_blocks, metric_names=args.metric_names,
         kv_events_endpoint=args.kv_events, kv_events_form=args.kv_events_form))
     try:
-        # the router's server stack (httptools, uvloop), as vLLM's uvicorn runs with them installed
+        # the router's server stack (httptools, uvloop): vLLM's API server is uvicorn with them installed
+        # (vllm-project/vllm requirements/common.txt at b61ce3b08a2ea6cc7d4f40f02b6e3e07dd94e4ea requires
+        # fastapi[standard], whose uvicorn[standard] brings both)
         server = serve(engine.app(), listen=host, port=port, name="accel-fake-engine").start()
     except OSError as exc:
         engine.close()
