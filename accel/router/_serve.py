@@ -78,7 +78,8 @@ def _protocol_class(limits: ServerLimits) -> type:
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if not self.transport.is_closing():
+            # a pipelined request already parsed (its head complete) has just started: no deadline for it
+            if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete):
                 self._arm()
 
         def connection_lost(self, exc: Exception | None) -> None:

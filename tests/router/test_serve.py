@@ -72,6 +72,13 @@ def test_keep_alive_requests_and_a_head_under_the_limit_are_served(server: Route
             assert r.status_code == 200 and r.text == "ok"
 
 
+def test_pipelined_requests_are_each_answered(server: RouterServer) -> None:
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        out, closed = _recv_all(s, 5.0)
+    assert closed and out.count(b"HTTP/1.1 200") == 2 and out.endswith(b"ok")
+
+
 @pytest.fixture(scope="module")
 def slow_engine() -> Iterator[Engine]:
     e = start_engine(time_scale=1.0)  # the profile's own pace: a few hundred tokens take seconds
