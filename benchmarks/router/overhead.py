@@ -36,11 +36,13 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import aiohttp
 
 WARMUP = 50  # requests a phase sends before its measured part (connections opened, code paths warm)
+CONNECTIONS = 512
 
 
 def _spawn(args: list[str], source: str | None = None) -> tuple[subprocess.Popen[str], str]:
@@ -75,12 +77,14 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-async def _phase(targets: list[str], rate: float, seconds: float, body: bytes,
-                 stream: bool) -> tuple[list[float], int, float]:
+async def _phase(targets: list[str], rate: float, seconds: float, body: bytes, stream: bool,
+                 why: dict[str, int]) -> tuple[list[float], int, float]:
     n = int(rate * seconds)
     lat: list[float] = []
     failures = 0
-    connector = aiohttp.TCPConnector(limit=1024)
+    # at most CONNECTIONS open at a time, to the router or to the two engines together (past that requests
+    # wait in the client, both sides alike): under the servers' own limit (1024, then 503s)
+    connector = aiohttp.TCPConnector(limit=CONNECTIONS)
     headers = {"content-type": "application/json"}
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=30)) as client:
         async def one(i: int, at: float) -> None:
@@ -94,12 +98,16 @@ async def _phase(targets: list[str], rate: float, seconds: float, body: bytes,
                 async with client.post(url, data=body, headers=headers) as r:
                     data = await r.read()
                     ok = r.status == 200 and (not stream or data.rstrip().endswith(b"[DONE]"))
-            except (aiohttp.ClientError, TimeoutError):
-                ok = False
+                    what = f"HTTP {r.status}" if r.status != 200 else "incomplete stream"
+                    if not ok and not why:  # the first failure's answer, to say what it was
+                        why["first: " + data[:300].decode("utf-8", "replace")] = 1
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                ok, what = False, type(exc).__name__
             if ok:
                 lat.append(time.perf_counter() - t0)
             else:
                 failures += 1
+                why[what] = why.get(what, 0) + 1
 
         # warm the connections, then the measured phase
         await asyncio.gather(*(one(i, 0.0) for i in range(min(WARMUP, n))))
@@ -144,6 +152,7 @@ def main() -> int:
         sides: list[tuple[str, list[str]]] = [("direct", engines)] + [(k, [u]) for k, (_, u) in routers.items()]
         lat: dict[str, list[float]] = {k: [] for k, _ in sides}
         fails = dict.fromkeys(lat, 0)
+        why: dict[str, dict[str, int]] = {k: {} for k in lat}
         rates: dict[str, list[float]] = {k: [] for k in lat}
         sent = dict.fromkeys(lat, 0)
         # CPU seconds of each router while it routes, and while another side runs (its background)
@@ -158,7 +167,8 @@ def main() -> int:
                 t0 = time.perf_counter()
                 before = {k: _cpu_split_s(p.pid) for k, (p, _) in routers.items()}
                 eng0 = sum(_cpu_s(p.pid) for p in procs[:2])
-                got, failed, achieved = asyncio.run(_phase(targets, args.rate, args.seconds, body, args.stream))
+                got, failed, achieved = asyncio.run(_phase(targets, args.rate, args.seconds, body, args.stream,
+                                                          why[side]))
                 eng1 = sum(_cpu_s(p.pid) for p in procs[:2])
                 took = time.perf_counter() - t0
                 for k, (p, _) in routers.items():
@@ -177,6 +187,14 @@ def main() -> int:
                 fails[side] += failed
                 rates[side].append(achieved)
                 sent[side] += int(args.rate * args.seconds) + min(WARMUP, int(args.rate * args.seconds))
+        # the routers' own counters of trouble (retries, breakers opened, answers that were not 200)
+        trouble: dict[str, list[str]] = {}
+        for k, (_, u) in routers.items():
+            with urllib.request.urlopen(u + "/metrics", timeout=10) as page:
+                text = page.read().decode()
+            trouble[k] = [line for line in text.splitlines() if not line.startswith("#") and (
+                "retries_total" in line or "circuit_opened_total" in line or "stream_errors_total" in line
+                or ("requests_total" in line and 'code="200"' not in line)) and not line.endswith(" 0.0")]
         load = os.getloadavg()[0]
         result: dict[str, object] = {"rate": args.rate, "policy": args.policy, "stream": args.stream,
                                      "cpus": os.cpu_count(), "load_avg_1m": load, "rounds": args.rounds,
@@ -187,9 +205,15 @@ def main() -> int:
         for side, got in lat.items():
             p50, p99, mx = _pct(got, 0.5) * 1e3, _pct(got, 0.99) * 1e3, max(got) * 1e3
             achieved = sum(rates[side]) / len(rates[side])
-            result[side] = {"requests": len(got), "failed": fails[side], "achieved_rate": achieved,
+            result[side] = {"requests": len(got), "failed": fails[side], "failures": why[side],
+                            "achieved_rate": achieved,
                             "p50_ms": p50, "p99_ms": p99, "max_ms": mx}
-            print(f"{side:15} {len(got):8d} {fails[side]:6d} {achieved:7.0f} {p50:8.2f} {p99:8.2f} {mx:8.2f}")
+            print(f"{side:15} {len(got):8d} {fails[side]:6d} {achieved:7.0f} {p50:8.2f} {p99:8.2f} {mx:8.2f}"
+                  + (f"  failures: {why[side]}" if why[side] else ""))
+        for k, lines in trouble.items():
+            result.setdefault(k, {})
+            if lines:
+                print(f"{k} router's counters of trouble: " + "; ".join(lines))
         d = result["direct"]
         assert isinstance(d, dict)
         engine_ms = engines_cpu / sent["direct"] * 1e3
@@ -205,7 +229,8 @@ def main() -> int:
             r.update(added_p50_ms=added50, added_p99_ms=added99, p99_ratio=r["p99_ms"] / d["p99_ms"],
                      router_cpu_ms_per_request=net_ms, router_cpu_ms_per_request_with_background=raw_ms,
                      router_background_cpu_ms_per_s=background * 1e3,
-                     router_system_cpu_share=busy_sys[side] / busy[side] if busy[side] else None)
+                     router_system_cpu_share=busy_sys[side] / busy[side] if busy[side] else None,
+                     router_trouble=trouble[side])
             kernel = busy_sys[side] / max(busy[side], 1e-9)
             print(f"{side}: router CPU per request {net_ms:.2f} ms ({raw_ms:.2f} with its background of "
                   f"{background * 1e3:.1f} ms/s, {kernel:.0%} in the kernel; one core carries about "
