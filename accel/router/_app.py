@@ -78,9 +78,11 @@ class ProxyConfig:
     read_timeout_s: float = 300.0
     #: Other replicas tried after the first fails before its first byte (None: every replica).
     retries: int | None = None
-    #: Connections open to one replica at a time (kept alive and reused); a request past them waits for one
-    #: in the router, where it counts as the replica's outstanding load (a wait that is not held against it)
-    max_connections_per_replica: int = 256
+    #: Connections open to one replica at a time (kept alive and reused; 0: no limit); a request past them
+    #: waits for one in the router, where it counts as the replica's outstanding load (a wait not held
+    #: against the replica).  No limit by default: a replica's own queue (vLLM's waiting requests) is
+    #: where requests should wait, seen by its scraped metrics.
+    max_connections_per_replica: int = 0
     default_model: str = ""
 
 
@@ -150,10 +152,7 @@ class Proxy:
 
             self._loop = asyncio.get_running_loop()
             self._client = aiohttp.ClientSession(
-                # a bounded pool a replica, idle connections kept 30 s for the next request: under a burst the
-                # requests reuse them instead of opening hundreds of new ones at once (measured at 500 requests/s
-                # on a starved machine: new connections timed out while the router's own loop was late, and the
-                # breakers blamed the replicas; benchmarks/router/README.md)
+                # idle connections kept 30 s for the next request to the same replica
                 connector=aiohttp.TCPConnector(limit=0, limit_per_host=self.config.max_connections_per_replica,
                                                keepalive_timeout=30),
                 # sock_connect: the TCP connect only; waiting for a free pooled connection is not the replica's fault
