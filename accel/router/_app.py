@@ -1,10 +1,15 @@
-"""The router's HTTP face: an OpenAI-compatible proxy (Starlette, served by uvicorn).
+"""The router's HTTP face: an OpenAI-compatible proxy (a plain ASGI app, served by uvicorn).
 
 ``POST /v1/completions`` and ``/v1/chat/completions`` are routed by the policy on the prompt's
 block hashes and forwarded as they came; a streamed answer (``"stream": true``, server-sent
 events) is passed through chunk by chunk.  ``GET /v1/models`` lists the models the replicas
 serve, ``GET /health`` answers 200 while a replica can take requests (503 otherwise),
 ``GET /metrics`` is the router's own Prometheus page.
+
+The two proxied paths are served by :class:`RouterApp` as a plain ASGI callable (no Starlette
+request object, middleware or routing on the path every request takes); the other paths, read
+rarely, are a Starlette app behind it.  The request body is parsed once, to read the prompt, the
+model and ``stream``, and the client's original bytes are what the replica receives.
 
 Resilience, per request:
 
@@ -16,13 +21,14 @@ Resilience, per request:
   client sees one answer;
 - a stream that breaks after its first chunk ends with one server-sent event
   ``data: {"error": {...}}`` and a clean end of the response (the client can tell it is cut);
+  a client that goes away mid-stream closes the replica's connection (its request stops there);
 - upstream time limits: ``connect_timeout_s`` to connect and ``read_timeout_s`` between bytes
   (a replica silent longer: 504, not retried, as the request may be running there).
 
 The upstream client is aiohttp's ``ClientSession`` (one per router, made on the server's event loop
-at the first request, no cookie jar: a proxy keeps no state between its clients).  Measured in one
-run against the same fake engine it costs about a third of httpx's CPU a request (see
-``benchmarks/router/README.md``).
+at the first request, its connections kept alive and reused, no cookie jar: a proxy keeps no state
+between its clients).  Measured in one run against the same fake engine it costs about a third of
+httpx's CPU a request (see ``benchmarks/router/README.md``).
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,12 +51,22 @@ from ._metrics import RouterMetrics
 from ._policy import Picker
 from ._prefix import PromptHasher, render_prompt
 
-__all__ = ["ProxyConfig", "build_app"]
+__all__ = ["ProxyConfig", "RouterApp", "build_app"]
 
 _HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
                   "transfer-encoding", "upgrade", "content-length", "host", "content-encoding"})
 _HOP_RAW = frozenset(h.encode("latin-1") for h in _HOP)
 _RETRY_STATUS = frozenset({502, 503, 504})
+#: The proxied paths and whether each is the chat API (its prompt rendered from messages).
+_PROXIED = {"/v1/completions": False, "/v1/chat/completions": True}
+# "completion_tokens": N outside a JSON string (inside one its quotes are escaped, \"), so a regex
+# reads the usage without decoding the whole answer again.
+_USAGE = re.compile(rb'"completion_tokens"\s*:\s*(\d{1,12})')
+
+_Scope = MutableMapping[str, Any]
+_Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+_Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+_RawHeaders = list[tuple[bytes, bytes]]
 
 
 @dataclass(frozen=True)
@@ -61,13 +78,34 @@ class ProxyConfig:
     read_timeout_s: float = 300.0
     #: Other replicas tried after the first fails before its first byte (None: every replica).
     retries: int | None = None
+    #: Connections open to one replica at a time (kept alive and reused; 0: no limit); a request past them
+    #: waits for one in the router, where it counts as the replica's outstanding load (a wait not held
+    #: against the replica).  No limit by default: a replica's own queue (vLLM's waiting requests) is
+    #: where requests should wait, seen by its scraped metrics.
+    max_connections_per_replica: int = 0
     default_model: str = ""
 
 
-def _error(status: int, message: str, kind: str = "invalid_request_error") -> Any:
-    from starlette.responses import JSONResponse
+@dataclass(frozen=True)
+class _Error:
+    """An answer of the router's own: ``{"error": {"message", "type", "code"}}`` with ``status``."""
 
-    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
+    status: int
+    message: str
+    kind: str = "invalid_request_error"
+
+    def body(self) -> bytes:
+        return json.dumps({"error": {"message": self.message, "type": self.kind, "code": self.status}}).encode()
+
+
+async def _send_whole(send: _Send, status: int, headers: _RawHeaders, content: bytes) -> None:
+    headers.append((b"content-length", str(len(content)).encode("latin-1")))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": content})
+
+
+async def _send_error(send: _Send, err: _Error) -> None:
+    await _send_whole(send, err.status, [(b"content-type", b"application/json")], err.body())
 
 
 _Headers = list[tuple[str, str]]
@@ -76,14 +114,19 @@ _Headers = list[tuple[str, str]]
 class _Upstream:
     """One attempt's open answer (an aiohttp ``ClientResponse``): the first chunk and the rest."""
 
-    __slots__ = ("backend", "content_type", "first", "response", "rest")
+    __slots__ = ("backend", "first", "response", "rest")
 
     def __init__(self, backend: Backend, response: Any, first: bytes, rest: AsyncIterator[bytes]) -> None:
         self.backend = backend
         self.response = response
         self.first = first
         self.rest = rest
-        self.content_type: str = response.headers.get("content-type", "")
+
+    def headers(self) -> _RawHeaders:
+        """The replica's answer headers less the hop-by-hop ones, and which replica answered."""
+        out = [(k.lower(), v) for k, v in self.response.raw_headers if k.lower() not in _HOP_RAW]
+        out.append((b"x-accel-backend", self.backend.url.encode("latin-1")))
+        return out
 
 
 class Proxy:
@@ -101,6 +144,7 @@ class Proxy:
         self._client: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._limits = JSONLimits(max_bytes=config.max_body_bytes, max_depth=32)
+        self._urls: dict[tuple[str, str], Any] = {}
 
     def client(self) -> Any:
         if self._client is None:  # created on the server's event loop, at the first request
@@ -108,8 +152,11 @@ class Proxy:
 
             self._loop = asyncio.get_running_loop()
             self._client = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=30),
-                timeout=aiohttp.ClientTimeout(total=None, connect=self.config.connect_timeout_s,
+                # idle connections kept 30 s for the next request to the same replica
+                connector=aiohttp.TCPConnector(limit=0, limit_per_host=self.config.max_connections_per_replica,
+                                               keepalive_timeout=30),
+                # sock_connect: the TCP connect only; waiting for a free pooled connection is not the replica's fault
+                timeout=aiohttp.ClientTimeout(total=None, connect=None, sock_connect=self.config.connect_timeout_s,
                                               sock_read=self.config.read_timeout_s),
                 cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=True, trust_env=False)
         return self._client
@@ -136,42 +183,42 @@ class Proxy:
             raise BadRequestError("'stream' must be true or false")
         return body
 
-    async def handle(self, request: Any, path: str, chat: bool) -> Any:
+    async def serve(self, scope: _Scope, receive: _Receive, send: _Send, path: str, chat: bool) -> None:
+        """Answer one proxied request (ASGI)."""
         start = time.perf_counter()
         try:
-            raw = await read_body(request.receive, self.config.max_body_bytes, self.config.body_timeout_s)
+            raw = await read_body(receive, self.config.max_body_bytes, self.config.body_timeout_s)
         except ValueError as exc:
-            self.metrics.requests.labels("", "413").inc()
-            return _error(413, str(exc))
+            self.metrics.request("", "413")
+            return await _send_error(send, _Error(413, str(exc)))
         except BodyTimeoutError as exc:
-            self.metrics.requests.labels("", "408").inc()
-            return _error(408, str(exc))
+            self.metrics.request("", "408")
+            return await _send_error(send, _Error(408, str(exc)))
         try:
             body = self._parse(raw)
             prompt = render_prompt(body, chat=chat)
         except BadRequestError as exc:
-            self.metrics.requests.labels("", str(exc.status)).inc()
-            return _error(exc.status, str(exc))
+            self.metrics.request("", str(exc.status))
+            return await _send_error(send, _Error(exc.status, str(exc)))
         model = body.get("model") or self.config.default_model
         blocks, n_ids = self.hasher.hash_prompt(prompt, model)
         self.metrics.prefix_blocks.inc(len(blocks))
         if self.on_routed is not None:
             self.on_routed(n_ids)
         # the client's headers as they came (ASGI gives them lower-cased), less the hop-by-hop ones
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.scope["headers"]
-                   if k not in _HOP_RAW]
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"] if k not in _HOP_RAW]
         up = await self._attempts(path, raw, headers, blocks)
-        if not isinstance(up, _Upstream):
+        if isinstance(up, _Error):
             if self.on_finished is not None:
                 self.on_finished(0)
             self.metrics.duration.observe(time.perf_counter() - start)
-            return up
-        if body.get("stream") and up.content_type.startswith("text/event-stream"):
-            return self._stream(up, start)
-        return await self._whole(up, start, path, raw, headers, blocks)
+            return await _send_error(send, up)
+        if body.get("stream") and up.response.content_type == "text/event-stream":
+            return await self._stream(up, start, receive, send)
+        await self._whole(up, start, path, raw, headers, blocks, send)
 
     async def _attempts(self, path: str, raw: bytes, headers: _Headers, blocks: list[int],
-                        tried: set[int] | None = None) -> Any:
+                        tried: set[int] | None = None) -> _Upstream | _Error:
         import aiohttp
 
         tried = set() if tried is None else tried
@@ -185,10 +232,11 @@ class Proxy:
                 break
             backend, matched = picked
             tried.add(backend.id)
-            self.metrics.matched_blocks.inc(matched)
+            if matched:
+                self.metrics.matched_blocks.inc(matched)
             backend.in_flight += 1
             try:
-                resp = await self.client().post(backend.url + path, data=raw, headers=headers,
+                resp = await self.client().post(self._url(backend, path), data=raw, headers=headers,
                                                 allow_redirects=False)
             except aiohttp.ConnectionTimeoutError as exc:  # never connected: safe to send elsewhere
                 last_error = self._failed(backend, f"{type(exc).__name__}: {exc}")
@@ -197,8 +245,8 @@ class Proxy:
                 # connected and silent past read_timeout_s: the request may be running there
                 backend.in_flight -= 1
                 backend.breaker.failure(time.monotonic())
-                self.metrics.requests.labels(backend.url, "504").inc()
-                return _error(504, f"replica {backend.url} did not answer in time", "upstream_timeout")
+                self.metrics.request(backend.url, "504")
+                return _Error(504, f"replica {backend.url} did not answer in time", "upstream_timeout")
             except (aiohttp.ClientError, OSError) as exc:  # refused, reset, a broken answer head
                 last_error = self._failed(backend, f"{type(exc).__name__}: {exc}")
                 continue
@@ -213,10 +261,19 @@ class Proxy:
                 last_error = self._failed(backend, f"{type(exc).__name__} before the first byte: {exc}")
                 continue
             return _Upstream(backend, resp, first, resp.content.iter_any())
-        self.metrics.requests.labels("", "503" if not tried else "502").inc()
+        self.metrics.request("", "503" if not tried else "502")
         if not tried:
-            return _error(503, last_error, "no_replica")
-        return _error(502, f"every replica tried failed before answering; last: {last_error}", "upstream_error")
+            return _Error(503, last_error, "no_replica")
+        return _Error(502, f"every replica tried failed before answering; last: {last_error}", "upstream_error")
+
+    def _url(self, backend: Backend, path: str) -> Any:
+        """The replica's URL for ``path``, parsed once (aiohttp would parse a string each request)."""
+        url = self._urls.get((backend.url, path))
+        if url is None:
+            from yarl import URL
+
+            url = self._urls[(backend.url, path)] = URL(backend.url + path)
+        return url
 
     def _failed(self, backend: Backend, why: str) -> str:
         backend.in_flight -= 1
@@ -231,17 +288,16 @@ class Proxy:
             b.breaker.success()
         else:
             b.breaker.failure(time.monotonic())
-        self.metrics.requests.labels(b.url, code).inc()
+        self.metrics.request(b.url, code)
         self.metrics.duration.observe(time.perf_counter() - start)
         if self.on_finished is not None:
             self.on_finished(output_tokens)
 
     async def _whole(self, up: _Upstream, start: float, path: str, raw: bytes, headers: _Headers,
-                     blocks: list[int]) -> Any:
+                     blocks: list[int], send: _Send) -> None:
         """A non-streamed answer, read whole before answering: a replica that breaks mid-body is
         retried like one that broke before its first byte."""
         import aiohttp
-        from starlette.responses import Response
 
         chunks = [up.first]
         size = len(up.first)
@@ -251,10 +307,10 @@ class Proxy:
                 if size > self.config.max_response_bytes:
                     up.response.release()
                     self._done(up, start, "502", ok=True)
-                    return _error(502, f"replica answer over {self.config.max_response_bytes} bytes",
-                                  "upstream_error")
+                    return await _send_error(send, _Error(
+                        502, f"replica answer over {self.config.max_response_bytes} bytes", "upstream_error"))
                 chunks.append(chunk)
-        except asyncio.CancelledError:  # the client went away: close the replica's connection too
+        except asyncio.CancelledError:  # the server is stopping: close the replica's connection too
             up.response.release()
             up.backend.in_flight -= 1
             if self.on_finished is not None:
@@ -265,70 +321,97 @@ class Proxy:
             self._failed(up.backend, f"{type(exc).__name__} mid-answer: {exc}")
             retry = await self._attempts(path, raw, headers, blocks, {up.backend.id})
             if isinstance(retry, _Upstream):
-                return await self._whole(retry, start, path, raw, headers, blocks)
+                return await self._whole(retry, start, path, raw, headers, blocks, send)
             if self.on_finished is not None:
                 self.on_finished(0)
             self.metrics.duration.observe(time.perf_counter() - start)
-            return retry
+            return await _send_error(send, retry)
         up.response.release()
-        content = b"".join(chunks)
+        content = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         status = up.response.status
         self._done(up, start, str(status), ok=status < 500, output_tokens=_usage_tokens(content))
-        return Response(content, status_code=status, headers=_answer_headers(up))
+        await _send_whole(send, status, up.headers(), content)
 
-    def _stream(self, up: _Upstream, start: float) -> Any:
+    async def _stream(self, up: _Upstream, start: float, receive: _Receive, send: _Send) -> None:
+        """A streamed answer, passed through chunk by chunk; a client that goes away cancels it
+        (the body has been read, so the next ``receive`` answers only when the client disconnects
+        or the response is complete)."""
         import aiohttp
-        from starlette.responses import StreamingResponse
 
-        async def body() -> AsyncIterator[bytes]:
-            code, ok, events = str(up.response.status), True, 0
+        task = asyncio.current_task()
+        state = {"finished": False, "gone": False}
+
+        def watch(done: asyncio.Future[Any]) -> None:
+            if done.cancelled() or done.exception() is not None or state["finished"]:
+                return
+            if done.result().get("type") == "http.disconnect" and task is not None:
+                state["gone"] = True
+                task.cancel()
+
+        watcher = asyncio.ensure_future(receive())
+        watcher.add_done_callback(watch)
+        code, ok, events = str(up.response.status), True, 0
+        try:
+            await send({"type": "http.response.start", "status": up.response.status, "headers": up.headers()})
+            events += up.first.count(b"data:")
+            await send({"type": "http.response.body", "body": up.first, "more_body": True})
             try:
-                events += up.first.count(b"data:")
-                yield up.first
                 async for chunk in up.rest:
                     events += chunk.count(b"data:")
-                    yield chunk
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 code, ok = "stream-error", False
                 self.metrics.stream_errors.labels(up.backend.url).inc()
                 err = {"error": {"message": f"replica {up.backend.url} failed mid-stream: {type(exc).__name__}",
                                  "type": "upstream_error", "code": 502}}
-                yield b"data: " + json.dumps(err).encode() + b"\n\n"
-            finally:
-                up.response.release()  # back to the pool when read to its end, closed if cut
-                # the token chunks: every data event but the closing [DONE]
-                self._done(up, start, code, ok, output_tokens=max(0, events - 1))
-
-        return StreamingResponse(body(), status_code=up.response.status, headers=_answer_headers(up))
-
-
-def _answer_headers(up: _Upstream) -> dict[str, str]:
-    out = {k: v for k, v in up.response.headers.items() if k.lower() not in _HOP}
-    out["x-accel-backend"] = up.backend.url
-    return out
+                await send({"type": "http.response.body", "body": b"data: " + json.dumps(err).encode() + b"\n\n",
+                            "more_body": True})
+            state["finished"] = True
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            code, ok = "499", True  # client closed the connection (nginx's code); the replica did nothing wrong
+            if not state["gone"]:
+                raise  # the server is stopping
+        finally:
+            state["finished"] = True
+            watcher.cancel()
+            up.response.release()  # back to the pool when read to its end, closed if cut
+            # the token chunks: every data event but the closing [DONE]
+            self._done(up, start, code, ok, output_tokens=max(0, events - 1))
 
 
 def _usage_tokens(content: bytes) -> int:
-    try:  # a replica's answer goes through the bounded reader too: deep nesting is 0, not a RecursionError
-        doc = loads_bounded(content, what="the replica's answer")
-        return int(doc["usage"]["completion_tokens"])
-    except (ValueError, KeyError, TypeError):
-        return 0
+    """``usage.completion_tokens`` of an OpenAI answer (0 when it has none)."""
+    found = _USAGE.findall(content)
+    return int(found[-1]) if found else 0
 
 
-def build_app(proxy: Proxy, metrics: RouterMetrics) -> Any:
-    """The Starlette app of a router (see the module doc)."""
+class RouterApp:
+    """The router's ASGI app: the proxied paths served straight by :class:`Proxy`, the rest by a
+    Starlette app (``rest``)."""
+
+    def __init__(self, proxy: Proxy, rest: Any) -> None:
+        self.proxy = proxy
+        self.rest = rest
+
+    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+        if scope["type"] == "http":
+            chat = _PROXIED.get(scope["path"])
+            if chat is not None:
+                if scope["method"] != "POST":
+                    return await _send_whole(send, 405, [(b"allow", b"POST"), (b"content-type", b"application/json")],
+                                             _Error(405, "use POST").body())
+                return await self.proxy.serve(scope, receive, send, scope["path"], chat)
+        await self.rest(scope, receive, send)
+
+
+def build_app(proxy: Proxy, metrics: RouterMetrics) -> RouterApp:
+    """The ASGI app of a router (see the module doc)."""
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
     picker = proxy.picker
-
-    async def completions(request: Any) -> Any:
-        return await proxy.handle(request, "/v1/completions", chat=False)
-
-    async def chat(request: Any) -> Any:
-        return await proxy.handle(request, "/v1/chat/completions", chat=True)
 
     async def models(request: Any) -> Any:
         now = time.monotonic()
@@ -338,7 +421,8 @@ def build_app(proxy: Proxy, metrics: RouterMetrics) -> Any:
                 for m in b.models:
                     seen.setdefault(m, {"id": m, "object": "model", "owned_by": "accel-router"})
         if not seen:
-            return _error(503, "no available replica has reported its models yet", "no_replica")
+            err = _Error(503, "no available replica has reported its models yet", "no_replica")
+            return Response(err.body(), status_code=503, media_type="application/json")
         return JSONResponse({"object": "list", "data": list(seen.values())})
 
     async def health(request: Any) -> Any:
@@ -353,10 +437,8 @@ def build_app(proxy: Proxy, metrics: RouterMetrics) -> Any:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     routes = [
-        Route("/v1/completions", completions, methods=["POST"]),
-        Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/metrics", prom, methods=["GET"]),
     ]
-    return Starlette(routes=routes)
+    return RouterApp(proxy, Starlette(routes=routes))

@@ -32,6 +32,14 @@ class RouterMetrics:
         self.matched_blocks = Counter("accel_router_matched_blocks", "Prompt blocks found in the chosen replica's "
                                       "cache view when routed", registry=self.registry)
         self.registry.register(_Live(backends, desired))
+        self._requests: dict[tuple[str, str], Any] = {}
+
+    def request(self, backend: str, code: str) -> None:
+        """Count one answered request (the labelled child made once per backend and code)."""
+        child = self._requests.get((backend, code))
+        if child is None:
+            child = self._requests[(backend, code)] = self.requests.labels(backend, code)
+        child.inc()
 
     def render(self) -> bytes:
         from prometheus_client import generate_latest

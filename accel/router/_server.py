@@ -1,7 +1,7 @@
 """Putting a router together: replicas, policy, proxy, monitor, KV-event subscribers, KEDA scaler.
 
-:func:`start_router` runs one in this process (on :class:`~accel._net.asgi_server.BackgroundServer`,
-the HTTP stack accel's services share: uvicorn with header and body deadlines, connection limits);
+:func:`start_router` runs one in this process (on :class:`~accel.router._serve.RouterServer`: uvicorn
+with httptools and uvloop, the header and body deadlines and connection limits of accel's shared stack);
 ``accel router`` (:func:`main`) runs one until SIGTERM / SIGINT.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import signal
 import sys
 import threading
@@ -94,7 +95,7 @@ def start_router(backends: Sequence[str], *, listen: str = "127.0.0.1", port: in
                  autoscaler: Autoscaler | None = None, min_replicas: int = 0, max_replicas: int = 1000,
                  keda_listen: str | None = None, model: str | None = None) -> RunningRouter:
     """Start a router over ``backends`` (engine base URLs); see :mod:`accel.router`."""
-    from accel._net.asgi_server import BackgroundServer
+    from ._serve import serve
 
     if not backends:
         raise RouterError("name at least one --backend URL")
@@ -137,7 +138,7 @@ def start_router(backends: Sequence[str], *, listen: str = "127.0.0.1", port: in
     proxy = Proxy(picker, hasher, metrics, config, on_routed=live.routed, on_finished=live.done)
     app = build_app(proxy, metrics)
     try:
-        server = BackgroundServer(app, listen=listen, port=port, name="accel-router")
+        server = serve(app, listen=listen, port=port, name="accel-router")
     except OSError as exc:
         for sub in subscribers:
             sub.close()
@@ -202,6 +203,10 @@ def _wait_for_signal() -> None:
 def main(args: argparse.Namespace) -> int:
     if getattr(args, "router_action", None) == "fake-engine":
         return fake_main(args)
+    # The monitor's thread (health checks, metric scrapes) shares the GIL with the proxy's loop; a thread
+    # waiting for it takes it after the switch interval, 5 ms by default: a scrape's parsing could put up to
+    # that into a proxied request.  1 ms bounds it (the process runs nothing else that wants long slices).
+    sys.setswitchinterval(0.001)
     host, port = parse_listen(args.listen)
     if not is_loopback(host):
         print(f"accel router: warning: listening on {host}, not loopback: the router has no authentication; put "
@@ -221,6 +226,11 @@ def main(args: argparse.Namespace) -> int:
         breaker=CircuitBreaker(args.breaker_failures, args.breaker_open), autoscaler=build_autoscaler(args),
         min_replicas=args.min_replicas, max_replicas=args.max_replicas, keda_listen=args.keda_listen,
         model=args.model)
+    # What start-up made (modules, tables: about 77,000 objects) stays for the process's life; a full
+    # collection that walks it costs about 37 ms of CPU on the loaded 2-core development machine (gc.collect
+    # timed in a router process), a pause every request in flight would wait for.  Frozen, the collector
+    # walks only what requests make.
+    gc.freeze()
     keda = f", KEDA scaler on {args.keda_listen.rsplit(':', 1)[0]}:{running.scaler.port}" if running.scaler else ""
     print(f"accel router: {running.url} -> {len(args.backend)} replicas, policy {args.policy}, "
           f"{hasher.unit} blocks of {hasher.block_size}{keda}", file=sys.stderr, flush=True)
@@ -232,9 +242,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def fake_main(args: argparse.Namespace) -> int:
-    from accel._net.asgi_server import BackgroundServer
-
     from ._fake import FakeEngine, FakeEngineConfig
+    from ._serve import serve
 
     host, port = parse_listen(args.listen)
     engine = FakeEngine(FakeEngineConfig(
@@ -243,7 +252,10 @@ def fake_main(args: argparse.Namespace) -> int:
         block_size=args.block_size, kv_blocks=args.kv_blocks, metric_names=args.metric_names,
         kv_events_endpoint=args.kv_events, kv_events_form=args.kv_events_form))
     try:
-        server = BackgroundServer(engine.app(), listen=host, port=port, name="accel-fake-engine").start()
+        # the router's server stack (httptools, uvloop): vLLM's API server is uvicorn with them installed
+        # (vllm-project/vllm requirements/common.txt at b61ce3b08a2ea6cc7d4f40f02b6e3e07dd94e4ea requires
+        # fastapi[standard], whose uvicorn[standard] brings both)
+        server = serve(engine.app(), listen=host, port=port, name="accel-fake-engine").start()
     except OSError as exc:
         engine.close()
         raise RouterError(f"cannot listen on {args.listen}: {exc.strerror or exc}") from None

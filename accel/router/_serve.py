@@ -1,0 +1,153 @@
+"""The router's HTTP server: uvicorn with httptools' parser on uvloop, the limits of accel's shared stack.
+
+:class:`~accel._net.asgi_server.BackgroundServer` (h11, the standard asyncio loop) is what accel's
+services share; a router sits on every request's path, and on it h11's pure-Python parser and the
+standard loop are a large part of the CPU a proxied request costs (``benchmarks/router/README.md``).
+:class:`RouterServer` serves the same way with uvicorn's ``httptools`` protocol (llhttp, in C) on
+``uvloop`` (libuv), both in the ``[router]`` extra; without them installed it is a
+``BackgroundServer``.  The limits stay those of :class:`~accel._net.asgi_server.ServerLimits`:
+
+* a complete request head within ``header_timeout_s`` of the connection opening or of the previous
+  response (the same deadline as ``BackgroundServer``'s h11 protocol);
+* a request head of at most ``max_header_bytes`` (h11 enforces this itself; llhttp does not, so the
+  protocol counts the bytes received while a head is incomplete: over the limit, a 400 and the
+  connection closed, as h11 answers);
+* ``max_connections`` connections and requests at a time (503 beyond), ``backlog``, ``keep_alive_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import threading
+from typing import Any
+
+from accel._net.asgi_server import BackgroundServer, ServerLimits, bind
+
+__all__ = ["RouterServer", "fast_stack"]
+
+
+def fast_stack() -> bool:
+    """Whether httptools and uvloop are installed (the ``[router]`` extra)."""
+    return all(importlib.util.find_spec(m) is not None for m in ("httptools", "uvloop"))
+
+
+def _protocol_class(limits: ServerLimits) -> type:
+    """uvicorn's httptools protocol with a deadline and a size limit for each request head."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    header_timeout_s = limits.header_timeout_s
+    max_head = limits.max_header_bytes
+
+    class DeadlineProtocol(HttpToolsProtocol):
+        _deadline: asyncio.TimerHandle | None = None
+        _waiting_cycle: object = None
+        _head_bytes = 0
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._waiting_cycle = self.cycle  # a complete head makes a new cycle object
+            self._head_bytes = 0
+            self._deadline = self.loop.call_later(header_timeout_s, self._expire)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expire(self) -> None:
+            self._deadline = None
+            if self.cycle is self._waiting_cycle and not self.transport.is_closing():
+                self.transport.close()  # no complete request head in time
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._deadline is None:
+                return
+            if self.cycle is not self._waiting_cycle:
+                self._disarm()  # the head is in: the app (and its body timeout) takes over
+                return
+            self._head_bytes += len(data)
+            if self._head_bytes > max_head and not self.transport.is_closing():
+                self._disarm()
+                self.send_400_response("Invalid HTTP request received.")  # as h11 answers a head too large
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            # a pipelined request already parsed (its head complete) has just started: no deadline for it
+            if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete):
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return DeadlineProtocol
+
+
+class RouterServer:
+    """Serve ``app`` on ``listen:port`` with httptools and uvloop (see the module doc); the interface
+    of :class:`~accel._net.asgi_server.BackgroundServer` (bound at construction, :meth:`start`,
+    :meth:`close`)."""
+
+    def __init__(self, app: Any, *, listen: str, port: int, limits: ServerLimits | None = None,
+                 name: str = "accel-router") -> None:
+        import uvicorn
+
+        from accel._net.asgi_server import _quiet_logs
+
+        limits = ServerLimits() if limits is None else limits
+        self.limits = limits
+        self.name = name
+        self.socket = bind(listen, port, limits.backlog)
+        _quiet_logs(False)
+        config = uvicorn.Config(
+            app, http=_protocol_class(limits), loop="uvloop", lifespan="off", log_config=None, access_log=False,
+            timeout_keep_alive=max(1, round(limits.keep_alive_s)), limit_concurrency=limits.max_connections,
+            backlog=limits.backlog, timeout_graceful_shutdown=2, server_header=False, date_header=False,
+            proxy_headers=False)  # no X-Forwarded-* rewriting of the scope: nothing here reads the client address
+        self._server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.socket.getsockname()[1])
+
+    def _run(self) -> None:
+        self._server.run(sockets=[self.socket])
+
+    def start(self) -> RouterServer:
+        """Serve on a daemon thread; returns once the server accepts connections."""
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+        while not self._server.started and self._thread.is_alive():
+            self._thread.join(0.005)
+        return self
+
+    def shutdown(self) -> None:
+        self._server.should_exit = True
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def close(self) -> None:
+        """Stop serving and close the listening socket."""
+        self.shutdown()
+        self.wait(timeout=5)
+        self.socket.close()
+
+
+def serve(app: Any, *, listen: str, port: int, name: str) -> RouterServer | BackgroundServer:
+    """The fast server where httptools and uvloop are installed, else accel's shared one."""
+    if fast_stack():
+        return RouterServer(app, listen=listen, port=port, name=name)
+    return BackgroundServer(app, listen=listen, port=port, name=name)
