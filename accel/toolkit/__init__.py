@@ -169,8 +169,9 @@ TOOLKIT_API_VERSION: Final = "1.4"
 #: annotations name types this namespace does not hold (``Mapping``, ``Device``, ``ClassVar``...),
 #: and ``typing.get_type_hints`` (which pydantic uses on a dataclass) resolves them there.
 _KEEP_MODULE: Final = frozenset(
-    {"AlignedTable", "BoxRow", "DeviceReading", "DualPathBackend", "ErrorTable", "FakeLibrary", "LazyCliPlugin", "NativeFunction",
-     "QueryRow", "ReadChoice", "SignatureTable", "Snapshot", "ToolBackend", "ToolSession", "ToolView", "UnitReading"}
+    {"AlignedTable", "BoxRow", "DeviceReading", "DualPathBackend", "ErrorTable", "FakeLibrary", "LazyCliPlugin",
+     "NativeFunction", "QueryRow", "ReadChoice", "SignatureTable", "Snapshot", "ToolBackend", "ToolSession",
+     "ToolView", "UnitReading"}
 )
 
 __all__ = [

@@ -64,7 +64,6 @@ from accel.toolkit import (
     matrix_links,
     processes_of,
 )
-
 from accel.tools import Runner
 
 from . import _native
@@ -503,9 +502,7 @@ def _truthy(value: object) -> bool:
     return str(value).strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _failed_logic_id(
-    exc: ParseError, info: NpuSmiInfo, mapping: dict[tuple[int, int], ChipMapping]
-) -> int | None:
+def _failed_logic_id(exc: ParseError, info: NpuSmiInfo, mapping: dict[tuple[int, int], ChipMapping]) -> int | None:
     """The logic id of a chip whose record did not parse: from ``-m`` when the record's NPU id
     names exactly one chip there, else the record's place among the chip records."""
     npu = exc.device_index  # what the record's first cell showed: the NPU id
@@ -514,5 +511,3 @@ def _failed_logic_id(
         if len(chips) == 1 and chips[0].logic_id is not None:
             return chips[0].logic_id
     return info.position_of(exc)
-
-

@@ -346,9 +346,11 @@ def _read_chip(lib: NativeLibrary, out: DcmiRead, card: int, dev: int, position:
     if call("dcmi_get_device_pcie_info_v2", card, dev, ctypes.byref(pcie)):
         bus_id = f"{pcie.domain:04x}:{pcie.bdf_busid:02x}:{pcie.bdf_deviceid:02x}.{pcie.bdf_funcid:x}"
     health = c_uint()
-    health_name = HEALTH_NAMES.get(health.value, f"code {health.value}") if call(
-        "dcmi_get_device_health", card, dev, ctypes.byref(health)
-    ) else None
+    health_name = (
+        HEALTH_NAMES.get(health.value, f"code {health.value}")
+        if call("dcmi_get_device_health", card, dev, ctypes.byref(health))
+        else None
+    )
     temp = c_int()
     temperature = float(temp.value) if call("dcmi_get_device_temperature", card, dev, ctypes.byref(temp)) else None
     power = c_int()

@@ -23,12 +23,13 @@ the runtime does not see (an MCU row) has no logic id.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from accel.errors import ConfigError, ReplayMissingError, ToolError
+from accel.errors import ConfigError, ToolError
 from accel.toolkit import FakeLibrary, Matrix, deref, is_masked, read_native_state, set_out
 from accel.tools import Runner
 
@@ -169,7 +170,9 @@ def _overlay(state: DcmiState, native: Mapping[str, Any]) -> None:
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"native state: a [[chip]] needs npu (and chip): {entry!r}") from exc
         if st is None:
-            raise ConfigError(f"native state: no chip npu={entry.get('npu')} chip={entry.get('chip', 0)} in the scenario")
+            raise ConfigError(
+                f"native state: no chip npu={entry.get('npu')} chip={entry.get('chip', 0)} in the scenario"
+            )
         st.error_codes.extend(int(x) for x in entry.get("error_codes", []))
         if "ecc_double_bit" in entry:
             st.ecc_double_bit = int(entry["ecc_double_bit"])
@@ -185,17 +188,12 @@ def fake_of_replay(runner: Runner) -> FakeDcmi:
     info = parse_info(runner.run([TOOL, "info"]).stdout)
     mapping: list[ChipMapping] = []
     topo: Matrix | None = None
-    try:
+    with contextlib.suppress(ToolError):  # a host whose replay never recorded -m
         mapping = parse_mapping(runner.run([TOOL, "info", "-m"]).stdout)
-    except (ReplayMissingError, ToolError):
-        pass
-    try:
+    with contextlib.suppress(ToolError):  # nor -t topo
         topo = parse_topo(runner.run([TOOL, "info", "-t", "topo"]).stdout)
-    except (ReplayMissingError, ToolError):
-        pass
-    return FakeDcmi(
-        state_from_npu_smi(info.chips, mapping, topo, info.driver_version or info.tool_version, read_native_state(runner))
-    )
+    driver = info.driver_version or info.tool_version
+    return FakeDcmi(state_from_npu_smi(info.chips, mapping, topo, driver, read_native_state(runner)))
 
 
 def _bdf(bus_id: str) -> tuple[int, int, int, int]:
