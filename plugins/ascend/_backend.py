@@ -52,8 +52,8 @@ from accel.plugin import DeviceEvent
 from accel.toolkit import (
     TABLE_NEVER_PRINTS,
     Collection,
-    DualPathBackend,
     Matrix,
+    NativeEventsSurface,
     NativeLibrary,
     ProcessesSurface,
     ProcessRow,
@@ -118,7 +118,7 @@ _NOT_PRINTED = TABLE_NEVER_PRINTS | {"fan_ratio", "ecc_uncorrected_total"}
 _NATIVE_NOT_READ = TABLE_NEVER_PRINTS | {"fan_ratio"}
 
 
-class AscendBackend(ProcessesSurface, DualPathBackend):
+class AscendBackend(ProcessesSurface, NativeEventsSurface):
     """Backend ``ascend`` (devices of vendor ``huawei``) over a runner (real, replayed or recording)."""
 
     backend_name = "ascend"
@@ -214,7 +214,7 @@ class AscendBackend(ProcessesSurface, DualPathBackend):
         )
         ids = {key: r.stable_id(self.vendor or self.backend_name) for key, r in readings.items()}
         self._native_ids = ids
-        self.poll_events(0.0)
+        self.native_events(0.0)
         for key, r in readings.items():
             got = by_key[key]
             r.conditions.extend(got.conditions)

@@ -34,7 +34,7 @@ from accel.plugin import DeviceEvent
 from accel.toolkit import (
     TABLE_NEVER_PRINTS,
     Collection,
-    DualPathBackend,
+    NativeEventsSurface,
     NativeLibrary,
     ProcessesSurface,
     Snapshot,
@@ -53,7 +53,7 @@ __all__ = ["CambriconBackend"]
 _TWO_CHIP_CARDS = ("MLU370-X8",)
 
 
-class CambriconBackend(ProcessesSurface, DualPathBackend):
+class CambriconBackend(ProcessesSurface, NativeEventsSurface):
     """Backend ``cambricon``: CNDev (``libcndev.so``) or ``cnmon`` over a runner (real, replayed
     or recording); ``-o read=native|cli|auto`` picks (see :class:`~accel.toolkit.DualPathBackend`)."""
 
@@ -91,7 +91,7 @@ class CambriconBackend(ProcessesSurface, DualPathBackend):
             except ParseError:
                 continue
         self._cndev_ids = ids
-        self.poll_events(0.0)
+        self.native_events(0.0)
         for r in read.readings:
             dev_id = ids.get(r.index or 0)
             if dev_id is not None:
