@@ -25,7 +25,6 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar, TypeVar
 
 from accel.errors import DriverError
-
 from accel.model import HealthCondition
 from accel.plugin import BackendConfig, DeviceEvent
 from accel.tools import Runner

@@ -151,7 +151,7 @@ def test_a_hung_library_is_reported_not_waited_on_twice(monkeypatch: pytest.Monk
     fake = backend.native.lib  # type: ignore[attr-defined]
     fake.hang_on("cndevGetMemoryUsageV2")
     try:
-        with pytest.raises(DriverError, match="did not return within 0.2 s"):
+        with pytest.raises(DriverError, match=r"did not return within 0\.2 s"):
             backend.inventory()
         calls = dict(fake.calls)
         with pytest.raises(DriverError, match="hung in an earlier read"):
