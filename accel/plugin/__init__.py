@@ -17,6 +17,7 @@ from ._contract import (
     SupportsPartitions,
     SupportsProcesses,
 )
+from ._actuation import SupportsPartitionActuation, actuator
 from ._options import check_options
 from ._readings import READING_DOCS, Reading, describe_readings
 from ._registry import ENTRY_POINT_GROUP, register, registered, unregister
@@ -39,8 +40,10 @@ __all__ = [
     "ProbeStatus",
     "Reading",
     "SupportsEvents",
+    "SupportsPartitionActuation",
     "SupportsPartitions",
     "SupportsProcesses",
+    "actuator",
     "check_options",
     "describe_readings",
     "negotiate",

@@ -27,9 +27,11 @@ from ..model import (
     Telemetry,
 )
 from ..plugin import Backend, DeviceEvent
+from ._carve import Carver
 from ._clock import SharedClock
 from ._faults import Fault, FaultKind
 from ._profile import Built
+from ._state import StateFile
 
 __all__ = ["SimBackend"]
 
@@ -60,6 +62,7 @@ class SimBackend(Backend):
         tool_timeout_s: float = 10.0,
         load: float | None = None,
         clock: SharedClock | None = None,
+        state: StateFile | None = None,
     ) -> None:
         self._built = built
         # a clock shared through a file: each read takes its tick (and its time) from there
@@ -81,6 +84,9 @@ class SimBackend(Backend):
         self.reads = 0
         for fault in self._faults:
             self._check(fault)
+        self._carver = Carver(
+            lambda: [self._device_now(i, self._tick) for i in range(len(self._built.devices))],
+            built.partitions, built.partition_profiles, self._active, state)
 
     # -- control ---------------------------------------------------------------------------
     @property
@@ -267,7 +273,7 @@ class SimBackend(Backend):
             )
             for k, region in enumerate(dev.memory)
         )
-        return dev.model_copy(update={"health": health, "memory": memory})
+        return self._carver.device(dev.model_copy(update={"health": health, "memory": memory}))
 
     # -- Backend ---------------------------------------------------------------------------
     def inventory(self) -> HostInventory:
@@ -375,10 +381,23 @@ class SimBackend(Backend):
 
     # -- optional surfaces -----------------------------------------------------------------
     def partitions(self) -> tuple[Partition, ...]:
-        return tuple(self._built.partitions)
+        return self._carver.partitions()
 
     def partition_profiles(self) -> tuple[PartitionProfile, ...]:
-        return tuple(self._built.partition_profiles)
+        return self._carver.all_profiles()
+
+    def create_partition(self, device_id: str, profile: str, *, placement_start: int | None = None) -> Partition:
+        """Create a partition (see :mod:`accel.sim._carve` for the rules and the faults)."""
+        if self._closed:
+            raise DeviceError("the simulated backend is closed")
+        with self._lock:
+            return self._carver.create(device_id, profile, placement_start)
+
+    def destroy_partition(self, partition_id: str) -> None:
+        if self._closed:
+            raise DeviceError("the simulated backend is closed")
+        with self._lock:
+            self._carver.destroy(partition_id)
 
     def _processes(self, tick: int, ids: Sequence[str] | None) -> tuple[ProcessUsage, ...]:
         wanted = set(self._resolve(ids))
