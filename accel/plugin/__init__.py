@@ -4,6 +4,7 @@ Entry-point group :data:`ENTRY_POINT_GROUP` (``accel.backends``); the entry-poin
 backend id.  See :class:`BackendPlugin` and :class:`Backend`.
 """
 
+from ._actuation import SupportsPartitionActuation, actuator
 from ._capabilities import CAPABILITY_DOCS, Capability
 from ._contract import (
     Backend,
@@ -17,7 +18,6 @@ from ._contract import (
     SupportsPartitions,
     SupportsProcesses,
 )
-from ._actuation import SupportsPartitionActuation, actuator
 from ._options import check_options
 from ._readings import READING_DOCS, Reading, describe_readings
 from ._registry import ENTRY_POINT_GROUP, register, registered, unregister
