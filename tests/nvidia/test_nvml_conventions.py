@@ -265,9 +265,33 @@ def _exercise(name: str) -> list[tuple[str, tuple[Any, ...]]]:
         backend.processes()
         backend.partition_profiles()
         backend.poll_events(0.0)
+        _actuate(backend)
     finally:
         backend.close()
     return nv.seen
+
+
+def _actuate(backend: Any) -> None:
+    """Destroy and create MIG instances (plain and with a placement) so their calls are recorded;
+    refusals are expected (busy instances, MIG mode off, no placement left)."""
+    from accel.errors import PartitionError, PermissionDeniedError
+
+    for part in backend.partitions():
+        try:
+            backend.destroy_partition(part.id)
+        except (PartitionError, PermissionDeniedError):
+            pass
+    for prof in backend.partition_profiles():
+        for start in (None, *(p.start for p in prof.placements[-1:])):
+            try:
+                backend.create_partition(prof.parent_id, prof.name, placement_start=start)
+            except (PartitionError, PermissionDeniedError):
+                pass
+    for dev in backend.inventory().devices[:1]:
+        try:
+            backend.create_partition(dev.id, "1g.10gb")  # MIG off / not MIG-capable: refused, typed
+        except (PartitionError, PermissionDeniedError):
+            pass
 
 
 RUNTIME: dict[str, list[tuple[str, tuple[Any, ...]]]] = {}
