@@ -39,7 +39,8 @@ class MemoryState:
         self._state = empty_state()
 
     def read(self) -> dict[str, Any]:
-        return json.loads(json.dumps(self._state))  # a copy: readers never see a change half-made
+        copy: dict[str, Any] = json.loads(json.dumps(self._state))  # readers never see a change half-made
+        return copy
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[dict[str, Any]]:

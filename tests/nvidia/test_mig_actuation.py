@@ -86,7 +86,7 @@ def test_placements_follow_the_profile_and_overlaps_are_insufficient_resources()
 
 def test_unknown_profile_names_what_is_offered() -> None:
     backend, _fake, dev = _cleared()
-    with pytest.raises(errors.PartitionProfileNotSupportedError, match="offered: 1g.10gb"):
+    with pytest.raises(errors.PartitionProfileNotSupportedError, match=r"offered: 1g\.10gb"):
         backend.create_partition(dev, "1g.5gb")  # an A100-40GB profile
 
 
