@@ -16,11 +16,22 @@ The rules are the vendors' (see :mod:`._catalog`):
 Faults (:class:`~accel.sim.FaultKind`): ``partition_create_fail`` makes a create fail half-way
 (after the GPU instance, before the compute instance): undone, or with ``=leak`` left behind and
 reported (the error lists it, the next inventory shows it); ``partition_busy`` puts processes on
-a device's partitions: destroy is refused, and so is an AMD mode change.
+a device's partitions: destroy is refused, and so is an AMD mode change; ``partition_kill``
+SIGKILLs the process between the two steps of a create or destroy.
+
+Crash safety: like the hardware, a create and a destroy take two steps (GPU instance, then
+compute instance; compute mode, then memory mode), each one transaction of the state.  Step 1
+records an *intent* naming the process and the partitions; step 2 finishes and drops it.  Before
+every change (and when a backend opens over a state file) the intents of dead processes are
+reconciled: a create is undone, a destroy completed.  A process killed at any instant thus leaves
+no orphan: what it made is either whole and listed, or removed by the next process; between the
+steps the half-made partition is listed too (a MIG one with ``ci_id`` ``None``).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import uuid as uuidlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -81,6 +92,8 @@ class Carver:
         self._faults = faults
         self._store: MemoryState | StateFile = store if store is not None else MemoryState()
         self._profiles: dict[str, tuple[PartitionProfile, ...]] = {}
+        if isinstance(store, StateFile):
+            self.reconcile()  # a process killed half-way before this one opened
 
     # -- reading -------------------------------------------------------------------------------
     def profiles(self, dev: Device) -> tuple[PartitionProfile, ...]:
@@ -137,19 +150,62 @@ class Carver:
                 device_id=device_id, profile=profile)
         family = _family(dev, offered)
         error: AccelError | None = None
+        finals: list[dict[str, Any]] = []
+        # Step 1 (the GPU instance; the AMD compute mode; the vNPU): what is made is recorded
+        # with an intent naming this process, so a crash before step 2 is undone by the next one.
         with self._store.transaction() as state:
-            live = [p for p in self.partitions(state) if p.parent_id == device_id]
+            self._reconcile(state)
+            before = len(state["made"])
             if family == "mig":
-                made, error = self._mig(position, dev, prof, live, placement_start, state)
+                made, error = self._mig(position, dev, prof, self._live(state, device_id), placement_start, state)
             elif family == "amd":
                 made, error = self._amd(position, dev, prof, state)
             else:
-                made, error = self._vnpu(position, dev, prof, live, state)
+                made, error = self._vnpu(position, dev, prof, self._live(state, device_id), state)
+            if error is None:
+                finals = state["made"][before:]
+                state["made"][before:] = [_partial(d) for d in finals]
+                state["intents"].append({"op": "create", "pid": os.getpid(), "ids": [d["id"] for d in finals],
+                                         "mode": device_id if family == "amd" else None})
             state["seq"] += 1
         if error is not None:
             raise error
         assert made is not None
+        self._maybe_die(position)
+        # Step 2 (the compute instance; the memory mode): the partition is whole, the intent done.
+        by_id = {d["id"]: d for d in finals}
+        with self._store.transaction() as state:
+            state["made"] = [by_id.get(d["id"], d) for d in state["made"]]
+            state["intents"] = [i for i in state["intents"] if not _mine(i, by_id)]
         return made
+
+    def _live(self, state: dict[str, Any], device_id: str) -> list[Partition]:
+        return [p for p in self.partitions(state) if p.parent_id == device_id]
+
+    def _maybe_die(self, position: int) -> None:
+        """The ``partition_kill`` fault: this process is SIGKILLed between the two steps."""
+        if self._faults(FaultKind.PARTITION_KILL, position):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def _reconcile(self, state: dict[str, Any]) -> None:
+        """Finish what a dead process left half-way: undo its creates, complete its destroys."""
+        keep = []
+        for intent in state["intents"]:
+            if _alive(int(intent.get("pid", 0))):
+                keep.append(intent)
+                continue
+            ids = set(intent.get("ids", ()))
+            state["made"] = [d for d in state["made"] if d["id"] not in ids]
+            if intent.get("op") == "destroy":
+                state["removed"].extend(p.id for p in self._builtin if p.id in ids and p.id not in state["removed"])
+            if intent.get("mode"):
+                state["modes"].pop(intent["mode"], None)
+        state["intents"] = keep
+
+    def reconcile(self) -> None:
+        """Reconcile now (a backend opening over a state file does, before its first read)."""
+        with self._store.transaction() as state:
+            self._reconcile(state)
 
     def _half_way(self, position: int, dev: Device, prof: PartitionProfile,
                   leftover: Partition, state: dict[str, Any]) -> PartitionCreateFailedError | None:
@@ -275,7 +331,11 @@ class Carver:
     # -- destroy -------------------------------------------------------------------------------
     def destroy(self, partition_id: str) -> None:
         error: AccelError | None = None
+        gone: set[str] = set()
+        position = -1
+        # Step 1 (the compute instance): the intent names what goes, so a crash is completed later.
         with self._store.transaction() as state:
+            self._reconcile(state)
             live = self.partitions(state)
             part = next((p for p in live if p.id == partition_id), None)
             if part is None:
@@ -287,12 +347,45 @@ class Carver:
                         f"{partition_id} is in use (processes run on it): not destroyed",
                         device_id=part.parent_id, partition_id=partition_id, profile=part.profile)
                 else:
-                    mode = state["modes"].pop(part.parent_id, None)
+                    mode = part.parent_id if part.parent_id in state["modes"] else None
                     gone = {p.id for p in live if p.parent_id == part.parent_id} if mode else {partition_id}
-                    state["made"] = [p for p in state["made"] if p["id"] not in gone]
-                    state["removed"].extend(p.id for p in self._builtin if p.id in gone)
+                    state["made"] = [_partial(d) if d["id"] in gone else d for d in state["made"]]
+                    state["intents"].append({"op": "destroy", "pid": os.getpid(), "ids": sorted(gone), "mode": mode})
         if error is not None:
             raise error
+        self._maybe_die(position)
+        # Step 2 (the GPU instance; the mode back to SPX + NPS1): gone, the intent done.
+        with self._store.transaction() as state:
+            mine = [i for i in state["intents"] if i.get("op") == "destroy" and _mine(i, gone)]
+            for intent in mine:
+                if intent.get("mode"):
+                    state["modes"].pop(intent["mode"], None)
+            state["made"] = [d for d in state["made"] if d["id"] not in gone]
+            state["removed"].extend(p.id for p in self._builtin if p.id in gone and p.id not in state["removed"])
+            state["intents"] = [i for i in state["intents"] if not any(i is m for m in mine)]
+
+
+def _partial(dump: dict[str, Any]) -> dict[str, Any]:
+    """A partition between the two steps: a MIG GPU instance without its compute instance."""
+    return {**dump, "ci_id": None} if dump.get("gi_id") is not None else dump
+
+
+def _mine(intent: dict[str, Any], ids: Any) -> bool:
+    return int(intent.get("pid", 0)) == os.getpid() and set(intent.get("ids", ())) == set(ids)
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _slices(profile: str) -> int:

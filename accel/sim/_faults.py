@@ -26,6 +26,8 @@ class FaultKind(StrEnum):
     """Telemetry fields named in ``param`` (``+``-separated; ``health`` for health) are unsupported."""
     PARTITION_CREATE_FAIL = "partition_create_fail"
     """Creating a partition fails half-way; undone, or left behind and reported with ``=leak``."""
+    PARTITION_KILL = "partition_kill"
+    """The process is SIGKILLed half-way through a create or destroy (crash-safety chains)."""
     PARTITION_BUSY = "partition_busy"
     """Processes run on the device's partitions: destroy and AMD mode changes are refused."""
 

@@ -28,8 +28,10 @@ MAX_STATE_BYTES = 4 * 1024 * 1024
 
 def empty_state() -> dict[str, Any]:
     """``made``: partitions created (model dumps); ``removed``: ids of the profile's own
-    partitions destroyed; ``modes``: AMD mode per device id; ``seq``: creations so far."""
-    return {"version": 1, "made": [], "removed": [], "modes": {}, "seq": 0}
+    partitions destroyed; ``modes``: AMD mode per device id; ``seq``: creations so far;
+    ``intents``: creates and destroys under way (``op``, ``pid``, ``ids``, ``mode``), so that
+    what a killed process left half-way is undone (create) or completed (destroy)."""
+    return {"version": 1, "made": [], "removed": [], "modes": {}, "seq": 0, "intents": []}
 
 
 class MemoryState:
