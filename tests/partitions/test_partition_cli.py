@@ -90,3 +90,15 @@ def test_clear_destroys_every_partition_and_reports_the_busy_ones(
     assert code == 0 and "no partitions to clear" in err
     code, out, _ = _run(capsys, "partition", "create", "0", "7g.80gb", *sim, "--json")
     assert code == 0 and json.loads(out)["placement"] == {"start": 0, "size": 8}
+
+
+def test_the_nvml_backend_answers_through_the_same_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    nv = ("--backend", "nvidia", "-o", "scenario=a100-mig")
+    code, out, _ = _run(capsys, "partition", "list", *nv, "--json")
+    assert code == 0 and len(json.loads(out)) == 4
+    code, _, err = _run(capsys, "partition", "create", "0", "1g.10gb", *nv)
+    assert code == 1 and "NVML error 23" in err and err.rstrip().endswith("[partition.no-placement]")
+    code, _, err = _run(capsys, "partition", "destroy", "nvidia:MIG-5c3a1f00-0000-5a0b-9c1d-000000000002", *nv)
+    assert code == 1 and "NVML error 19" in err and "[partition.busy]" in err
+    code, out, _ = _run(capsys, "partition", "destroy", "nvidia:MIG-5c3a1f00-0000-5a0b-9c1d-000000000009", *nv)
+    assert code == 0 and out.startswith("destroyed ")
