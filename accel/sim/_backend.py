@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from ..errors import ConfigError, DeviceError, DeviceLostError, NotSupportedError, ToolTimeoutError
 from ..model import (
@@ -86,7 +87,7 @@ class SimBackend(Backend):
             self._check(fault)
         self._carver = Carver(
             lambda: [self._device_now(i, self._tick) for i in range(len(self._built.devices))],
-            built.partitions, built.partition_profiles, self._active, state)
+            built.devices, built.partitions, built.partition_profiles, self._active, state)
 
     # -- control ---------------------------------------------------------------------------
     @property
@@ -263,7 +264,7 @@ class SimBackend(Backend):
             used = min(used, total)
         return used
 
-    def _device_now(self, position: int, tick: int) -> Device:
+    def _device_now(self, position: int, tick: int, state: dict[str, Any] | None = None) -> Device:
         dev = self._built.devices[position]
         health = self._health(position, tick)
         lost = health.operational is Operational.LOST
@@ -273,13 +274,14 @@ class SimBackend(Backend):
             )
             for k, region in enumerate(dev.memory)
         )
-        return self._carver.device(dev.model_copy(update={"health": health, "memory": memory}))
+        return self._carver.device(dev.model_copy(update={"health": health, "memory": memory}), state)
 
     # -- Backend ---------------------------------------------------------------------------
     def inventory(self) -> HostInventory:
         tick = self._begin_read("inventory")
         built = self._built
-        devices = tuple(self._device_now(i, tick) for i in range(len(built.devices)))
+        state = self._carver.read()  # one reading of the partitions for the whole inventory
+        devices = tuple(self._device_now(i, tick, state) for i in range(len(built.devices)))
         lost = {d.id for d in devices if d.health.operational is Operational.LOST}
         links = tuple(
             link.model_copy(update={"state": LinkState.DOWN}) if (link.pair & lost) else link for link in built.links
@@ -287,8 +289,8 @@ class SimBackend(Backend):
         return HostInventory(
             host=built.profile.host,
             devices=devices,
-            partitions=tuple(self.partitions()),
-            partition_profiles=tuple(self.partition_profiles()),
+            partitions=self._carver.partitions(state),
+            partition_profiles=self._carver.all_profiles(),
             links=links,
             domains=tuple(built.domains),
             processes=self._processes(tick, None),

@@ -74,19 +74,24 @@ def _family(dev: Device, profiles: Sequence[PartitionProfile]) -> str | None:
 class Carver:
     """Creates and destroys the partitions of one simulated host (see the module docstring).
 
-    ``devices`` is a callable giving the devices as of now (health included), ``builtins`` the
-    profile's own partitions and profiles, ``faults`` the active faults for a device position.
+    ``devices`` is a callable giving the devices as of now (health included), ``static`` the
+    profile's devices (what profiles depend on), ``builtins`` the profile's own partitions and
+    profiles, ``faults`` the active faults for a device position.
     """
 
     def __init__(
         self,
         devices: Callable[[], Sequence[Device]],
+        static: Sequence[Device],
         builtin_partitions: Sequence[Partition],
         builtin_profiles: Sequence[PartitionProfile],
         faults: Callable[[FaultKind, int], list[Fault]],
         store: MemoryState | StateFile | None = None,
     ) -> None:
         self._devices = devices
+        self._static = tuple(static)
+        self._all_profiles: tuple[PartitionProfile, ...] | None = None
+        self._parsed: tuple[dict[str, Any] | None, tuple[Partition, ...]] = (None, ())
         self._builtin = tuple(builtin_partitions)
         self._builtin_profiles = tuple(builtin_profiles)
         self._faults = faults
@@ -105,19 +110,36 @@ class Carver:
         return cached
 
     def all_profiles(self) -> tuple[PartitionProfile, ...]:
-        return tuple(p for dev in self._devices() for p in self.profiles(dev))
+        """Every device's profiles (they depend on the product only: computed once)."""
+        if self._all_profiles is None:
+            self._all_profiles = tuple(p for dev in self._static for p in self.profiles(dev))
+        return self._all_profiles
+
+    def read(self) -> dict[str, Any]:
+        """The state as of now (read-only), for one reading to use throughout."""
+        return self._store.read()
 
     def partitions(self, state: dict[str, Any] | None = None) -> tuple[Partition, ...]:
+        """The live partitions of a state :meth:`read` returned (read-only: parsed once)."""
         state = state if state is not None else self._store.read()
+        last, parts = self._parsed
+        if state is last:
+            return parts
+        parts = self._parse(state)
+        self._parsed = (state, parts)
+        return parts
+
+    def _parse(self, state: dict[str, Any]) -> tuple[Partition, ...]:
+        """The partitions of ``state`` (a transaction's copy changes: never cached)."""
         removed = set(state["removed"])
         made = tuple(Partition.model_validate(p) for p in state["made"])
         return tuple(p for p in self._builtin if p.id not in removed) + made
 
-    def device(self, dev: Device) -> Device:
+    def device(self, dev: Device, state: dict[str, Any] | None = None) -> Device:
         """``dev`` with its AMD compute / memory mode as the state has it."""
         if dev.vendor != "amd":
             return dev
-        mode = self._store.read()["modes"].get(dev.id)
+        mode = (state if state is not None else self._store.read())["modes"].get(dev.id)
         if mode is None:
             return dev
         compute, memory = mode.split("_")
@@ -180,7 +202,7 @@ class Carver:
         return made
 
     def _live(self, state: dict[str, Any], device_id: str) -> list[Partition]:
-        return [p for p in self.partitions(state) if p.parent_id == device_id]
+        return [p for p in self._parse(state) if p.parent_id == device_id]
 
     def _maybe_die(self, position: int) -> None:
         """The ``partition_kill`` fault: this process is SIGKILLed between the two steps."""
@@ -336,7 +358,7 @@ class Carver:
         # Step 1 (the compute instance): the intent names what goes, so a crash is completed later.
         with self._store.transaction() as state:
             self._reconcile(state)
-            live = self.partitions(state)
+            live = self._parse(state)
             part = next((p for p in live if p.id == partition_id), None)
             if part is None:
                 error = PartitionNotFoundError(f"no partition {partition_id!r}", partition_id=partition_id)

@@ -41,12 +41,12 @@ class MemoryState:
         self._state = empty_state()
 
     def read(self) -> dict[str, Any]:
-        copy: dict[str, Any] = json.loads(json.dumps(self._state))  # readers never see a change half-made
-        return copy
+        """The state (read-only: a transaction replaces it with a changed copy)."""
+        return self._state
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[dict[str, Any]]:
-        state = self.read()
+        state: dict[str, Any] = json.loads(json.dumps(self._state))  # readers never see a change half-made
         yield state
         self._state = state
 
