@@ -13,7 +13,15 @@ Vendor exceptions are mapped at each plugin's boundary module and kept as ``__ca
     │   └── BackendUnavailableError the backend is absent or failed to open
     ├── DeviceError                 a device-level failure (carries ``device_id``)
     │   ├── DeviceLostError         the device fell off the bus / is gone
-    │   └── NotSupportedError       the device or driver cannot report this
+    │   ├── NotSupportedError       the device or driver cannot report this
+    │   └── PartitionError          creating / destroying a partition was refused (names the cause)
+    │       ├── PartitionProfileNotSupportedError  the profile does not exist on this product
+    │       ├── PartitionNoPlacementError          no free placement / capacity left for it
+    │       ├── PartitionModeOffError              MIG (vNPU...) mode is off on the parent
+    │       ├── PartitionProcessesRunningError     processes run on the parent (a mode change)
+    │       ├── PartitionBusyError                 the partition has processes: not destroyed
+    │       ├── PartitionNotFoundError             no such partition
+    │       └── PartitionCreateFailedError         creation failed half-way (says what is left)
     ├── PermissionDeniedError       the caller lacks permission (containers, non-root)
     ├── DriverError                 the vendor library or driver failed (carries ``vendor_code``)
     │   ├── LibraryNotFoundError    the vendor library is not installed
@@ -46,6 +54,14 @@ __all__ = [
     "NotSupportedError",
     "OutOfBoundsError",
     "ParseError",
+    "PartitionBusyError",
+    "PartitionCreateFailedError",
+    "PartitionError",
+    "PartitionModeOffError",
+    "PartitionNoPlacementError",
+    "PartitionNotFoundError",
+    "PartitionProcessesRunningError",
+    "PartitionProfileNotSupportedError",
     "PermissionDeniedError",
     "PluginError",
     "PluginLoadError",
@@ -145,6 +161,77 @@ class DeviceLostError(DeviceError):
 
 class NotSupportedError(DeviceError):
     code = "device.not-supported"
+
+
+class PartitionError(DeviceError):
+    """Creating or destroying a partition was refused.  ``device_id`` names the parent device,
+    ``profile`` the profile asked for, ``partition_id`` the partition concerned (each ``None``
+    when it does not apply); the subclass names the cause."""
+
+    code = "partition.error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        device_id: str | None = None,
+        profile: str | None = None,
+        partition_id: str | None = None,
+        vendor_code: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message, device_id=device_id, code=code)
+        self.profile = profile
+        self.partition_id = partition_id
+        #: The vendor library's own code when it gave one (``NVML_ERROR_INSUFFICIENT_RESOURCES``).
+        self.vendor_code = vendor_code
+
+
+class PartitionProfileNotSupportedError(PartitionError):
+    """The profile does not exist on this product (``7g.80gb`` on an A100-40GB, ``vir16`` on 910B)."""
+
+    code = "partition.profile-not-supported"
+
+
+class PartitionNoPlacementError(PartitionError):
+    """The profile exists, but no placement (memory slices, AI cores, instance count) is left."""
+
+    code = "partition.no-placement"
+
+
+class PartitionModeOffError(PartitionError):
+    """The parent is not in the mode partitions need (MIG mode off, vNPU mode off)."""
+
+    code = "partition.mode-off"
+
+
+class PartitionProcessesRunningError(PartitionError):
+    """Processes run on the parent device, and the change (a compute / memory mode) needs it idle."""
+
+    code = "partition.processes-running"
+
+
+class PartitionBusyError(PartitionError):
+    """The partition has processes (or compute instances) on it: it was not destroyed."""
+
+    code = "partition.busy"
+
+
+class PartitionNotFoundError(PartitionError):
+    """No live partition has this id (already destroyed, or never made)."""
+
+    code = "partition.not-found"
+
+
+class PartitionCreateFailedError(PartitionError):
+    """Creation failed half-way.  ``left_behind`` lists the ids of what could not be undone
+    (empty: everything made was removed again); each also appears in the next inventory."""
+
+    code = "partition.create-failed"
+
+    def __init__(self, message: str, *, left_behind: Sequence[str] = (), **kwargs: str | None) -> None:
+        super().__init__(message, **kwargs)
+        self.left_behind = tuple(left_behind)
 
 
 class PermissionDeniedError(AccelError):

@@ -4,6 +4,7 @@ Entry-point group :data:`ENTRY_POINT_GROUP` (``accel.backends``); the entry-poin
 backend id.  See :class:`BackendPlugin` and :class:`Backend`.
 """
 
+from ._actuation import SupportsPartitionActuation, actuator
 from ._capabilities import CAPABILITY_DOCS, Capability
 from ._contract import (
     Backend,
@@ -39,8 +40,10 @@ __all__ = [
     "ProbeStatus",
     "Reading",
     "SupportsEvents",
+    "SupportsPartitionActuation",
     "SupportsPartitions",
     "SupportsProcesses",
+    "actuator",
     "check_options",
     "describe_readings",
     "negotiate",

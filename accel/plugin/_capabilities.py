@@ -29,6 +29,7 @@ class Capability(StrEnum):
     PROCESSES = "processes"
     EVENTS = "events"
     PARTITIONS = "partitions"
+    PARTITION_ACTUATION = "partition_actuation"
     SHARING = "sharing"
     VERSIONS = "versions"
 
@@ -56,6 +57,10 @@ CAPABILITY_DOCS: dict[Capability, str] = {
     Capability.PROCESSES: "Lists processes using each device (SupportsProcesses).",
     Capability.EVENTS: "Streams health events such as XIDs (SupportsEvents).",
     Capability.PARTITIONS: "Reports hardware partitions and profiles (SupportsPartitions).",
+    Capability.PARTITION_ACTUATION: (
+        "Creates and destroys partitions from a profile (SupportsPartitionActuation), "
+        "refusing with a typed PartitionError."
+    ),
     Capability.SHARING: "Reports software sharing modes and divisible capacity.",
     Capability.VERSIONS: "Reports driver and runtime versions.",
 }

@@ -142,6 +142,8 @@ GUARDED_METHODS = frozenset(
         "processes",
         "partitions",
         "partition_profiles",
+        "create_partition",
+        "destroy_partition",
         "poll_events",
         "snapshot",
     }

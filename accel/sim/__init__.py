@@ -4,7 +4,9 @@ Select a profile with ``ACCEL_SIM=<profile>`` (or a path to a profile JSON file)
 ``profile`` option (``accel ls --sim dgx-h100``).  Options: ``seed`` (int), ``faults``
 (``kind[:device][@tick][=param]``, comma-separated; see :class:`FaultKind`), ``tick_on_read``
 (bool), ``load`` (0..1, fixes utilisation), ``clock`` (a file: every process naming it reads
-one simulation, a tick of 10 simulated seconds per read; see :mod:`._clock`).
+one simulation, a tick of 10 simulated seconds per read; see :mod:`._clock`), ``state`` (a file
+keeping the partitions ``accel partition create`` made, shared by every process naming it; see
+:mod:`._state`).
 :func:`generate_cluster` builds many hosts for the scheduler.
 """
 
@@ -84,12 +86,13 @@ class SimPlugin(BackendPlugin):
         from ._backend import SimBackend
         from ._clock import SharedClock
         from ._profile import load_profile
+        from ._state import StateFile
 
         name = self._profile_name(config)
         if not name:
             raise ConfigError(f"sim: no profile selected (set {ENV_PROFILE} or the 'profile' option)")
         built = load_profile(name)
-        check_options("sim", config, ("profile", "seed", "faults", "tick_on_read", "load", "clock"))
+        check_options("sim", config, ("profile", "seed", "faults", "tick_on_read", "load", "clock", "state"))
         try:
             seed = int(config.option("seed", 0))
             load = config.option("load")
@@ -107,6 +110,7 @@ class SimPlugin(BackendPlugin):
             tool_timeout_s=config.tool_timeout_s,
             load=load_value,
             clock=None if config.option("clock") is None else SharedClock(str(config.option("clock"))),
+            state=None if config.option("state") is None else StateFile(str(config.option("state"))),
         )
 
 

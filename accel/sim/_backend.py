@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from ..errors import ConfigError, DeviceError, DeviceLostError, NotSupportedError, ToolTimeoutError
 from ..model import (
@@ -27,9 +28,11 @@ from ..model import (
     Telemetry,
 )
 from ..plugin import Backend, DeviceEvent
+from ._carve import Carver
 from ._clock import SharedClock
 from ._faults import Fault, FaultKind
 from ._profile import Built
+from ._state import StateFile
 
 __all__ = ["SimBackend"]
 
@@ -60,6 +63,7 @@ class SimBackend(Backend):
         tool_timeout_s: float = 10.0,
         load: float | None = None,
         clock: SharedClock | None = None,
+        state: StateFile | None = None,
     ) -> None:
         self._built = built
         # a clock shared through a file: each read takes its tick (and its time) from there
@@ -81,6 +85,9 @@ class SimBackend(Backend):
         self.reads = 0
         for fault in self._faults:
             self._check(fault)
+        self._carver = Carver(
+            lambda: [self._device_now(i, self._tick) for i in range(len(self._built.devices))],
+            built.devices, built.partitions, built.partition_profiles, self._active, state)
 
     # -- control ---------------------------------------------------------------------------
     @property
@@ -257,7 +264,7 @@ class SimBackend(Backend):
             used = min(used, total)
         return used
 
-    def _device_now(self, position: int, tick: int) -> Device:
+    def _device_now(self, position: int, tick: int, state: dict[str, Any] | None = None) -> Device:
         dev = self._built.devices[position]
         health = self._health(position, tick)
         lost = health.operational is Operational.LOST
@@ -267,13 +274,14 @@ class SimBackend(Backend):
             )
             for k, region in enumerate(dev.memory)
         )
-        return dev.model_copy(update={"health": health, "memory": memory})
+        return self._carver.device(dev.model_copy(update={"health": health, "memory": memory}), state)
 
     # -- Backend ---------------------------------------------------------------------------
     def inventory(self) -> HostInventory:
         tick = self._begin_read("inventory")
         built = self._built
-        devices = tuple(self._device_now(i, tick) for i in range(len(built.devices)))
+        state = self._carver.read()  # one reading of the partitions for the whole inventory
+        devices = tuple(self._device_now(i, tick, state) for i in range(len(built.devices)))
         lost = {d.id for d in devices if d.health.operational is Operational.LOST}
         links = tuple(
             link.model_copy(update={"state": LinkState.DOWN}) if (link.pair & lost) else link for link in built.links
@@ -281,8 +289,8 @@ class SimBackend(Backend):
         return HostInventory(
             host=built.profile.host,
             devices=devices,
-            partitions=tuple(self.partitions()),
-            partition_profiles=tuple(self.partition_profiles()),
+            partitions=self._carver.partitions(state),
+            partition_profiles=self._carver.all_profiles(),
             links=links,
             domains=tuple(built.domains),
             processes=self._processes(tick, None),
@@ -375,10 +383,23 @@ class SimBackend(Backend):
 
     # -- optional surfaces -----------------------------------------------------------------
     def partitions(self) -> tuple[Partition, ...]:
-        return tuple(self._built.partitions)
+        return self._carver.partitions()
 
     def partition_profiles(self) -> tuple[PartitionProfile, ...]:
-        return tuple(self._built.partition_profiles)
+        return self._carver.all_profiles()
+
+    def create_partition(self, device_id: str, profile: str, *, placement_start: int | None = None) -> Partition:
+        """Create a partition (see :mod:`accel.sim._carve` for the rules and the faults)."""
+        if self._closed:
+            raise DeviceError("the simulated backend is closed")
+        with self._lock:
+            return self._carver.create(device_id, profile, placement_start)
+
+    def destroy_partition(self, partition_id: str) -> None:
+        if self._closed:
+            raise DeviceError("the simulated backend is closed")
+        with self._lock:
+            self._carver.destroy(partition_id)
 
     def _processes(self, tick: int, ids: Sequence[str] | None) -> tuple[ProcessUsage, ...]:
         wanted = set(self._resolve(ids))

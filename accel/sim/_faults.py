@@ -24,6 +24,12 @@ class FaultKind(StrEnum):
     """Every read hangs until the tool timeout and then raises ToolTimeoutError."""
     NOT_SUPPORTED = "not_supported"
     """Telemetry fields named in ``param`` (``+``-separated; ``health`` for health) are unsupported."""
+    PARTITION_CREATE_FAIL = "partition_create_fail"
+    """Creating a partition fails half-way; undone, or left behind and reported with ``=leak``."""
+    PARTITION_KILL = "partition_kill"
+    """The process is SIGKILLed half-way through a create or destroy (crash-safety chains)."""
+    PARTITION_BUSY = "partition_busy"
+    """Processes run on the device's partitions: destroy and AMD mode changes are refused."""
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ _CAPABILITIES = frozenset({
     Capability.PCI, Capability.NUMA, Capability.TOPOLOGY, Capability.LINKS, Capability.DOMAINS,
     Capability.HEALTH, Capability.ECC, Capability.TELEMETRY, Capability.POWER, Capability.ENERGY,
     Capability.TEMPERATURE, Capability.CLOCKS, Capability.UTILIZATION, Capability.PROCESSES,
-    Capability.EVENTS, Capability.PARTITIONS, Capability.VERSIONS,
+    Capability.EVENTS, Capability.PARTITIONS, Capability.PARTITION_ACTUATION, Capability.VERSIONS,
 })
 
 #: Why a failed nvmlInit leaves the backend unusable, by accel error code.

@@ -24,6 +24,7 @@ hands each job to a collaborator with one job (as ``plugins/amd`` does):
 ``_events``            the NVML event set and the XIDs it delivered
 ``_topology``          NVLink / NVSwitch / PCIe links and P2P (cliques: ``_fabric``)
 ``_mig``               MIG mode, instances and profiles
+``_carve``             creating and destroying MIG instances (partition actuation)
 ``_processes``         the processes on a GPU
 ``_inventory``         the host inventory assembled from the above
 =====================  ================================================================
@@ -39,6 +40,7 @@ from pathlib import Path
 from ...errors import AccelError, DeviceError, DeviceLostError, DriverError, NotSupportedError
 from ...model import Health, HostInventory, MemoryRegion, Partition, PartitionProfile, ProcessUsage, Telemetry
 from ...plugin import Backend, BackendConfig, DeviceEvent, Reading
+from ._carve import MigCarver
 from ._events import Events
 from ._handles import Handles, Read, now
 from ._health_read import HealthReader
@@ -86,6 +88,7 @@ class NvidiaBackend(Backend):
             raise
         self._sampler = Sampler(handles, self._statics, readings)
         self._mig = Mig(handles)
+        self._carver = MigCarver(handles, self._mig)
         self._processes = Processes(handles, Path(str(config.option("proc_root", "/proc"))))
         self._health = HealthReader(handles, self._statics, self._events)
         self._telemetry = TelemetryReader(handles, self._sampler, memory, readings)
@@ -248,6 +251,36 @@ class NvidiaBackend(Backend):
                 except DeviceLostError:
                     self._handles.lost.setdefault(i, now())
             return tuple(out)
+
+    def _index_of(self, device_id: str) -> int:
+        for i in self._ids(None):
+            if self._statics.statics[i].device_id == device_id:
+                if i in self._handles.lost:
+                    raise DeviceLostError(f"device {device_id} is lost", device_id=device_id)
+                return i
+        raise DeviceError(f"no NVIDIA device {device_id!r}", device_id=device_id)
+
+    def create_partition(self, device_id: str, profile: str, *, placement_start: int | None = None) -> Partition:
+        """Create a MIG GPU instance and its full compute instance (see :mod:`._carve`)."""
+        with self._lock:
+            self._check_open()
+            i = self._index_of(device_id)
+            return self._carver.create(self._statics.statics[i], self._handles.handle(i), profile, placement_start)
+
+    def destroy_partition(self, partition_id: str) -> None:
+        from ...errors import PartitionNotFoundError
+
+        with self._lock:
+            self._check_open()
+            for i in self._ids(None):
+                if i in self._handles.lost:
+                    continue
+                st, h = self._statics.statics[i], self._handles.handle(i)
+                for part in self._mig.partitions(st, h, Read())[0]:
+                    if part.id == partition_id:
+                        self._carver.destroy(st, h, part)
+                        return
+            raise PartitionNotFoundError(f"no partition {partition_id!r}", partition_id=partition_id)
 
     def close(self) -> None:
         with self._lock:

@@ -1,7 +1,7 @@
 """MIG: a GPU's mode, its live GPU/compute instances (partitions) and its instance profiles.
 
-Reads only today; creating and destroying instances (issue 38) belongs here too, next to the
-profile and placement reads it needs.  Slots are sparse (an empty one answers NOT_FOUND), and a
+Reads only: creating and destroying instances is :mod:`._carve`, which uses these reads (the
+profiles and placements, and the MIG device a new instance shows up as).  Slots are sparse (an empty one answers NOT_FOUND), and a
 placement needs privileges a container may lack (NO_PERMISSION: the placement stays unknown).
 """
 

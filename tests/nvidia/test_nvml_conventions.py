@@ -265,9 +265,30 @@ def _exercise(name: str) -> list[tuple[str, tuple[Any, ...]]]:
         backend.processes()
         backend.partition_profiles()
         backend.poll_events(0.0)
+        _actuate(backend)
     finally:
         backend.close()
     return nv.seen
+
+
+def _actuate(backend: Any) -> None:
+    """Destroy and create MIG instances (plain and with a placement) so their calls are recorded;
+    refusals are expected (busy instances, MIG mode off, no placement left)."""
+    import contextlib
+
+    from accel.errors import PartitionError, PermissionDeniedError
+
+    refused = contextlib.suppress(PartitionError, PermissionDeniedError)
+    for part in backend.partitions():
+        with refused:
+            backend.destroy_partition(part.id)
+    for prof in backend.partition_profiles():
+        for start in (None, *(p.start for p in prof.placements[-1:])):
+            with refused:
+                backend.create_partition(prof.parent_id, prof.name, placement_start=start)
+    for dev in backend.inventory().devices[:1]:
+        with refused:
+            backend.create_partition(dev.id, "1g.10gb")  # MIG off / not MIG-capable: refused, typed
 
 
 RUNTIME: dict[str, list[tuple[str, tuple[Any, ...]]]] = {}
