@@ -55,6 +55,12 @@ The pieces, in the order a plugin uses them:
   :class:`NativeLibrary`, which calls under a deadline; :class:`FakeLibrary` (with
   :func:`deref`, :func:`set_out`, :func:`fake_functions`) fakes a library for tests and
   :func:`signature_problems` checks calls and fakes against the table;
+* two read paths (1.4): :class:`DualPathBackend` reads the library when
+  :func:`choose_read_path` picks it (``-o read=native|cli|auto``, :func:`read_mode`), the CLI
+  otherwise, and records the path in the source (:func:`path_note`); over a replay the native
+  path reads the plugin's fake of it, with the scenario's :data:`NATIVE_STATE_FILE`
+  (:func:`read_native_state`); :mod:`accel.toolkit.testing` compares the two paths
+  (``compare_paths``);
 * replay: :class:`ReplayScenario`, :func:`scenario_names`, :func:`scenario_path` (scenarios
   live in ``<package>/scenarios/<name>/``).
 
@@ -97,7 +103,19 @@ from ._native import (
     struct_version,
     versioned,
 )
+from ._native_backend import DualPathBackend
 from ._native_fake import FakeLibrary, deref, fake_functions, set_out
+from ._native_path import (
+    NATIVE_STATE_FILE,
+    READ_MODES,
+    READ_OPTION,
+    ReadChoice,
+    choose_read_path,
+    path_note,
+    read_mode,
+    read_native_state,
+    scenario_state_file,
+)
 from ._plugin import BASE_CAPABILITIES, LazyCliPlugin, cli_plugin_info
 from ._probe import CliProbeSpec, probe_cli
 from ._problems import identify_text
@@ -145,7 +163,7 @@ from ._values import (
 )
 
 #: The toolkit's API version, ``major.minor`` (see the stability promise above).
-TOOLKIT_API_VERSION: Final = "1.3"
+TOOLKIT_API_VERSION: Final = "1.4"
 
 #: Public classes that keep the ``_``-module they are defined in as ``__module__``: their
 #: annotations name types this namespace does not hold (``Mapping``, ``Device``, ``ClassVar``...),
@@ -157,8 +175,11 @@ _KEEP_MODULE: Final = frozenset(
 
 __all__ = [
     "BASE_CAPABILITIES",
+    "NATIVE_STATE_FILE",
     "NEVER_READ",
     "PLACEHOLDERS",
+    "READ_MODES",
+    "READ_OPTION",
     "TABLE_NEVER_PRINTS",
     "TOOLKIT_API_VERSION",
     "AlignedTable",
@@ -168,6 +189,7 @@ __all__ = [
     "CliProbeSpec",
     "Collection",
     "DeviceReading",
+    "DualPathBackend",
     "ErrorTable",
     "FakeLibrary",
     "KVEntry",
@@ -185,6 +207,7 @@ __all__ = [
     "QueryColumn",
     "QueryRow",
     "QueryTable",
+    "ReadChoice",
     "RecordReader",
     "ReplayScenario",
     "SignatureSource",
@@ -197,6 +220,7 @@ __all__ = [
     "UnitReading",
     "assemble_device",
     "bounded",
+    "choose_read_path",
     "clean",
     "cli_plugin_info",
     "condition",
@@ -232,14 +256,18 @@ __all__ = [
     "parse_ratio",
     "parse_used_total",
     "parse_watts",
+    "path_note",
     "probe_cli",
     "processes_of",
     "read_header_records",
     "read_matrix",
+    "read_mode",
+    "read_native_state",
     "read_records",
     "runner_for",
     "scenario_names",
     "scenario_path",
+    "scenario_state_file",
     "select_table",
     "set_out",
     "signature_problems",

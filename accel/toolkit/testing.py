@@ -11,9 +11,10 @@ from typing import Any
 
 from accel.conformance import Scenario
 
+from ._differential import COMPARED_FIELDS, PathComparison, compare_paths
 from ._scenario import scenario_names
 
-__all__ = ["conformance_scenarios"]
+__all__ = ["COMPARED_FIELDS", "PathComparison", "compare_paths", "conformance_scenarios", "native_scenarios"]
 
 
 def conformance_scenarios(
@@ -27,4 +28,25 @@ def conformance_scenarios(
     for name in scenario_names(package):
         description, xfail = notes.get(name, ("", {}))
         out[name] = Scenario(name=name, options={"scenario": name}, xfail=dict(xfail), description=description)
+    return out
+
+
+def native_scenarios(
+    package: str,
+    notes: Mapping[str, tuple[str, Mapping[str, str]]],
+    *,
+    suffix: str = "@native",
+) -> dict[str, Any]:
+    """The native path's scenarios: every shipped replay of ``package`` read through the
+    plugin's fake library (``read=native``), named ``<scenario><suffix>``; ``notes`` as in
+    :func:`conformance_scenarios`, keyed by the replay's name."""
+    out: dict[str, Any] = {}
+    for name in scenario_names(package):
+        description, xfail = notes.get(name, ("", {}))
+        out[name + suffix] = Scenario(
+            name=name + suffix,
+            options={"scenario": name, "read": "native"},
+            xfail=dict(xfail),
+            description=f"native path: {description}" if description else "native path",
+        )
     return out

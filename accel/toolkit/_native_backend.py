@@ -1,0 +1,110 @@
+"""A vendor backend with two read paths: its management library, else its CLI.
+
+:class:`DualPathBackend` is a :class:`~accel.toolkit.ToolBackend` whose snapshot comes from the
+vendor library when :func:`~accel.toolkit.choose_read_path` picks it (``-o read=native|cli|auto``)
+and from the tool otherwise.  Both paths build devices with the same
+:meth:`~accel.toolkit.ToolBackend.build` (same ids, bindings, health rules); the native one
+spawns no process: its source's ``api`` is the library, ``tool_invocations`` 0, and its
+``detail`` starts with the path taken and why (:func:`~accel.toolkit.path_note`).
+
+A subclass sets ``library`` (the file name, for messages), ``native_table`` and
+``native_errors``, and implements :meth:`load_native` (the real library, via
+:func:`~accel.toolkit.load_library`), :meth:`fake_native` (the faithful fake of a replay),
+:meth:`collect_cli` (the CLI read it had) and :meth:`collect_native`.  Where the library has
+events, it implements :meth:`read_events`; :meth:`poll_events` returns them and keeps each
+event's condition on its device (:meth:`event_conditions`), so a fault seen once stays in the
+device's health for the life of the backend.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from typing import ClassVar
+
+from accel.model import HealthCondition
+from accel.plugin import BackendConfig, DeviceEvent
+from accel.tools import Runner
+
+from ._native import ErrorTable, NativeLibrary, SignatureTable
+from ._native_path import ReadChoice, choose_read_path, path_note
+from ._snapshot import Snapshot
+from ._tool import Collection, ToolBackend
+
+__all__ = ["DualPathBackend"]
+
+
+class DualPathBackend(ToolBackend):
+    """See the module docstring."""
+
+    library: ClassVar[str]
+    native_table: ClassVar[SignatureTable]
+    native_errors: ClassVar[ErrorTable | None] = None
+    #: Deadline of one library call (a hung driver is reported, never waited on twice).
+    native_timeout_s: ClassVar[float | None] = 5.0
+
+    def __init__(self, config: BackendConfig, runner: Runner) -> None:
+        self.read_choice: ReadChoice = choose_read_path(
+            config, runner, library=self.library, load=self.load_native, fake=self.fake_native
+        )
+        self.native: NativeLibrary | None = None
+        if self.read_choice.library is not None:
+            self.native = NativeLibrary(
+                self.read_choice.library, self.native_table, self.native_errors, timeout_s=self.native_timeout_s
+            )
+        self._event_conditions: dict[str, list[HealthCondition]] = {}
+        super().__init__(config, runner)
+
+    @property
+    def read_path(self) -> str:
+        """``native`` or ``cli``: the path this backend reads."""
+        return self.read_choice.path
+
+    def tool_name(self) -> str:
+        # On the native path the "tool" of the snapshot's source is the library.
+        return self.library if self.native is not None else super().tool_name()
+
+    def collect(self, col: Collection) -> Snapshot:
+        col.notes.append(path_note(self.read_choice))
+        if self.native is None:
+            return self.collect_cli(col)
+        return self.collect_native(col, self.native)
+
+    @abc.abstractmethod
+    def load_native(self) -> object:
+        """Load the real library (raises :class:`~accel.errors.LibraryNotFoundError`)."""
+
+    @abc.abstractmethod
+    def fake_native(self, runner: Runner) -> object:
+        """The faithful fake of the host the replay ``runner`` answers from."""
+
+    @abc.abstractmethod
+    def collect_cli(self, col: Collection) -> Snapshot:
+        """The CLI read (what ``collect`` of a plain :class:`ToolBackend` does)."""
+
+    @abc.abstractmethod
+    def collect_native(self, col: Collection, lib: NativeLibrary) -> Snapshot:
+        """The native read: build units with :meth:`build` and return ``col.snapshot(...)``."""
+
+    def read_events(self, lib: NativeLibrary, timeout_s: float) -> Sequence[DeviceEvent]:
+        """The library's events since the last call (none where it has no subscription)."""
+        return ()
+
+    def poll_events(self, timeout_s: float = 0.0) -> tuple[DeviceEvent, ...]:
+        """Events since the last poll, waiting up to ``timeout_s`` for the first (native path;
+        the CLI path has none).  Each event's condition stays on its device."""
+        if self.native is None:
+            return ()
+        events = tuple(self.read_events(self.native, timeout_s))
+        for ev in events:
+            self._event_conditions.setdefault(ev.device_id, []).append(ev.condition)
+        return events
+
+    def event_conditions(self, device_id: str) -> list[HealthCondition]:
+        """The conditions of the events :meth:`poll_events` delivered for ``device_id``."""
+        return list(self._event_conditions.get(device_id, ()))
+
+    def close(self) -> None:
+        if self.native is not None:
+            self.native.close()
+        super().close()
