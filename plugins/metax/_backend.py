@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from accel.errors import AccelError
-from accel.model import Capabilities, DeviceKind, DomainKind, LinkType, PartitionScheme, SharingMode
+from accel.model import Capabilities, DeviceKind, Domain, DomainKind, Link, LinkType, PartitionScheme, SharingMode
 from accel.plugin import DeviceEvent
 from accel.toolkit import (
     Collection,
@@ -98,7 +98,8 @@ class MetaxBackend(ProcessesSurface, DualPathBackend):
             if read.never
             else frozenset(),
         )
-        links, domains = [], []
+        links: list[Link] = []
+        domains: list[Domain] = []
         if read.topology is not None:
             ids = {f"GPU{d.index}": d.id for d in devices if d.index is not None}
             links, domains = matrix_links(

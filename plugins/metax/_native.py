@@ -304,7 +304,8 @@ def _board_power_w(dev: _Device) -> float | None:
     ways = (BoardWayElectricInfo * size.value)()
     if not dev.read("mxSmlGetBoardPowerInfo", "power_watts", ctypes.byref(size), ways):
         return None
-    return sum(w.power for w in ways[: size.value]) / 1000
+    total_mw: int = sum(int(w.power) for w in ways[: size.value])
+    return total_mw / 1000
 
 
 def _health(dev: _Device, r: UnitReading) -> None:
