@@ -13,8 +13,11 @@ rows; ``board_id`` is ``cambricon:card-<Card // 2>`` for that model (source note
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
+from accel.errors import AccelError, ParseError
 from accel.model import (
     Action,
     Capabilities,
@@ -27,26 +30,32 @@ from accel.model import (
     Severity,
     Subsystem,
 )
+from accel.plugin import DeviceEvent
 from accel.toolkit import (
     TABLE_NEVER_PRINTS,
     Collection,
+    DualPathBackend,
+    NativeLibrary,
     ProcessesSurface,
     Snapshot,
-    ToolBackend,
     UnitReading,
     condition,
     matrix_links,
     processes_of,
 )
+from accel.tools import Runner
 
+from . import _native
 from ._parse import SEARCH_PATH, TOOL, CnmonInfo, MluChip, parse_cnmon, parse_topo
 
 __all__ = ["CambriconBackend"]
 
 _TWO_CHIP_CARDS = ("MLU370-X8",)
 
-class CambriconBackend(ProcessesSurface, ToolBackend):
-    """Backend ``cambricon`` over a runner (real, replayed or recording)."""
+
+class CambriconBackend(ProcessesSurface, DualPathBackend):
+    """Backend ``cambricon``: CNDev (``libcndev.so``) or ``cnmon`` over a runner (real, replayed
+    or recording); ``-o read=native|cli|auto`` picks (see :class:`~accel.toolkit.DualPathBackend`)."""
 
     backend_name = "cambricon"
     tool = TOOL
@@ -57,8 +66,66 @@ class CambriconBackend(ProcessesSurface, ToolBackend):
     collective_backend = "cncl"
     ray_resource = "MLU"
     device_nodes = ("/dev/cambricon_dev{index}", "/dev/cambricon_ctl")
+    library = _native.LIBRARY
+    native_table = _native.TABLE
+    native_errors = _native.ERRORS
 
-    def collect(self, col: Collection) -> Snapshot:
+    def load_native(self) -> object:
+        return _native.load_cndev()
+
+    def fake_native(self, runner: Runner) -> object:
+        from ._native_fake import fake_of_replay
+
+        return fake_of_replay(runner)
+
+    def collect_native(self, col: Collection, lib: NativeLibrary) -> Snapshot:
+        """The CNDev read: the same units, ids and health rules as the ``cnmon`` path."""
+        read = _native.read_cndev(lib)
+        col.api_version = read.driver_version
+        col.problems.extend(read.problems)
+        ids: dict[int, str] = {}
+        for r in read.readings:
+            _board(r)
+            try:
+                ids[r.index or 0] = r.stable_id(self.vendor or self.backend_name)
+            except ParseError:
+                continue
+        self._ids = ids
+        self.poll_events(0.0)
+        for r in read.readings:
+            dev_id = ids.get(r.index or 0)
+            if dev_id is not None:
+                r.conditions.extend(self.event_conditions(dev_id))
+                r.health_read = r.health_read or bool(r.conditions)
+        devices, samples = self.build(
+            col,
+            read.readings,
+            versions={},
+            per_unit=lambda r: {
+                "versions": {"driver": str(r.extras.get("cambricon.com/driver") or read.driver_version or "") or None},
+                "unsupported": read.never.get(r.index or 0, set()) & {"memory.total_bytes"},
+            },
+            telemetry_unsupported=TABLE_NEVER_PRINTS - {"ecc_corrected_total"},
+        )
+        return col.snapshot(devices, samples)
+
+    def read_events(self, lib: NativeLibrary, timeout_s: float) -> Sequence[DeviceEvent]:
+        if not getattr(self, "_ids", None):
+            return ()
+        if getattr(self, "_events", None) is None:
+            self._events = _native.EventReader(lib)
+        try:
+            return self._events.poll(timeout_s, self._ids, datetime.now(UTC))
+        except AccelError:
+            return ()
+
+    def close(self) -> None:
+        events = getattr(self, "_events", None)
+        if events is not None:
+            events.close()
+        super().close()
+
+    def collect_cli(self, col: Collection) -> Snapshot:
         info = col.required(lambda text, cmd: parse_cnmon(text, command=cmd))
         col.api_version = info.version
         col.problems.extend(info.errors)
@@ -86,6 +153,16 @@ class CambriconBackend(ProcessesSurface, ToolBackend):
         return col.snapshot(
             devices, samples, links=links, domains=domains, processes=processes_of(info.processes, devices)
         )
+
+
+def _board(r: UnitReading) -> None:
+    """The card a native reading's chip sits on, by the rule the ``cnmon`` path uses."""
+    two_chips = r.model in _TWO_CHIP_CARDS
+    card = r.index or 0
+    r.board_id = f"cambricon:card-{card // 2 if two_chips else card}"
+    r.extras["cambricon.com/boardIdSource"] = "model-two-chips-per-card" if two_chips else "one-chip-per-card"
+    if r.bus_id is None:
+        r.extras["cambricon.com/idSource"] = "card-number (CNDev gave no PCI address)"
 
 
 def _reading(chip: MluChip) -> UnitReading:

@@ -17,7 +17,7 @@ class CambriconPlugin(LazyCliPlugin):
         "cambricon",
         api=TOOL,
         description="Cambricon MLUs (MLU370/590) through cnmon",
-        capabilities=(Capability.ECC, Capability.POWER, Capability.PROCESSES),
+        capabilities=(Capability.ECC, Capability.POWER, Capability.PROCESSES, Capability.EVENTS),
     )
     probe_spec = CliProbeSpec(
         vendor="Cambricon",
@@ -28,4 +28,5 @@ class CambriconPlugin(LazyCliPlugin):
     )
     package = __package__ or "accel.plugins.cambricon"
 
+    known_options = frozenset({"scenario", "read"})
     backend = "accel.plugins.cambricon._backend:CambriconBackend"
