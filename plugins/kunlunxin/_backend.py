@@ -38,7 +38,7 @@ __all__ = ["KunlunxinBackend"]
 
 
 #: Fields XPUML can answer NOT_SUPPORTED for: on the device, and in the telemetry sample.
-_DEVICE_FIELDS = frozenset({"pci.bus_id", "memory.total_bytes", "power.enforced_watts"})
+_DEVICE_FIELDS = frozenset({"pci.bus_id", "memory", "power.enforced_watts"})
 _TELEMETRY_FIELDS = frozenset({"utilization_ratio", "temperature_celsius", "power_watts"})
 
 

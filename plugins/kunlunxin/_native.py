@@ -269,7 +269,7 @@ def _unit(lib: NativeLibrary, index: int, out: XpumlRead) -> UnitReading | None:
     if dev.read("xpumlDeviceGetAttributes", None, ctypes.byref(attrs)) and r.model is None:
         r.model = MODELS.get(attrs.modelId)
     mem = Memory()
-    if dev.read("xpumlDeviceGetMemoryInfo", "memory.total_bytes", ctypes.byref(mem)):
+    if dev.read("xpumlDeviceGetMemoryInfo", "memory", ctypes.byref(mem)):
         r.memory_total_bytes, r.memory_used_bytes = mem.totalGlobalMemory, mem.usedGlobalMemory
         if mem.totalL3Memory:
             r.extras["kunlunxin.com/l3TotalBytes"] = mem.totalL3Memory

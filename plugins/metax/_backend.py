@@ -49,7 +49,7 @@ def normalise_model(name: str | None) -> str | None:
 
 
 #: Device fields MXSML can answer NOT_SUPPORTED for; the others it leaves empty are telemetry.
-_DEVICE_FIELDS = frozenset({"pci.bus_id", "memory.total_bytes", "power.enforced_watts"})
+_DEVICE_FIELDS = frozenset({"pci.bus_id", "memory", "power.enforced_watts"})
 _TELEMETRY_FIELDS = frozenset({"utilization_ratio", "temperature_celsius", "power_watts", "ecc_uncorrected_total"})
 
 

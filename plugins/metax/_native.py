@@ -262,7 +262,7 @@ def _unit(lib: NativeLibrary, index: int, out: MxsmlRead) -> UnitReading | None:
     r = UnitReading(index=index, model=_text(info.deviceName), bus_id=_text(info.bdfId), uuid=_text(info.uuid))
     r.is_virtual_function = info.mode == 2 or None
     mem = MemoryInfo()
-    if dev.read("mxSmlGetMemoryInfo", "memory.total_bytes", ctypes.byref(mem)):
+    if dev.read("mxSmlGetMemoryInfo", "memory", ctypes.byref(mem)):
         r.memory_kind = MemoryKind.HBM
         r.memory_total_bytes, r.memory_used_bytes = mem.vramTotal * 1024, mem.vramUse * 1024
     usage = ctypes.c_int()
