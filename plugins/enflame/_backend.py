@@ -146,7 +146,8 @@ class EnflameBackend(PartitionsSurface, DualPathBackend):
     def _event_ids(self) -> dict[int, str]:
         ids: dict[int, str] | None = getattr(self, "_ids_by_index", None)
         if ids is None:
-            ids = self._ids_by_index = {}
+            ids = {}
+            self._ids_by_index = ids
         return ids
 
     def _id_of(self, index: int) -> str:

@@ -134,8 +134,9 @@ class HygonBackend(DualPathBackend):
         super().__init__(config, runner)
         self._rocminfo = runner.which("rocminfo", DTK_PATHS) is not None
 
-    @property  # type: ignore[misc]  # the native path needs no tool: no alternatives to find
-    def alternatives(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    # The native path needs no tool: nothing to look for (the tool path: hy-smi, else DTK rocm-smi).
+    @property
+    def alternatives(self) -> tuple[tuple[str, tuple[str, ...]], ...]:  # type: ignore[override]
         if getattr(self, "native", None) is not None:
             return ()
         return (("hy-smi", HYSMI_PATHS), ("rocm-smi", DTK_PATHS))
