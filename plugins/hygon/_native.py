@@ -108,7 +108,7 @@ TABLE: Final = SignatureTable.of(
     _fn("rsmi_topo_get_link_type", (_U32, _U32, _P64, ctypes.POINTER(ctypes.c_int))),
 )
 
-#: ``rsmi_status_t`` (header lines 88-139).
+#: ``rsmi_status_t`` (header lines 87-137).
 ERRORS: Final = ErrorTable(
     "hygon.rsmi",
     {
