@@ -55,7 +55,8 @@ The pieces, in the order a plugin uses them:
   :class:`NativeLibrary`, which calls under a deadline; :class:`FakeLibrary` (with
   :func:`deref`, :func:`set_out`, :func:`fake_functions`) fakes a library for tests and
   :func:`signature_problems` checks calls and fakes against the table;
-* two read paths (1.4): :class:`DualPathBackend` reads the library when
+* two read paths (1.4): :class:`DualPathBackend` (with :class:`NativeEventsSurface` where the
+  library has events) reads the library when
   :func:`choose_read_path` picks it (``-o read=native|cli|auto``, :func:`read_mode`), the CLI
   otherwise, and records the path in the source (:func:`path_note`); over a replay the native
   path reads the plugin's fake of it, with the scenario's :data:`NATIVE_STATE_FILE`
@@ -103,7 +104,7 @@ from ._native import (
     struct_version,
     versioned,
 )
-from ._native_backend import DualPathBackend
+from ._native_backend import DualPathBackend, NativeEventsSurface
 from ._native_fake import FakeLibrary, deref, fake_functions, set_out
 from ._native_path import (
     NATIVE_STATE_FILE,
@@ -169,8 +170,9 @@ TOOLKIT_API_VERSION: Final = "1.4"
 #: annotations name types this namespace does not hold (``Mapping``, ``Device``, ``ClassVar``...),
 #: and ``typing.get_type_hints`` (which pydantic uses on a dataclass) resolves them there.
 _KEEP_MODULE: Final = frozenset(
-    {"AlignedTable", "BoxRow", "DeviceReading", "ErrorTable", "FakeLibrary", "LazyCliPlugin", "NativeFunction",
-     "QueryRow", "SignatureTable", "Snapshot", "ToolBackend", "ToolSession", "ToolView", "UnitReading"}
+    {"AlignedTable", "BoxRow", "DeviceReading", "DualPathBackend", "ErrorTable", "FakeLibrary", "LazyCliPlugin",
+     "NativeFunction", "QueryRow", "ReadChoice", "SignatureTable", "Snapshot", "ToolBackend", "ToolSession",
+     "ToolView", "UnitReading"}
 )
 
 __all__ = [
@@ -198,6 +200,7 @@ __all__ = [
     "Lenient",
     "Listed",
     "Matrix",
+    "NativeEventsSurface",
     "NativeFunction",
     "NativeLibrary",
     "ParseContext",

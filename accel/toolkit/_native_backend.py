@@ -11,9 +11,10 @@ A subclass sets ``library`` (the file name, for messages), ``native_table`` and
 ``native_errors``, and implements :meth:`load_native` (the real library, via
 :func:`~accel.toolkit.load_library`), :meth:`fake_native` (the faithful fake of a replay),
 :meth:`collect_cli` (the CLI read it had) and :meth:`collect_native`.  Where the library has
-events, it implements :meth:`read_events`; :meth:`poll_events` returns them and keeps each
-event's condition on its device (:meth:`event_conditions`), so a fault seen once stays in the
-device's health for the life of the backend.
+events, it implements :meth:`read_events` and adds :class:`NativeEventsSurface` (``poll_events``);
+:meth:`native_events` returns them and keeps each event's condition on its device
+(:meth:`event_conditions`), so a fault seen once stays in the device's health for the life of
+the backend.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ._native_path import ReadChoice, choose_read_path, path_note
 from ._snapshot import Snapshot
 from ._tool import Collection, ToolBackend
 
-__all__ = ["DualPathBackend"]
+__all__ = ["DualPathBackend", "NativeEventsSurface"]
 
 
 class DualPathBackend(ToolBackend):
@@ -90,9 +91,11 @@ class DualPathBackend(ToolBackend):
         """The library's events since the last call (none where it has no subscription)."""
         return ()
 
-    def poll_events(self, timeout_s: float = 0.0) -> tuple[DeviceEvent, ...]:
-        """Events since the last poll, waiting up to ``timeout_s`` for the first (native path;
-        the CLI path has none).  Each event's condition stays on its device."""
+    def native_events(self, timeout_s: float = 0.0) -> tuple[DeviceEvent, ...]:
+        """Events since the last call, waiting up to ``timeout_s`` for the first (native path;
+        the CLI path has none).  Each event's condition stays on its device
+        (:meth:`event_conditions`).  Public as ``poll_events`` through
+        :class:`NativeEventsSurface`, for a library that has events."""
         if self.native is None:
             return ()
         events = tuple(self.read_events(self.native, timeout_s))
@@ -101,10 +104,20 @@ class DualPathBackend(ToolBackend):
         return events
 
     def event_conditions(self, device_id: str) -> list[HealthCondition]:
-        """The conditions of the events :meth:`poll_events` delivered for ``device_id``."""
+        """The conditions of the events :meth:`native_events` delivered for ``device_id``."""
         return list(self._event_conditions.get(device_id, ()))
 
     def close(self) -> None:
         if self.native is not None:
             self.native.close()
         super().close()
+
+
+class NativeEventsSurface(DualPathBackend):
+    """Mixin: :meth:`DualPathBackend.native_events` as ``SupportsEvents.poll_events`` (declare
+    ``Capability.EVENTS``).  Only a backend whose library has an event or fault subscription
+    takes it: without it a backend does not claim to stream events."""
+
+    def poll_events(self, timeout_s: float = 0.0) -> tuple[DeviceEvent, ...]:
+        """Events since the last poll (the native path; the CLI path has none)."""
+        return self.native_events(timeout_s)

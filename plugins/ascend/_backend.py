@@ -28,9 +28,10 @@ relation.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import TypeVar
 
-from accel.errors import ParseError
+from accel.errors import AccelError, ParseError
 from accel.model import (
     Action,
     Device,
@@ -45,24 +46,31 @@ from accel.model import (
     Severity,
     SharingMode,
     Subsystem,
+    Telemetry,
 )
+from accel.plugin import DeviceEvent
 from accel.toolkit import (
     TABLE_NEVER_PRINTS,
     Collection,
+    Matrix,
+    NativeEventsSurface,
+    NativeLibrary,
     ProcessesSurface,
     ProcessRow,
     Snapshot,
-    ToolBackend,
     UnitReading,
     is_masked,
     link_domains,
     matrix_links,
     processes_of,
 )
+from accel.tools import Runner
 
+from . import _native
 from ._parse import (
     SEARCH_PATH,
     TOOL,
+    BoardInfo,
     ChipMapping,
     NpuChip,
     NpuSmiInfo,
@@ -106,9 +114,11 @@ _SHARED_NODES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
 
 #: Telemetry npu-smi info never prints (power too, where it prints a placeholder).
 _NOT_PRINTED = TABLE_NEVER_PRINTS | {"fan_ratio", "ecc_uncorrected_total"}
+#: Telemetry the DCMI path does not read (it reads the ECC counters npu-smi info does not print).
+_NATIVE_NOT_READ = TABLE_NEVER_PRINTS | {"fan_ratio"}
 
 
-class AscendBackend(ProcessesSurface, ToolBackend):
+class AscendBackend(ProcessesSurface, NativeEventsSurface):
     """Backend ``ascend`` (devices of vendor ``huawei``) over a runner (real, replayed or recording)."""
 
     backend_name = "ascend"
@@ -123,7 +133,19 @@ class AscendBackend(ProcessesSurface, ToolBackend):
     ray_resource = "NPU"
     device_nodes = _SHARED_NODES
 
-    def collect(self, col: Collection) -> Snapshot:
+    library = _native.LIBRARY
+    native_table = _native.TABLE
+    native_errors = _native.ERRORS
+
+    def load_native(self) -> object:
+        return _native.load_dcmi()
+
+    def fake_native(self, runner: Runner) -> object:
+        from ._native_fake import fake_of_replay
+
+        return fake_of_replay(runner)
+
+    def collect_cli(self, col: Collection) -> Snapshot:
         info = col.required(_by(parse_info), "info")
         col.api_version = info.tool_version
         listed = col.secondary(_by(parse_mapping), "info", "-m")
@@ -141,6 +163,99 @@ class AscendBackend(ProcessesSurface, ToolBackend):
         read_board = _truthy(self.config.option("board", False))
         # MCU rows of -m are not devices.
         chips = [c for c in info.chips if not ((m := mapping.get((c.npu_id, c.chip_id))) and m.is_mcu)]
+
+        def details(chip: NpuChip) -> tuple[tuple[str, ...], BoardInfo | None]:
+            # Ascend 950 takes no -c (SwanHubX/SwanLab#1719); the others name the chip.
+            where = ("-i", str(chip.npu_id), "-c", str(chip.chip_id)) if chip.chip_printed else ("-i", str(chip.npu_id))
+            board = col.secondary(_by(parse_board), "info", "-t", "board", *where) if read_board else None
+            codes: tuple[str, ...] = ()
+            if (chip.health or "").upper() != "OK":
+                detail = col.secondary(_by(parse_health), "info", "-t", "health", *where)
+                codes = detail.error_codes if detail is not None else ()
+            return codes, board
+
+        def affinity(chip: NpuChip, logic_id: int) -> str | None:
+            if topo is None:
+                return None
+            labels = (f"NPU{chip.npu_id}", f"Phy-ID{chip.phy_id}", f"NPU{logic_id}")
+            return next((topo.affinity[lb] for lb in labels if lb in topo.affinity), None)
+
+        readings = self._readings(col, chips, mapping, info, soft_sliced, details, affinity)
+        built, samples, devices = self._built(col, readings, info.driver_version)
+        links: list[Link] = []
+        if topo is not None:
+            links, _ = matrix_links(topo, _label_map(topo, devices, chips), _LINK_CODES)
+        rows = [
+            ProcessRow(devices[(p.npu_id, p.chip_id)].index or 0, p.pid, p.name, p.memory_bytes, p.line)
+            for p in info.processes
+            if (p.npu_id, p.chip_id) in devices
+        ]
+        processes = processes_of(rows, devices.values(), problems=col.problems, tool=TOOL)
+        links, domains = _with_domains(links, devices)
+        return col.snapshot(built, samples, links=links, domains=domains, processes=processes)
+
+    def collect_native(self, col: Collection, lib: NativeLibrary) -> Snapshot:
+        """The DCMI read: the same records, assembly, ids and health rules as the npu-smi path."""
+        read = _native.read_dcmi(lib)
+        col.api_version = read.driver_version
+        col.problems.extend(read.problems)
+        info = NpuSmiInfo(None, read.driver_version, tuple(c.chip for c in read.chips))
+        mapping = {(c.chip.npu_id, c.chip.chip_id): c.mapping for c in read.chips}
+        by_key = {(c.chip.npu_id, c.chip.chip_id): c for c in read.chips}
+        soft_sliced = any(c.npu_id == _HAMI_SOFT_SLICE_NPU_ID for c in info.chips)
+        readings = self._readings(
+            col,
+            list(info.chips),
+            mapping,
+            info,
+            soft_sliced,
+            lambda chip: (by_key[(chip.npu_id, chip.chip_id)].error_codes, None),
+            lambda chip, _logic: by_key[(chip.npu_id, chip.chip_id)].cpu_affinity,
+        )
+        ids = {key: r.stable_id(self.vendor or self.backend_name) for key, r in readings.items()}
+        self._native_ids = ids
+        self.native_events(0.0)
+        for key, r in readings.items():
+            got = by_key[key]
+            r.conditions.extend(got.conditions)
+            r.conditions.extend(self.event_conditions(ids[key]))
+            r.ecc_uncorrected_total = got.ecc_uncorrected_total
+            r.ecc_enabled = got.ecc_enabled
+            r.health_read = r.health_read or got.health_read
+            for name in ("temperature_celsius", "utilization_ratio", "memory_used_bytes"):
+                r.dropped.discard(name)  # DCMI answered NOT_SUPPORT: never, not this time
+        built, samples, devices = self._built(col, readings, read.driver_version, native=True)
+        codes = {(ids[a], ids[b]): code for (a, b), code in read.topo.items() if a in ids and b in ids}
+        labels = tuple(dict.fromkeys(ids.values()))
+        matrix = Matrix(labels, {**codes, **{(b, a): c for (a, b), c in codes.items()}})
+        links, _ = matrix_links(matrix, {d.id: d.id for d in devices.values()}, _LINK_CODES)
+        links, domains = _with_domains(links, devices)
+        return col.snapshot(built, samples, links=links, domains=domains)
+
+    def read_events(self, lib: NativeLibrary, timeout_s: float) -> Sequence[DeviceEvent]:
+        ids = getattr(self, "_native_ids", None)
+        if not ids:
+            return ()
+        if getattr(self, "_dcmi_faults", None) is None:
+            self._dcmi_faults = _native.FaultEvents(lib)
+        now = datetime.now(UTC)
+        try:
+            found = self._dcmi_faults.poll(ids)
+        except AccelError:
+            return ()
+        return [DeviceEvent(device_id=dev_id, timestamp=now, condition=cond) for dev_id, cond in found]
+
+    def _readings(
+        self,
+        col: Collection,
+        chips: Sequence[NpuChip],
+        mapping: dict[tuple[int, int], ChipMapping],
+        info: NpuSmiInfo,
+        soft_sliced: bool,
+        details: Callable[[NpuChip], tuple[tuple[str, ...], BoardInfo | None]],
+        affinity: Callable[[NpuChip, int], str | None],
+    ) -> dict[tuple[int, int], UnitReading]:
+        """One reading per chip (both paths): logic ids, health, the 310P Duo id suffix."""
         readings: dict[tuple[int, int], UnitReading] = {}
         used_ids: set[str] = set()
         for chip in chips:
@@ -156,13 +271,7 @@ class AscendBackend(ProcessesSurface, ToolBackend):
                 err.device_index, err.bus_id = None, chip.bus_id
                 col.problem(err, ProblemKind.RECORD)
                 continue
-            # Ascend 950 takes no -c (SwanHubX/SwanLab#1719); the others name the chip.
-            where = ("-i", str(chip.npu_id), "-c", str(chip.chip_id)) if chip.chip_printed else ("-i", str(chip.npu_id))
-            board = col.secondary(_by(parse_board), "info", "-t", "board", *where) if read_board else None
-            codes: tuple[str, ...] = ()
-            if (chip.health or "").upper() != "OK":
-                detail = col.secondary(_by(parse_health), "info", "-t", "health", *where)
-                codes = detail.error_codes if detail is not None else ()
+            codes, board = details(chip)
             r = _reading(chip, logic_id, mapped, info, codes, soft_sliced)
             if board is not None:
                 r.uuid = board.uuid
@@ -182,39 +291,39 @@ class AscendBackend(ProcessesSurface, ToolBackend):
             if dev_id in used_ids:  # 310P Duo chips can share one BDF
                 r.id_suffix = f"-chip{chip.chip_id}"
             used_ids.add(r.stable_id(self.vendor))
-            if topo is not None:
-                r.cpu_affinity = next(
-                    (topo.affinity[lb] for lb in (f"NPU{chip.npu_id}", f"Phy-ID{chip.phy_id}", f"NPU{logic_id}")
-                     if lb in topo.affinity),
-                    None,
-                )  # fmt: skip
+            r.cpu_affinity = affinity(chip, logic_id)
             readings[(chip.npu_id, chip.chip_id)] = r
+        return readings
+
+    def _built(
+        self,
+        col: Collection,
+        readings: dict[tuple[int, int], UnitReading],
+        driver_version: str | None,
+        *,
+        native: bool = False,
+    ) -> tuple[list[Device], list[Telemetry], dict[tuple[int, int], Device]]:
         built, samples = self.build(
             col,
             readings.values(),
-            versions={"driver": info.driver_version},
+            versions={"driver": driver_version},
             per_unit=_per_unit,
-            telemetry_unsupported=_NOT_PRINTED,
+            telemetry_unsupported=_NATIVE_NOT_READ if native else _NOT_PRINTED,
         )
         by_id = {d.id: d for d in built}
         devices = {key: by_id[ids] for key, r in readings.items() if (ids := r.stable_id(self.vendor)) in by_id}
-        links: list[Link] = []
-        domains: list[Domain] = []
-        if topo is not None:
-            links, _ = matrix_links(topo, _label_map(topo, devices, chips), _LINK_CODES)
-            links = [_via_switch(lk) if lk.type is LinkType.HCCS_SWITCH else lk for lk in links]
-            order = [d.id for d in devices.values()]
-            hccs = [lk for lk in links if lk.type in (LinkType.HCCS, LinkType.HCCS_SWITCH)]
-            domains = link_domains(hccs, DomainKind.HCCS_GROUP, prefix="hccs-group", order=order)
-            sio = [lk for lk in links if lk.type is LinkType.SIO]
-            domains += link_domains(sio, DomainKind.DIE_PAIR, prefix="die-pair", order=order)
-        rows = [
-            ProcessRow(devices[(p.npu_id, p.chip_id)].index or 0, p.pid, p.name, p.memory_bytes, p.line)
-            for p in info.processes
-            if (p.npu_id, p.chip_id) in devices
-        ]
-        processes = processes_of(rows, devices.values(), problems=col.problems, tool=TOOL)
-        return col.snapshot(built, samples, links=links, domains=domains, processes=processes)
+        return built, samples, devices
+
+
+def _with_domains(links: list[Link], devices: dict[tuple[int, int], Device]) -> tuple[list[Link], list[Domain]]:
+    """HCCS-switch links go through the switch; HCCS groups and die pairs become domains."""
+    links = [_via_switch(lk) if lk.type is LinkType.HCCS_SWITCH else lk for lk in links]
+    order = [d.id for d in devices.values()]
+    hccs = [lk for lk in links if lk.type in (LinkType.HCCS, LinkType.HCCS_SWITCH)]
+    domains = link_domains(hccs, DomainKind.HCCS_GROUP, prefix="hccs-group", order=order)
+    sio = [lk for lk in links if lk.type is LinkType.SIO]
+    domains += link_domains(sio, DomainKind.DIE_PAIR, prefix="die-pair", order=order)
+    return links, domains
 
 
 def _by(parse: Callable[..., P]) -> Callable[[str, str], P]:
@@ -393,9 +502,7 @@ def _truthy(value: object) -> bool:
     return str(value).strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _failed_logic_id(
-    exc: ParseError, info: NpuSmiInfo, mapping: dict[tuple[int, int], ChipMapping]
-) -> int | None:
+def _failed_logic_id(exc: ParseError, info: NpuSmiInfo, mapping: dict[tuple[int, int], ChipMapping]) -> int | None:
     """The logic id of a chip whose record did not parse: from ``-m`` when the record's NPU id
     names exactly one chip there, else the record's place among the chip records."""
     npu = exc.device_index  # what the record's first cell showed: the NPU id
@@ -404,5 +511,3 @@ def _failed_logic_id(
         if len(chips) == 1 and chips[0].logic_id is not None:
             return chips[0].logic_id
     return info.position_of(exc)
-
-

@@ -24,6 +24,7 @@ class AscendPlugin(LazyCliPlugin):
             Capability.DOMAINS,
             Capability.POWER,
             Capability.PROCESSES,
+            Capability.EVENTS,
         ),
     )
     probe_spec = CliProbeSpec(
@@ -35,6 +36,7 @@ class AscendPlugin(LazyCliPlugin):
         tool_paths=SEARCH_PATH,
     )
     package = __package__ or "accel.plugins.ascend"
-    known_options = LazyCliPlugin.known_options | {"board"}  # board=1: npu-smi info -t board per chip
+    # board=1: npu-smi info -t board per chip; read=native|cli|auto: DCMI or npu-smi.
+    known_options = LazyCliPlugin.known_options | {"board", "read"}
 
     backend = "accel.plugins.ascend._backend:AscendBackend"

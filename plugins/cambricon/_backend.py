@@ -34,7 +34,7 @@ from accel.plugin import DeviceEvent
 from accel.toolkit import (
     TABLE_NEVER_PRINTS,
     Collection,
-    DualPathBackend,
+    NativeEventsSurface,
     NativeLibrary,
     ProcessesSurface,
     Snapshot,
@@ -53,7 +53,7 @@ __all__ = ["CambriconBackend"]
 _TWO_CHIP_CARDS = ("MLU370-X8",)
 
 
-class CambriconBackend(ProcessesSurface, DualPathBackend):
+class CambriconBackend(ProcessesSurface, NativeEventsSurface):
     """Backend ``cambricon``: CNDev (``libcndev.so``) or ``cnmon`` over a runner (real, replayed
     or recording); ``-o read=native|cli|auto`` picks (see :class:`~accel.toolkit.DualPathBackend`)."""
 
@@ -90,8 +90,8 @@ class CambriconBackend(ProcessesSurface, DualPathBackend):
                 ids[r.index or 0] = r.stable_id(self.vendor or self.backend_name)
             except ParseError:
                 continue
-        self._ids = ids
-        self.poll_events(0.0)
+        self._cndev_ids = ids
+        self.native_events(0.0)
         for r in read.readings:
             dev_id = ids.get(r.index or 0)
             if dev_id is not None:
@@ -110,17 +110,17 @@ class CambriconBackend(ProcessesSurface, DualPathBackend):
         return col.snapshot(devices, samples)
 
     def read_events(self, lib: NativeLibrary, timeout_s: float) -> Sequence[DeviceEvent]:
-        if not getattr(self, "_ids", None):
+        if not getattr(self, "_cndev_ids", None):
             return ()
-        if getattr(self, "_events", None) is None:
-            self._events = _native.EventReader(lib)
+        if getattr(self, "_cndev_events", None) is None:
+            self._cndev_events = _native.EventReader(lib)
         try:
-            return self._events.poll(timeout_s, self._ids, datetime.now(UTC))
+            return self._cndev_events.poll(timeout_s, self._cndev_ids, datetime.now(UTC))
         except AccelError:
             return ()
 
     def close(self) -> None:
-        events = getattr(self, "_events", None)
+        events = getattr(self, "_cndev_events", None)
         if events is not None:
             events.close()
         super().close()

@@ -26,23 +26,27 @@ from accel.model import (
 )
 from accel.toolkit import (
     Collection,
+    DualPathBackend,
+    NativeLibrary,
     PartitionsSurface,
     ProcessesSurface,
     Snapshot,
-    ToolBackend,
     UnitReading,
     link_domains,
     merge_readings,
     processes_of,
 )
+from accel.tools import Runner
 
+from . import _native
 from ._parse import SEARCH_PATH, TOOL, GmiUnit, parse_mtlink, parse_query_json, parse_table
 
 __all__ = ["MthreadsBackend"]
 
 
-class MthreadsBackend(ProcessesSurface, PartitionsSurface, ToolBackend):
-    """Backend ``mthreads`` over a runner (see :mod:`accel.tools`)."""
+class MthreadsBackend(ProcessesSurface, PartitionsSurface, DualPathBackend):
+    """Backend ``mthreads``: MTML (``libmtml.so``) or ``mthreads-gmi`` over a runner (see
+    :mod:`accel.tools`); ``-o read=native|cli|auto`` picks (:class:`~accel.toolkit.DualPathBackend`)."""
 
     backend_name = "mthreads"
     tool = TOOL
@@ -53,8 +57,29 @@ class MthreadsBackend(ProcessesSurface, PartitionsSurface, ToolBackend):
     collective_backend = "mccl"
     #: vllm-musa's platform: ``ray_device_key = "GPU"`` (Ray has no MUSA manager of its own).
     ray_resource = "GPU"
+    library = _native.LIBRARY
+    native_table = _native.TABLE
+    native_errors = _native.ERRORS
 
-    def collect(self, col: Collection) -> Snapshot:
+    def load_native(self) -> object:
+        return _native.load_mtml()
+
+    def fake_native(self, runner: Runner) -> object:
+        from ._native_fake import fake_of_replay
+
+        return fake_of_replay(runner)
+
+    def collect_native(self, col: Collection, lib: NativeLibrary) -> Snapshot:
+        """The MTML read: the same units, ids and rules as the ``mthreads-gmi`` path."""
+        read = _native.read_mtml(lib)
+        col.api_version = read.driver_version
+        col.problems.extend(read.problems)
+        col.require(read.readings)
+        versions = {"driver": read.driver_version}
+        devices, samples = self.build(col, read.readings, versions=versions, per_unit=_modes)
+        return col.snapshot(devices, samples)
+
+    def collect_cli(self, col: Collection) -> Snapshot:
         table = col.main(lambda text, cmd: parse_table(text, command=cmd))
         readings: list[UnitReading] = []
         parts: list[GmiUnit] = []

@@ -38,5 +38,6 @@ class MthreadsPlugin(LazyCliPlugin):
         tool_paths=SEARCH_PATH,
     )
     package = __package__ or "accel.plugins.mthreads"
+    known_options = LazyCliPlugin.known_options | {"read"}  # read=native|cli|auto: MTML or mthreads-gmi
 
     backend = "accel.plugins.mthreads._backend:MthreadsBackend"
