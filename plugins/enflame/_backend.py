@@ -43,7 +43,7 @@ from accel.model import (
 from accel.plugin import DeviceEvent
 from accel.toolkit import (
     Collection,
-    DualPathBackend,
+    NativeEventsSurface,
     NativeLibrary,
     PartitionsSurface,
     Snapshot,
@@ -65,7 +65,7 @@ _DEVICE_FIELDS = frozenset({"pci.bus_id", "memory"})
 _TELEMETRY_FIELDS = frozenset({"utilization_ratio", "temperature_celsius", "power_watts", "ecc_uncorrected_total"})
 
 
-class EnflameBackend(PartitionsSurface, DualPathBackend):
+class EnflameBackend(PartitionsSurface, NativeEventsSurface):
     """Backend ``enflame``: EFML or ``efsmi`` over a runner (see :mod:`accel.tools`)."""
 
     backend_name = "enflame"
@@ -110,7 +110,7 @@ class EnflameBackend(PartitionsSurface, DualPathBackend):
         for r in read.readings:  # name each device before its events are read
             with contextlib.suppress(AccelError):
                 self._event_ids[r.index or 0] = r.stable_id(self.backend_name)
-        self.poll_events(0.0)
+        self.native_events(0.0)
         for r in read.readings:
             kept = self._event_ids.get(r.index or 0)
             if kept is not None:

@@ -37,7 +37,7 @@ from typing import TypeVar
 
 from accel.errors import AccelError, ParseError
 from accel.model import Device, DeviceKind, DomainKind, Health, Link, LinkType, SourceInfo
-from accel.plugin import BackendConfig, DeviceEvent
+from accel.plugin import BackendConfig
 from accel.plugins.amd.layers import Flavor, GpuReading, build_devices, merge, read_cards, telemetry_for
 from accel.sysfs import scan_pci
 from accel.toolkit import (
@@ -181,24 +181,6 @@ class HygonBackend(DualPathBackend):
         self._ecc_seen = {(g[0].index or 0): (g[0].ecc_total.uncorrectable if g[0].ecc_total else None) for g in groups}
         self._ids = by_index
         return col.snapshot(devices, samples, links=links, domains=domains)
-
-    def read_events(self, lib: NativeLibrary, timeout_s: float) -> Sequence[DeviceEvent]:
-        """A rise of a DCU's uncorrectable ECC count since the last read is an event (the
-        counts answer at once: ``timeout_s`` is not waited)."""
-        seen: dict[int, int | None] = getattr(self, "_ecc_seen", {})
-        ids: dict[int | None, str] = getattr(self, "_ids", {})
-        events: list[DeviceEvent] = []
-        for index, before in list(seen.items()):
-            try:
-                now = _native.read_ecc(lib, index)
-            except AccelError:
-                continue
-            seen[index] = now
-            dev_id = ids.get(index)
-            if dev_id is not None and before is not None and now is not None and now > before:
-                cond = _native.ecc_event_condition(now - before, now)
-                events.append(DeviceEvent(device_id=dev_id, timestamp=datetime.now(UTC), condition=cond))
-        return events
 
     def collect_cli(self, col: Collection) -> Snapshot:
         smi, notes, errors = col.session, col.notes, col.problems

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from accel.errors import AccelError, NotSupportedError
-from accel.model import Action, HealthCondition, Severity, Subsystem
 from accel.plugins.amd.layers import EccCount, GpuReading, decode_bdf_int
 from accel.toolkit import (
     ErrorTable,
@@ -28,7 +27,6 @@ from accel.toolkit import (
     NativeLibrary,
     SignatureSource,
     SignatureTable,
-    condition,
     load_library,
 )
 
@@ -40,9 +38,7 @@ __all__ = [
     "TABLE",
     "RsmiRead",
     "close_rsmi",
-    "ecc_event_condition",
     "load_rsmi",
-    "read_ecc",
     "read_rsmi",
 ]
 
@@ -233,26 +229,6 @@ def read_rsmi(lib: NativeLibrary) -> RsmiRead:
             if kind.value == IOLINK_XGMI:
                 out.xgmi_pairs.append((a, b))
     return out
-
-
-def read_ecc(lib: NativeLibrary, index: int) -> int:
-    """The uncorrectable UMC ECC count of DCU ``index`` (raises the call's typed error)."""
-    ecc = ErrorCount()
-    lib.call("rsmi_dev_ecc_count_get", index, GPU_BLOCK_UMC, ctypes.byref(ecc), device_id=str(index))
-    return int(ecc.uncorrectable_err)
-
-
-def ecc_event_condition(new: int, total: int) -> HealthCondition:
-    """The condition of an event: ``new`` uncorrectable ECC errors since the last read."""
-    return condition(
-        Subsystem.MEMORY,
-        "UncorrectableMemoryError",
-        Severity.ERROR,
-        Action.RESET_DEVICE,
-        f"ROCm SMI counts {new} new uncorrectable ECC error(s) ({total} in all)",
-        code="hygon.rsmi:ecc-uncorrectable",
-        count=total,
-    )
 
 
 def close_rsmi(lib: NativeLibrary) -> None:

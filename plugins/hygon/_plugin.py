@@ -47,7 +47,6 @@ class HygonPlugin(LazyCliPlugin):
             Capability.LINKS,
             Capability.DOMAINS,
             Capability.POWER,
-            Capability.EVENTS,
         ),
         without=(Capability.VERSIONS,),
     )

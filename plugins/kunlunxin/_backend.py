@@ -6,19 +6,15 @@ landmarks (Intel's tool of the same name) is refused.  ``topo -m`` XL groups bec
 
 Or XPUML (``libxpuml.so``): ``-o read=native|cli|auto`` picks the path
 (:class:`~accel.toolkit.DualPathBackend`); both build units the same way (ids, binding, the
-earned-health rule).  XPUML's health reading is the device state; a change of it between
-polls is an event (the library has no event subscription).
+earned-health rule).  XPUML's health reading is the device state (it has no event
+subscription: no ``poll_events``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
-from accel.errors import AccelError
 from accel.model import Capabilities, DeviceKind, DomainKind, LinkType, PartitionScheme
-from accel.plugin import DeviceEvent
 from accel.toolkit import (
     Collection,
     DualPathBackend,
@@ -88,30 +84,7 @@ class KunlunxinBackend(ProcessesSurface, DualPathBackend):
             # XPUML declares no ECC call: the counter is never read on this path.
             telemetry_unsupported=(never & _TELEMETRY_FIELDS) | {"ecc_uncorrected_total"},
         )
-        self._handles = read.handles
-        self._ids = {d.index: d.id for d in devices if d.index is not None}
-        self._states = {r.index: r.extras.get("kunlunxin.com/deviceState") for r in read.readings}
         return col.snapshot(devices, samples)
-
-    def read_events(self, lib: NativeLibrary, timeout_s: float) -> Sequence[DeviceEvent]:
-        """XPUML has no event subscription: each poll re-reads the state of the devices the last
-        snapshot listed, and a change into a faulty state is an event (``timeout_s`` is not
-        waited: the state answers at once)."""
-        ids: dict[int, str] = getattr(self, "_ids", {})
-        handles: dict[int, Any] = getattr(self, "_handles", {})
-        seen: dict[int | None, Any] = getattr(self, "_states", {})
-        events: list[DeviceEvent] = []
-        for index, dev_id in ids.items():
-            try:
-                state = _native.read_state(lib, handles[index], index)
-            except (AccelError, KeyError):
-                continue
-            name = _native.DEVICE_STATES.get(state, (str(state), None))[0]
-            before, seen[index] = seen.get(index), name
-            cond = _native.state_condition(state)
-            if name != before and cond is not None:
-                events.append(DeviceEvent(device_id=dev_id, timestamp=datetime.now(UTC), condition=cond))
-        return events
 
     def collect_cli(self, col: Collection) -> Snapshot:
         smi = col.required(lambda text, cmd: parse_xpu_smi(text, command=cmd))

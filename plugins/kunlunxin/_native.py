@@ -12,7 +12,7 @@ That header comments out ``xpumlDeviceGetName``, ``xpumlDeviceGetUUID`` and
 here from those prototypes and called only where the loaded library has them: without them the
 model comes from ``xpumlDeviceGetAttributes``' model id, and the id from the PCI address.  The
 header has no ECC, topology or event call: the device state (``xpumlDeviceGetState``) is the
-health reading, and a change of it is an event.  Nothing here loads the library at import time.
+health reading.  Nothing here loads the library at import time.
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ __all__ = [
     "TABLE",
     "XpumlRead",
     "load_xpuml",
-    "read_state",
     "read_xpuml",
     "state_condition",
 ]
@@ -206,8 +205,8 @@ def load_xpuml() -> object:
 @dataclass
 class XpumlRead:
     """One pass over XPUML: the units (as the ``xpu_smi`` parser gives them), the driver
-    version, the handles by index (for later state polls), the fields never readable per
-    index, and the calls that failed."""
+    version, the handles by index, the fields never readable per index, and the calls that
+    failed."""
 
     readings: list[UnitReading] = field(default_factory=list)
     driver_version: str | None = None
@@ -309,13 +308,6 @@ def state_condition(state: int) -> HealthCondition | None:
         f"XPUML device state is {name}",
         code=f"kunlunxin.xpuml:state-{state}",
     )
-
-
-def read_state(lib: NativeLibrary, handle: XpumlDevice, index: int) -> int:
-    """The ``xpumlDeviceState_t`` of one device (raises the call's typed error)."""
-    state = ctypes.c_int()
-    lib.call("xpumlDeviceGetState", handle, ctypes.byref(state), device_id=str(index))
-    return state.value
 
 
 def read_xpuml(lib: NativeLibrary) -> XpumlRead:

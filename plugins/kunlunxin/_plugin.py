@@ -23,7 +23,7 @@ class KunlunxinPlugin(LazyCliPlugin):
         "kunlunxin",
         api="xpu_smi",
         description=(
-            "Kunlunxin XPUs via XPUML (libxpuml.so: device state, events) or xpu_smi "
+            "Kunlunxin XPUs via XPUML (libxpuml.so: device state) or xpu_smi "
             "(4.x and 5.x layouts, -L, topo -m with XL groups, SR-IOV mode)."
         ),
         capabilities=(
@@ -34,7 +34,6 @@ class KunlunxinPlugin(LazyCliPlugin):
             Capability.LINKS,
             Capability.DOMAINS,
             Capability.PROCESSES,
-            Capability.EVENTS,
         ),
     )
     probe_spec = CliProbeSpec(

@@ -11,13 +11,9 @@ matrix become ``metaxlink_group`` domains; ``SYS`` cells become explicit system 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
-from accel.errors import AccelError
 from accel.model import Capabilities, DeviceKind, Domain, DomainKind, Link, LinkType, PartitionScheme, SharingMode
-from accel.plugin import DeviceEvent
 from accel.toolkit import (
     Collection,
     DualPathBackend,
@@ -88,7 +84,6 @@ class MetaxBackend(ProcessesSurface, DualPathBackend):
             "runtime": read.maca_version,
             "firmware": {"bios": read.bios_version} if read.bios_version else {},
         }
-        self._ecc_seen = {r.index: r.ecc_uncorrected_total for r in read.readings if r.index is not None}
         devices, samples = self.build(
             col,
             read.readings,
@@ -109,28 +104,7 @@ class MetaxBackend(ProcessesSurface, DualPathBackend):
                 domain_kind=DomainKind.METAXLINK_GROUP,
                 domain_prefix="metaxlink",
             )
-        self._ids = {d.index: d.id for d in devices if d.index is not None}
         return col.snapshot(devices, samples, links=links, domains=domains)
-
-    def read_events(self, lib: NativeLibrary, timeout_s: float) -> Sequence[DeviceEvent]:
-        """MXSML has no event subscription: each poll re-reads the ECC counters of the devices
-        the last snapshot listed, and a rise of the uncorrectable count is an event (``timeout_s``
-        is not waited: the counters answer at once)."""
-        ids: dict[int, str] = getattr(self, "_ids", {})
-        seen: dict[int, int | None] = getattr(self, "_ecc_seen", {})
-        events: list[DeviceEvent] = []
-        for index, dev_id in ids.items():
-            try:
-                ecc = _native.read_ecc(lib, index)
-            except AccelError:
-                continue
-            total = ecc.sramUE + ecc.dramUE
-            before = seen.get(index)
-            seen[index] = total
-            if before is not None and total > before:
-                cond = _native.ecc_condition(ecc)
-                events.append(DeviceEvent(device_id=dev_id, timestamp=datetime.now(UTC), condition=cond))
-        return events
 
     def collect_cli(self, col: Collection) -> Snapshot:
         smi = col.required(lambda text, cmd: parse_mx_smi(text, command=cmd))

@@ -50,7 +50,6 @@ __all__ = [
     "MxsmlRead",
     "ecc_condition",
     "load_mxsml",
-    "read_ecc",
     "read_mxsml",
 ]
 
@@ -335,15 +334,8 @@ def _health(dev: _Device, r: UnitReading) -> None:
             r.conditions.append(_unavailable_condition(reason.unavailableCode, _text(reason.unavailableReason)))
 
 
-def read_ecc(lib: NativeLibrary, index: int) -> EccErrorCount:
-    """The ECC counters of device ``index`` (raises the call's typed error)."""
-    ecc = EccErrorCount()
-    lib.call("mxSmlGetTotalEccErrors", index, ctypes.byref(ecc), device_id=str(index))
-    return ecc
-
-
 def ecc_condition(ecc: EccErrorCount) -> HealthCondition:
-    """The condition of uncorrectable ECC counts (the snapshot's and an event's)."""
+    """The condition of uncorrectable ECC counts."""
     return condition(
         Subsystem.MEMORY,
         "EccUncorrectable",

@@ -17,7 +17,7 @@ class MetaxPlugin(LazyCliPlugin):
         "metax",
         api=TOOL,
         description=(
-            "MetaX GPUs via MXSML (libmxsml.so: ECC counters, events) or mx-smi "
+            "MetaX GPUs via MXSML (libmxsml.so: ECC counters) or mx-smi "
             "(2.1/2.2 tables, -L, topo -m with MetaXLink groups, sGPU mode)."
         ),
         capabilities=(
@@ -28,7 +28,6 @@ class MetaxPlugin(LazyCliPlugin):
             Capability.DOMAINS,
             Capability.PROCESSES,
             Capability.SHARING,
-            Capability.EVENTS,
         ),
     )
     probe_spec = CliProbeSpec(

@@ -1,5 +1,5 @@
 """Hygon's native path (DTK librocm_smi64.so, rsmi_*): the fake rendered from each scenario, the
-signature table, ECC events, and the differential test against the hy-smi / rocm-smi path."""
+signature table, ECC health, and the differential test against the hy-smi / rocm-smi path."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_units_from_the_json_replay() -> None:
     assert r.power_watts == 80.0
 
 
-def test_native_only_scenario_ecc_links_and_events() -> None:
+def test_native_only_scenario_ecc_and_links() -> None:
     backend = PLUGIN.open(BackendConfig(options={"scenario": "k100-8dcu-faults", "read": "native"}))
     try:
         inv = backend.inventory()
@@ -86,15 +86,7 @@ def test_native_only_scenario_ecc_links_and_events() -> None:
         assert all(d.health.state is HealthState.HEALTHY for i, d in enumerate(inv.devices) if i != 2)
         assert [(lk.a, lk.b, lk.type) for lk in inv.links] == [(inv.devices[0].id, inv.devices[1].id, LinkType.XGMI)]
         assert [d.members for d in inv.domains] == [(inv.devices[0].id, inv.devices[1].id)]
-        assert backend.poll_events(0.0) == ()
-        fake = backend.read_choice.library
-        assert isinstance(fake, FakeRsmi)
-        fake.state.ecc[5] = (0, 3)
-        events = backend.poll_events(0.0)
-        assert [(e.device_id, e.condition.vendor_code) for e in events] == [
-            (inv.devices[5].id, "hygon.rsmi:ecc-uncorrectable")
-        ]
-        assert backend.poll_events(0.0) == ()
+        assert not hasattr(backend, "poll_events")  # rsmi's event notification API is not bound
     finally:
         backend.close()
 
