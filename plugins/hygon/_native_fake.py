@@ -2,9 +2,9 @@
 
 The state of a scenario is what its ``hy-smi`` / DTK ``rocm-smi`` recordings show: the
 ``--json`` query and the concise table, parsed and merged per index with the CLI path's own
-parsers and merge (``rocminfo`` and sysfs stay the CLI path's layers: the library has its own
-calls for what they add; ``rocminfo``'s marketing name is what ``rsmi_dev_name_get`` answers),
-plus what only the library sees, from the scenario's ``native.toml``
+parsers and merge (sysfs is layered by the backend on both paths; of ``rocminfo`` the fake
+keeps the marketing name, which is what ``rsmi_dev_name_get`` answers), plus what only the
+library sees, from the scenario's ``native.toml``
 (:data:`~accel.toolkit.NATIVE_STATE_FILE`)::
 
     [[device]]
