@@ -20,19 +20,23 @@ the backend.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
-from typing import ClassVar
+import threading
+from collections.abc import Callable, Sequence
+from typing import ClassVar, TypeVar
 
+from accel.errors import DriverError
 from accel.model import HealthCondition
 from accel.plugin import BackendConfig, DeviceEvent
 from accel.tools import Runner
 
-from ._native import ErrorTable, NativeLibrary, SignatureTable
+from ._native import ErrorTable, NativeLibrary, SignatureTable, _Worker
 from ._native_path import ReadChoice, choose_read_path, path_note
 from ._snapshot import Snapshot
 from ._tool import Collection, ToolBackend
 
 __all__ = ["DualPathBackend", "NativeEventsSurface"]
+
+T = TypeVar("T")
 
 
 class DualPathBackend(ToolBackend):
@@ -41,8 +45,12 @@ class DualPathBackend(ToolBackend):
     library: ClassVar[str]
     native_table: ClassVar[SignatureTable]
     native_errors: ClassVar[ErrorTable | None] = None
-    #: Deadline of one library call (a hung driver is reported, never waited on twice).
-    native_timeout_s: ClassVar[float | None] = 5.0
+    #: Deadline of one whole native read (every call of one snapshot, made in one worker
+    #: thread: one thread handoff per snapshot, not one per call).  A read that does not return
+    #: in time raises :class:`~accel.errors.DriverError` (``driver.timeout``), and every later
+    #: read raises the same without calling the library again: a hung driver is reported, never
+    #: waited on twice.  ``None``: calls are made in the caller's thread, without a deadline.
+    native_deadline_s: ClassVar[float | None] = 10.0
 
     def __init__(self, config: BackendConfig, runner: Runner) -> None:
         self.read_choice: ReadChoice = choose_read_path(
@@ -50,10 +58,12 @@ class DualPathBackend(ToolBackend):
         )
         self.native: NativeLibrary | None = None
         if self.read_choice.library is not None:
-            self.native = NativeLibrary(
-                self.read_choice.library, self.native_table, self.native_errors, timeout_s=self.native_timeout_s
-            )
+            # No per-call thread: the whole read runs under one deadline (_in_worker).
+            self.native = NativeLibrary(self.read_choice.library, self.native_table, self.native_errors, timeout_s=None)
         self._event_conditions: dict[str, list[HealthCondition]] = {}
+        self._worker: _Worker | None = None
+        self._worker_lock = threading.Lock()
+        self._hung = False
         super().__init__(config, runner)
 
     @property
@@ -67,9 +77,39 @@ class DualPathBackend(ToolBackend):
 
     def collect(self, col: Collection) -> Snapshot:
         col.notes.append(path_note(self.read_choice))
-        if self.native is None:
+        native = self.native
+        if native is None:
             return self.collect_cli(col)
-        return self.collect_native(col, self.native)
+        return self._in_worker(lambda: self.collect_native(col, native))
+
+    def _in_worker(self, job: Callable[[], T], *, extra_s: float = 0.0) -> T:
+        """``job`` (a whole read) in the library's worker thread, under ``native_deadline_s``;
+        run directly when already on that thread (a read polling events) or without a deadline."""
+        worker = self._worker
+        if self.native_deadline_s is None or (worker is not None and threading.current_thread() is worker._thread):
+            return job()
+        with self._worker_lock:
+            if self._hung:
+                raise DriverError(
+                    f"{self.library} hung in an earlier read; not called again",
+                    vendor_code=f"{self.library}:hung",
+                    code="driver.timeout",
+                )
+            if self._worker is None:
+                self._worker = _Worker(self.library)
+            slot = self._worker.submit(job)
+            if not slot.done.wait(self.native_deadline_s + extra_s):
+                self._hung = True
+                self._worker = None  # stuck in the library; a daemon thread, never reused
+                raise DriverError(
+                    f"{self.library}: a read did not return within {self.native_deadline_s} s",
+                    vendor_code=f"{self.library}:hung",
+                    code="driver.timeout",
+                )
+        if slot.error is not None:
+            raise slot.error
+        result: T = slot.value
+        return result
 
     @abc.abstractmethod
     def load_native(self) -> object:
@@ -96,9 +136,10 @@ class DualPathBackend(ToolBackend):
         the CLI path has none).  Each event's condition stays on its device
         (:meth:`event_conditions`).  Public as ``poll_events`` through
         :class:`NativeEventsSurface`, for a library that has events."""
-        if self.native is None:
+        native = self.native
+        if native is None:
             return ()
-        events = tuple(self.read_events(self.native, timeout_s))
+        events = tuple(self._in_worker(lambda: self.read_events(native, timeout_s), extra_s=max(0.0, timeout_s)))
         for ev in events:
             self._event_conditions.setdefault(ev.device_id, []).append(ev.condition)
         return events
@@ -110,6 +151,9 @@ class DualPathBackend(ToolBackend):
     def close(self) -> None:
         if self.native is not None:
             self.native.close()
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
         super().close()
 
 

@@ -22,7 +22,6 @@ or a pending fault event); :func:`read_native_state` reads it.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +139,8 @@ def read_native_state(runner: Runner) -> Mapping[str, Any]:
     path = scenario_state_file(runner)
     if path is None:
         return {}
+    import tomllib  # only a replay with native state reads TOML
+
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)

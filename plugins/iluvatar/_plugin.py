@@ -28,4 +28,5 @@ class IluvatarPlugin(LazyCliPlugin):
     )
     package = __package__ or "accel.plugins.iluvatar"
 
+    known_options = LazyCliPlugin.known_options | {"read"}  # read=native|cli|auto: IXML or ixsmi
     backend = "accel.plugins.iluvatar._backend:IluvatarBackend"

@@ -140,3 +140,23 @@ def test_versioned_struct_refused_without_version() -> None:
     fake.cndevInit(0)
     info = n.CardInfo()  # version 0: not CNDEV_VERSION_6
     assert fake.cndevGetDeviceCount(ctypes.byref(info)) == 3
+
+
+def test_a_hung_library_is_reported_not_waited_on_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A whole native read runs under one deadline in the library's worker thread."""
+    from accel.plugins.cambricon._backend import CambriconBackend
+
+    monkeypatch.setattr(CambriconBackend, "native_deadline_s", 0.2)
+    backend = open_backend("mlu370-x8", "native")
+    fake = backend.native.lib  # type: ignore[attr-defined]
+    fake.hang_on("cndevGetMemoryUsageV2")
+    try:
+        with pytest.raises(DriverError, match=r"did not return within 0\.2 s"):
+            backend.inventory()
+        calls = dict(fake.calls)
+        with pytest.raises(DriverError, match="hung in an earlier read"):
+            backend.inventory()
+        assert fake.calls == calls  # not called again
+    finally:
+        fake.release()
+        backend.close()
