@@ -24,7 +24,7 @@ BACKENDS = {
     "cambricon": ("mlu370-x4", ["read", "scenario"]),
     "enflame": ("s60g-sriov", ["read", "scenario", "sriov"]),
     "hygon": ("k100-8dcu", ["read", "scenario"]),
-    "iluvatar": ("bi-v150-16", ["scenario"]),
+    "iluvatar": ("bi-v150-16", ["read", "scenario"]),
     "kunlunxin": ("p800-8", ["read", "scenario"]),
     "metax": ("c550-8", ["read", "scenario"]),
     "mthreads": ("s5000-8", ["read", "scenario"]),
