@@ -31,6 +31,10 @@ SCENARIOS = {
     "cambricon": "mlu5xx-8",
     "mthreads": "s5000-8",
     "iluvatar": "bi-v150-16",
+    "metax": "c550-8",
+    "kunlunxin": "p800-8",
+    "enflame": "s60-2dev",  # the largest Enflame replay: 2 GCUs
+    "hygon": "k100-8dcu",
 }
 
 

@@ -16,8 +16,18 @@ class EnflamePlugin(LazyCliPlugin):
     info = cli_plugin_info(
         "enflame",
         api=TOOL,
-        description="Enflame GCUs via efsmi (table and -q); SR-IOV VFs grouped by their card's serial.",
-        capabilities=(Capability.UUID, Capability.SERIAL, Capability.POWER, Capability.ECC, Capability.PARTITIONS),
+        description=(
+            "Enflame GCUs via EFML (libefml.so: health, ECC, events) or efsmi (table and -q); "
+            "SR-IOV VFs grouped by their card's serial."
+        ),
+        capabilities=(
+            Capability.UUID,
+            Capability.SERIAL,
+            Capability.POWER,
+            Capability.ECC,
+            Capability.PARTITIONS,
+            Capability.EVENTS,
+        ),
     )
     probe_spec = CliProbeSpec(
         vendor="Enflame",
@@ -26,6 +36,7 @@ class EnflamePlugin(LazyCliPlugin):
         tool_paths=SEARCH_PATH,
     )
     package = __package__ or "accel.plugins.enflame"
-    known_options = LazyCliPlugin.known_options | {"sriov"}  # sriov=card|vf: which is the device
+    #: sriov=card|vf: which is the device; read=native|cli|auto: which path reads it.
+    known_options = LazyCliPlugin.known_options | {"sriov", "read"}
 
     backend = "accel.plugins.enflame._backend:EnflameBackend"

@@ -17,6 +17,11 @@ the sources and never hides the devices.  A hung tool raises
 by unique id when the amdgpu-style files expose it, else in enumeration order when the counts
 agree.
 
+Or the ROCm SMI library of the DTK (``librocm_smi64.so``, the ``rsmi_*`` interface):
+``-o read=native|cli|auto`` picks the path (:class:`~accel.toolkit.DualPathBackend`).  The
+native readings go through the same merge (sysfs pairing, names, duplicate ids) and the same
+AMD-layer assembly as the tool's; the library adds ECC counts (health) and xGMI link types.
+
 The backend is a :class:`~accel.toolkit.ToolBackend`, so a DCU that falls off the bus (the
 tool stops listing it) is still reported with its last identity, ``Health(operational=LOST)``
 and a ``DeviceLost`` condition (``hygon.tool:device-missing``), without telemetry; over a replay
@@ -37,9 +42,10 @@ from accel.plugins.amd.layers import Flavor, GpuReading, build_devices, merge, r
 from accel.sysfs import scan_pci
 from accel.toolkit import (
     Collection,
+    DualPathBackend,
+    NativeLibrary,
     ParseContext,
     Snapshot,
-    ToolBackend,
     ToolSession,
     bounded,
     is_masked,
@@ -48,6 +54,7 @@ from accel.toolkit import (
 )
 from accel.tools import Runner
 
+from . import _native
 from ._parse import (
     Agent,
     ConciseRow,
@@ -103,7 +110,7 @@ _NEVER = (
 _JSON_ONLY = ("memory_total_bytes", "memory_used_bytes", "serial_number", "uuid")
 
 
-class HygonBackend(ToolBackend):
+class HygonBackend(DualPathBackend):
     """Backend ``hygon`` over a :class:`~accel.tools.Runner` (real, or replay in tests).
 
     Reads, lost-device detection and fault injection are :class:`~accel.toolkit.ToolBackend`'s;
@@ -112,7 +119,6 @@ class HygonBackend(ToolBackend):
 
     backend_name = "hygon"
     tool = "hy-smi"
-    alternatives = (("hy-smi", HYSMI_PATHS), ("rocm-smi", DTK_PATHS))
     kind = HYGON.kind
     visible_env = HYGON.visible_env
     torch_device_type = HYGON.torch_device_type
@@ -120,12 +126,63 @@ class HygonBackend(ToolBackend):
     ray_resource = HYGON.ray_resource
     device_nodes = ("/dev/kfd",)
     fills_from_sysfs = True
+    library = _native.LIBRARY
+    native_table = _native.TABLE
+    native_errors = _native.ERRORS
 
     def __init__(self, config: BackendConfig, runner: Runner) -> None:
         super().__init__(config, runner)
         self._rocminfo = runner.which("rocminfo", DTK_PATHS) is not None
 
-    def collect(self, col: Collection) -> Snapshot:
+    # The native path needs no tool: nothing to look for (the tool path: hy-smi, else DTK rocm-smi).
+    @property
+    def alternatives(self) -> tuple[tuple[str, tuple[str, ...]], ...]:  # type: ignore[override]
+        if getattr(self, "native", None) is not None:
+            return ()
+        return (("hy-smi", HYSMI_PATHS), ("rocm-smi", DTK_PATHS))
+
+    def load_native(self) -> object:
+        return _native.load_rsmi()
+
+    def fake_native(self, runner: Runner) -> object:
+        from ._native_fake import fake_of_replay
+
+        return fake_of_replay(runner)
+
+    def collect_native(self, col: Collection, lib: NativeLibrary) -> Snapshot:
+        """The ``rsmi_*`` read, merged and assembled as the tool's readings are."""
+        read = _native.read_rsmi(lib)
+        col.problems.extend(read.problems)
+        tool = self.library
+        groups = self._merge({r.index or 0: r for r in read.readings}, {}, [], None, tool)
+        never = set(_NEVER) | {"architecture", "isa", "compute_units"} | read.never
+        if all(g[0].bus_id is None for g in groups):
+            never.add("bus_id")
+        if all(g[0].numa_node is None for g in groups):
+            never.add("numa_node")
+        checked = [[bounded(r) for r in g] for g in groups]
+        groups = [[r for r, _ in g] for g in checked]
+        devices, _, _ = build_devices(groups, HYGON, unsupported=never)
+        for d, g in zip(devices, checked, strict=True):
+            for r, dropped in g:
+                col.problems.extend(out_of_bounds_errors(tool, dropped, device_id=d.id, what=f"DCU {r.index}"))
+        by_index = {g[0].index: d.id for d, g in zip(devices, groups, strict=True)}
+        links = []
+        for a, b in read.xgmi_pairs:
+            ia, ib = by_index.get(a), by_index.get(b)
+            if ia is not None and ib is not None and ia != ib:
+                x, y = sorted((ia, ib))
+                links.append(Link(a=x, b=y, type=LinkType.XGMI, count=1))
+        domains = link_domains(links, DomainKind.XGMI_HIVE, prefix="hygon-xgmi", order=[d.id for d in devices])
+        samples = [
+            telemetry_for(d, g, col.now, unsupported=("clocks_hertz", "throttle_reasons", "fan_ratio"))
+            for d, g in zip(devices, groups, strict=True)
+        ]
+        self._ecc_seen = {(g[0].index or 0): (g[0].ecc_total.uncorrectable if g[0].ecc_total else None) for g in groups}
+        self._ids = by_index
+        return col.snapshot(devices, samples, links=links, domains=domains)
+
+    def collect_cli(self, col: Collection) -> Snapshot:
         smi, notes, errors = col.session, col.notes, col.problems
         # Either of the JSON query and the concise table suffices; both failing is the error,
         # and an unreadable one is a problem of the snapshot.
@@ -238,8 +295,18 @@ class HygonBackend(ToolBackend):
                 layers.append(("sysfs", card))
             elif len(functions) == len(indices):
                 fn = functions[pos]  # PCI functions only (no DRM files): bus id and PCI ids
-                layers.append(("sysfs", GpuReading(index=i, bus_id=fn.bus_id, pci_device_id=fn.device_id,
-                                                   vendor_id=fn.vendor_id, numa_node=fn.numa_node)))
+                layers.append(
+                    (
+                        "sysfs",
+                        GpuReading(
+                            index=i,
+                            bus_id=fn.bus_id,
+                            pci_device_id=fn.device_id,
+                            vendor_id=fn.vendor_id,
+                            numa_node=fn.numa_node,
+                        ),
+                    )
+                )
             if topo is not None and i in topo.numa_node:
                 layers.append((f"{tool} --showtopo", GpuReading(index=i, numa_node=topo.numa_node[i])))
             merged = merge(layers)
@@ -253,8 +320,12 @@ class HygonBackend(ToolBackend):
         now = datetime.now(UTC)
         return {
             # Health is earned: checked_at only where something health-telling was read.
-            i: Health(operational=h.operational, monitored=h.monitored, conditions=h.conditions,
-                      checked_at=now if h.monitored else h.checked_at)
+            i: Health(
+                operational=h.operational,
+                monitored=h.monitored,
+                conditions=h.conditions,
+                checked_at=now if h.monitored else h.checked_at,
+            )
             for i, h in super().health(ids).items()
         }
 
@@ -314,9 +385,7 @@ def _dedupe_ids(groups: list[list[GpuReading]]) -> list[list[GpuReading]]:
     return groups
 
 
-def _xgmi_links(
-    devices: Sequence[Device], groups: Sequence[Sequence[GpuReading]], topo: Topology | None
-) -> list[Link]:
+def _xgmi_links(devices: Sequence[Device], groups: Sequence[Sequence[GpuReading]], topo: Topology | None) -> list[Link]:
     """One xGMI link per pair ``--showtopo`` prints as joined by xGMI."""
     if topo is None:
         return []

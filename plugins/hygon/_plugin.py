@@ -39,7 +39,7 @@ class HygonPlugin(LazyCliPlugin):
     info = cli_plugin_info(
         "hygon",
         api="hy-smi",
-        description="Hygon DCUs through hy-smi or the DTK rocm-smi (and rocminfo)",
+        description="Hygon DCUs through the DTK ROCm SMI library (rsmi_*) or hy-smi / the DTK rocm-smi (and rocminfo)",
         capabilities=(
             Capability.UUID,
             Capability.SERIAL,
@@ -58,6 +58,7 @@ class HygonPlugin(LazyCliPlugin):
         tool_paths=HYSMI_PATHS,
     )
     package = __package__ or "accel.plugins.hygon"
+    known_options = frozenset({"scenario", "read"})
 
     backend = "accel.plugins.hygon._backend:HygonBackend"
 

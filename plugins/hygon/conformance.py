@@ -32,20 +32,29 @@ _HOSTS: dict[str, tuple[str, int, dict[str, Any]]] = {
     ),
     "k100-8dcu": ("8x K100 64 GB, hy-smi concise table.", 8, {"market_name": "K100", "vram_bytes": 64 * 2**30}),
     "dtk23.10-4dcu": ("4x DCU, DTK 23.10 rocm-smi concise table.", 4, {"market_name": "DCU", "vram_bytes": 32 * 2**30}),
+    "k100-8dcu-faults": (
+        "k100-8dcu plus what only the ROCm SMI library sees (native.toml): ECC errors on DCU 2, xGMI 0-1.",
+        8,
+        {"market_name": "K100", "vram_bytes": 64 * 2**30},
+    ),
 }
 
 
+_NATIVE_KIT = ("k100ai-1dcu", "k100-8dcu-faults")
 
 
-def _factory(name: str, count: int, kw: dict[str, Any]) -> Callable[[Path], BackendConfig]:
+def _factory(name: str, count: int, kw: dict[str, Any], read: str = "auto") -> Callable[[Path], BackendConfig]:
     def config(tmp_path: Path) -> BackendConfig:
         from accel.tools import ReplayRunner
 
         from .testing import build_hygon_sysfs
 
         root = build_hygon_sysfs(tmp_path / "sys", count, **kw)
-        return BackendConfig(runner=ReplayRunner(scenario_path(__package__ or "accel.plugins.hygon", name)),
-                             sysfs_root=root)
+        return BackendConfig(
+            runner=ReplayRunner(scenario_path(__package__ or "accel.plugins.hygon", name)),
+            sysfs_root=root,
+            options={"read": read},
+        )
 
     return config
 
@@ -59,6 +68,21 @@ def _scenarios() -> dict[str, Any]:
         name: Scenario(name=name, config=_factory(name, count, kw), snapshot_budget=BUDGET, description=text)
         for name, (text, count, kw) in _HOSTS.items()
     }
+    # Hosts read through the fake librocm_smi64.so rendered from the replay: the JSON + rocminfo
+    # one and the native-only one (the differential test covers every replay; the kit on each
+    # would double this plugin's share of CI time).
+    out.update(
+        {
+            f"{name}@native": Scenario(
+                name=f"{name}@native",
+                config=_factory(name, count, kw, read="native"),
+                snapshot_budget=BUDGET,
+                description=f"native path (rsmi_*): {text}",
+            )
+            for name, (text, count, kw) in _HOSTS.items()
+            if name in _NATIVE_KIT
+        }
+    )
     out["k100ai-1dcu-bare"] = Scenario(
         name="k100ai-1dcu-bare",
         options={"scenario": "k100ai-1dcu"},

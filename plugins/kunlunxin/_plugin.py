@@ -22,7 +22,10 @@ class KunlunxinPlugin(LazyCliPlugin):
     info = cli_plugin_info(
         "kunlunxin",
         api="xpu_smi",
-        description="Kunlunxin XPUs via xpu_smi (4.x and 5.x layouts, -L, topo -m with XL groups, SR-IOV mode).",
+        description=(
+            "Kunlunxin XPUs via XPUML (libxpuml.so: device state) or xpu_smi "
+            "(4.x and 5.x layouts, -L, topo -m with XL groups, SR-IOV mode)."
+        ),
         capabilities=(
             Capability.UUID,
             Capability.POWER,
@@ -41,6 +44,7 @@ class KunlunxinPlugin(LazyCliPlugin):
         tool_paths=SEARCH_PATH,
     )
     package = __package__ or "accel.plugins.kunlunxin"
+    known_options = frozenset({"scenario", "read"})
 
     def probe(self, config: BackendConfig) -> ProbeResult:
         result = super().probe(config)

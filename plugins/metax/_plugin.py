@@ -16,7 +16,10 @@ class MetaxPlugin(LazyCliPlugin):
     info = cli_plugin_info(
         "metax",
         api=TOOL,
-        description="MetaX GPUs via mx-smi (2.1/2.2 tables, -L, topo -m with MetaXLink groups, sGPU mode).",
+        description=(
+            "MetaX GPUs via MXSML (libmxsml.so: ECC counters) or mx-smi "
+            "(2.1/2.2 tables, -L, topo -m with MetaXLink groups, sGPU mode)."
+        ),
         capabilities=(
             Capability.UUID,
             Capability.POWER,
@@ -35,5 +38,6 @@ class MetaxPlugin(LazyCliPlugin):
         tool_paths=SEARCH_PATH,
     )
     package = __package__ or "accel.plugins.metax"
+    known_options = frozenset({"scenario", "read"})
 
     backend = "accel.plugins.metax._backend:MetaxBackend"

@@ -20,14 +20,14 @@ from accel.plugin import ENTRY_POINT_GROUP, BackendConfig, check_options
 BACKENDS = {
     "nvidia": ("a100-mig", ["proc_root", "scenario"]),
     "amd": ("mi300x-8", ["scenario"]),
-    "ascend": ("310-4", ["board", "scenario"]),
-    "cambricon": ("mlu370-x4", ["scenario"]),
-    "enflame": ("s60g-sriov", ["scenario", "sriov"]),
-    "hygon": ("k100-8dcu", ["scenario"]),
-    "iluvatar": ("bi-v150-16", ["scenario"]),
-    "kunlunxin": ("p800-8", ["scenario"]),
-    "metax": ("c550-8", ["scenario"]),
-    "mthreads": ("s5000-8", ["scenario"]),
+    "ascend": ("310-4", ["board", "read", "scenario"]),
+    "cambricon": ("mlu370-x4", ["read", "scenario"]),
+    "enflame": ("s60g-sriov", ["read", "scenario", "sriov"]),
+    "hygon": ("k100-8dcu", ["read", "scenario"]),
+    "iluvatar": ("bi-v150-16", ["read", "scenario"]),
+    "kunlunxin": ("p800-8", ["read", "scenario"]),
+    "metax": ("c550-8", ["read", "scenario"]),
+    "mthreads": ("s5000-8", ["read", "scenario"]),
 }
 
 
