@@ -54,7 +54,7 @@ def test_the_plugin_refuses_it_on_open(backend: str) -> None:
 def test_the_simulator_says_it_the_same_way(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ls", "--sim", "dgx-h100", "-o", "bogus=1"]) == EXIT_USAGE
     assert capsys.readouterr().err.splitlines() == [
-        "accel: error: sim: unknown option(s) bogus; known: clock, faults, load, profile, seed, tick_on_read"]
+        "accel: error: sim: unknown option(s) bogus; known: clock, faults, load, profile, seed, state, tick_on_read"]
 
 
 def test_check_options_accepts_the_known_ones() -> None:
