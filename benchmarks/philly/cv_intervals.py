@@ -72,6 +72,7 @@ class Waiter:
     s: float  # log-spread of the work ahead (0 with declared durations)
     devices: int
     wait_s: float  # actual wait
+    submit_s: float = 0.0
 
 
 def waiters(outs: Sequence[JobOutcome]) -> list[Waiter]:
@@ -83,7 +84,44 @@ def waiters(outs: Sequence[JobOutcome]) -> list[Waiter]:
         if not math.isfinite(o.estimate_s):
             continue
         out.append(Waiter(max(0.0, o.estimate_s - o.submit_s), o.estimate_log_spread or 0.0, o.devices,
-                          o.start_s - o.submit_s))
+                          o.start_s - o.submit_s, o.submit_s))
+    return out
+
+
+ONLINE_WINDOW, ONLINE_MIN, TAU_S = 200, 30, 60.0
+
+
+def _rank(xs: Sequence[float], q: float) -> float:
+    """The conformal quantile: the ceil(q (n + 1))-th smallest (capped at n)."""
+    ys = sorted(xs)
+    return ys[min(len(ys), math.ceil(q * (len(ys) + 1))) - 1]
+
+
+def online_intervals(outs: Sequence[JobOutcome], ws: Sequence[Waiter], prior: IntervalCalibration | None
+                     ) -> list[tuple[float, float]]:
+    """Protocol v3: (p50, p90) of each waiter of ``ws`` from the last 200 jobs of the same replay
+    that were queued at submission and started strictly before its submission (their log ratio
+    of actual to planned wait, split at their median log-spread), or ``prior`` with fewer than 30."""
+    done = sorted((o.start_s, o.estimate_log_spread or 0.0,
+                   math.log((o.start_s - o.submit_s + TAU_S) / (max(0.0, o.estimate_s - o.submit_s) + TAU_S)))
+                  for o in outs if o.start_s is not None and o.estimate_s is not None
+                  and math.isfinite(o.estimate_s) and o.start_s > o.submit_s)
+    order = sorted(range(len(ws)), key=lambda i: ws[i].submit_s)
+    out: list[tuple[float, float]] = [(0.0, 0.0)] * len(ws)
+    k = 0
+    for i in order:
+        w = ws[i]
+        while k < len(done) and done[k][0] < w.submit_s:
+            k += 1
+        recent = done[max(0, k - ONLINE_WINDOW):k]
+        if len(recent) < ONLINE_MIN:
+            out[i] = prior.interval(w.plan_s, w.s, w.devices) if prior is not None else (w.plan_s, w.plan_s)
+            continue
+        mid = statistics.median(x[1] for x in recent)
+        half = [x for x in recent if (x[1] <= mid) == (w.s <= mid)]
+        rs = [x[2] for x in (half if len(half) >= ONLINE_MIN else recent)]
+        base = w.plan_s + TAU_S
+        out[i] = (max(0.0, base * math.exp(_rank(rs, 0.5)) - TAU_S), max(0.0, base * math.exp(_rank(rs, 0.9)) - TAU_S))
     return out
 
 
@@ -102,14 +140,18 @@ def point(w: Waiter) -> tuple[float, float]:
     return w.plan_s, w.plan_s
 
 
-def scores(ws: Sequence[Waiter], cal: IntervalCalibration | None) -> dict[str, float]:
+def scores(ws: Sequence[Waiter], cal: IntervalCalibration | None,
+           given: Sequence[tuple[float, float]] | None = None) -> dict[str, float]:
     """Median relative error of p50, share of starts at or before p90 and at or before p50
-    (``cal`` None: the point interval at the plan)."""
+    (``cal`` None: the point interval at the plan; ``given``: these intervals, one per waiter)."""
     if not ws:
         return {"n": 0.0, "p50_err": math.nan, "cover_p90": math.nan, "at_or_below_p50": math.nan}
     err, c90, c50 = [], 0, 0
-    for w in ws:
-        p50, p90 = cal.interval(w.plan_s, w.s, w.devices) if cal is not None else point(w)
+    for i, w in enumerate(ws):
+        if given is not None:
+            p50, p90 = given[i]
+        else:
+            p50, p90 = cal.interval(w.plan_s, w.s, w.devices) if cal is not None else point(w)
         err.append(abs(p50 - w.wait_s) / w.wait_s)
         c90 += w.wait_s <= p90 + 1e-6
         c50 += w.wait_s <= p50 + 1e-6
@@ -171,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=HERE / "results" / "cache")
     ap.add_argument("--out", type=Path, default=None,
                     help="output folder (default: results/intervals, results/intervals-n<limit> with --limit)")
+    ap.add_argument("--online", action="store_true",
+                    help="protocol v3: each VC calibrated on its own past errors (output: <out>-online)")
     ap.add_argument("--replay-only", action="store_true",
                     help="simulate and cache the replays, compute no interval or score")
     args = ap.parse_args(argv)
@@ -190,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     fifo = {v: cv.RunKey(v, "fifo", None, None, "true", devices[v], limit) for v in vcs}
     runs = cv.ensure(list(keys.values()) + list(fifo.values()), args.traces, args.cache, args.workers,
                      {v: len(jobs[v]) for v in vcs})
+    if args.online:
+        args.out = args.out.with_name(args.out.name + "-online")
     if args.replay_only:
         print(f"cached {len(runs)} runs in {args.cache}")
         return 0
@@ -200,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     per_vc: list[dict[str, object]] = []
     folds: list[dict[str, object]] = []
     cals: dict[str, IntervalCalibration | None] = {}
+    online: dict[str, list[tuple[float, float]] | None] = {}
     for v in vcs:
         cfg, cals[v], table = fold(hist, train_vcs, v)
         folds.append({"fold": v, "eval_only": v in eval_only, "chosen": cfg.label(),
@@ -209,8 +256,9 @@ def main(argv: list[str] | None = None) -> int:
                          for c in GRID}})
         row: dict[str, object] = {"vc": v, "fold": "evaluation-only" if v in eval_only else "leave-one-out",
                                   "tier_s": tiers[v], "devices": devices[v], "config": cfg.label()}
+        online[v] = online_intervals(runs[keys[(v, "history")]].outcomes, hist[v], cals[v]) if args.online else None
         for e, cal in (("true", None), ("history", cals[v])):
-            sc = scores(ws[(v, e)], cal)
+            sc = scores(ws[(v, e)], cal, online[v] if e == "history" else None)
             row.update({f"{k}_{e}": (round(x, 4) if isinstance(x, float) else x) for k, x in sc.items()})
         row["p50_err_history_plan"] = round(scores(hist[v], None)["p50_err"], 4)
         f_avg = cv.metrics(runs[fifo[v]].outcomes)["avg_jct_s"]
@@ -219,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         per_vc.append(row)
     final_cfg, _ = choose({u: hist[u] for u in train_vcs})
     final = fit({u: hist[u] for u in train_vcs}, final_cfg)
-    if final is not None:
+    if final is not None and not args.online:
         (args.out / "calibration.json").write_text(json.dumps(final.to_json(), indent=1) + "\n")
     pooled: list[dict[str, object]] = []
     for label, sel in (("training VCs", train_vcs), ("all", vcs)):
@@ -228,8 +276,12 @@ def main(argv: list[str] | None = None) -> int:
             errs, c90, c50, n = [], 0, 0, 0
             for v in sel:  # each VC at its own fold's calibration, pooled over waiters
                 cal = cals[v] if e == "history" else None
-                for w in ws[(v, e)]:
-                    p50, p90 = cal.interval(w.plan_s, w.s, w.devices) if cal is not None else point(w)
+                given = online[v] if e == "history" else None
+                for i, w in enumerate(ws[(v, e)]):
+                    if given is not None:
+                        p50, p90 = given[i]
+                    else:
+                        p50, p90 = cal.interval(w.plan_s, w.s, w.devices) if cal is not None else point(w)
                     errs.append(abs(p50 - w.wait_s) / w.wait_s)
                     c90 += w.wait_s <= p90 + 1e-6
                     c50 += w.wait_s <= p50 + 1e-6
@@ -264,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['p50_err_history']} | {r['cover_p90_history']} | {r['at_or_below_p50_history']} | "
                   f"{r['p50_err_history_plan']} | {r['pooled_gain_true']} / {r['pooled_gain_history']} |")
     md += ["", f"Engine default (rule on all {len(train_vcs)} training VCs): {final_cfg.label()}"]
+    if args.online:
+        md += ["History intervals: protocol v3, each VC's own last 200 started queued jobs "
+               "(the fold's v2 calibration until 30 have started)"]
     (args.out / "intervals_table.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     print(f"wrote {args.out}")
