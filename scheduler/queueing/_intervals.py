@@ -272,5 +272,18 @@ def calibration_from_json(body: Mapping[str, object]) -> IntervalCalibration:
 
 #: The calibration :meth:`QueueingScheduler.estimate` applies to history estimates: the
 #: configuration chosen by ``protocol-intervals-v2.md``'s rule on the eight training VCs and
-#: fitted on them (``benchmarks/philly/results/intervals-n2000/calibration.json``).
-DEFAULT_CALIBRATION = IntervalCalibration((), (), {}, {}, (0.0, 0.0), 60.0, "uncalibrated: the plan")
+#: fitted on them (first 2,000 jobs per VC; ``benchmarks/philly/results/intervals-n2000/
+#: calibration.json``, copied here).  Strata ``(s bin, size bin)``: ``s <= 0.068`` or above;
+#: 1 / 2-8 / >8 devices.  It missed the protocol's goals out of sample (README "Wait intervals").
+DEFAULT_CALIBRATION = calibration_from_json({
+    "label": "s in 2 bins, size 1/2-8/>8, each waiter weighted 1",
+    "tau_s": 60.0, "s_edges": [0.06829327587062212], "size_edges": [2, 9],
+    "fallback": [0.19448735085091629, 1.3406192914020822],
+    "strata": [
+        [0, 0, 0.6642493405475125, 1.3057882960277376],
+        [0, 1, 0.19426290080330144, 0.2199057117307337],
+        [1, 0, 0.012114103951999721, 2.962370690482404],
+        [1, 1, 0.12321315483799104, 0.4205626759207543],
+        [1, 2, -0.24013986608228904, 0.8803834455190446],
+    ],
+})

@@ -162,3 +162,11 @@ def test_intervals_are_reporting_only_and_recorded_at_submission() -> None:
     assert waited, "some job should have waited behind jobs with a history spread"
     for r in waited:
         assert r[4] <= r[5]  # p50 start <= p90 start
+
+
+def test_default_calibration_is_the_protocol_reports_fit() -> None:
+    import json
+
+    root = Path(__file__).resolve().parents[2]
+    path = root / "benchmarks" / "philly" / "results" / "intervals-n2000" / "calibration.json"
+    assert calibration_from_json(json.loads(path.read_text())) == DEFAULT_CALIBRATION
