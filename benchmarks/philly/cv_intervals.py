@@ -28,6 +28,7 @@ them: the engine's default) and ``intervals_table.md``.
 from __future__ import annotations
 
 import argparse
+import bisect
 import csv
 import json
 import math
@@ -140,6 +141,50 @@ def point(w: Waiter) -> tuple[float, float]:
     return w.plan_s, w.plan_s
 
 
+def km_quantiles(items: Sequence[tuple[float, bool]], qs: Sequence[float]) -> list[float]:
+    """Kaplan-Meier quantiles of (value, observed) pairs (False: right-censored at value): for each
+    q the smallest event value where the estimated CDF reaches q, else the largest value seen."""
+    ordered = sorted(items, key=lambda x: (x[0], not x[1]))  # events before censored at a tie
+    at_risk, surv, out = len(ordered), 1.0, [math.nan] * len(qs)
+    for v, observed in ordered:
+        if observed:
+            surv *= 1.0 - 1.0 / at_risk
+            for i, q in enumerate(qs):
+                if math.isnan(out[i]) and 1.0 - surv >= q - 1e-12:
+                    out[i] = v
+        at_risk -= 1
+    top = ordered[-1][0]
+    return [top if math.isnan(x) else x for x in out]
+
+
+def online_km_intervals(outs: Sequence[JobOutcome], ws: Sequence[Waiter], prior: IntervalCalibration | None
+                        ) -> list[tuple[float, float]]:
+    """Protocol v4: (p50, p90) of each waiter of ``ws`` from the last 200 queued jobs of the same
+    replay submitted before it (started ones as events, the still-waiting ones censored at their
+    wait so far), Kaplan-Meier quantiles, split at their median log-spread; ``prior`` with fewer
+    than 30."""
+    queued = sorted((o.submit_s, max(0.0, o.estimate_s - o.submit_s), o.estimate_log_spread or 0.0, o.start_s)
+                    for o in outs if o.start_s is not None and o.estimate_s is not None
+                    and math.isfinite(o.estimate_s) and o.start_s > o.submit_s)
+    submits = [q[0] for q in queued]
+    out: list[tuple[float, float]] = []
+    for w in ws:
+        k = bisect.bisect_left(submits, w.submit_s)
+        recent = queued[max(0, k - ONLINE_WINDOW):k]
+        if len(recent) < ONLINE_MIN:
+            out.append(prior.interval(w.plan_s, w.s, w.devices) if prior is not None else (w.plan_s, w.plan_s))
+            continue
+        t = w.submit_s
+        items = [(sp, math.log((min(st, t) - sub + TAU_S) / (plan + TAU_S)), st < t) for sub, plan, sp, st in recent]
+        mid = statistics.median(x[0] for x in items)
+        half = [x for x in items if (x[0] <= mid) == (w.s <= mid)]
+        use = half if len(half) >= ONLINE_MIN else items
+        q50, q90 = km_quantiles([(r, ev) for _, r, ev in use], (0.5, 0.9))
+        base = w.plan_s + TAU_S
+        out.append((max(0.0, base * math.exp(q50) - TAU_S), max(0.0, base * math.exp(q90) - TAU_S)))
+    return out
+
+
 def scores(ws: Sequence[Waiter], cal: IntervalCalibration | None,
            given: Sequence[tuple[float, float]] | None = None) -> dict[str, float]:
     """Median relative error of p50, share of starts at or before p90 and at or before p50
@@ -215,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="output folder (default: results/intervals, results/intervals-n<limit> with --limit)")
     ap.add_argument("--online", action="store_true",
                     help="protocol v3: each VC calibrated on its own past errors (output: <out>-online)")
+    ap.add_argument("--online-km", action="store_true",
+                    help="protocol v4: as --online, the still-waiting jobs censored (output: <out>-online-km)")
     ap.add_argument("--replay-only", action="store_true",
                     help="simulate and cache the replays, compute no interval or score")
     args = ap.parse_args(argv)
@@ -234,8 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     fifo = {v: cv.RunKey(v, "fifo", None, None, "true", devices[v], limit) for v in vcs}
     runs = cv.ensure(list(keys.values()) + list(fifo.values()), args.traces, args.cache, args.workers,
                      {v: len(jobs[v]) for v in vcs})
-    if args.online:
-        args.out = args.out.with_name(args.out.name + "-online")
+    if args.online and args.online_km:
+        ap.error("--online and --online-km are two protocols: pick one")
+    if args.online or args.online_km:
+        args.out = args.out.with_name(args.out.name + ("-online" if args.online else "-online-km"))
     if args.replay_only:
         print(f"cached {len(runs)} runs in {args.cache}")
         return 0
@@ -256,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
                          for c in GRID}})
         row: dict[str, object] = {"vc": v, "fold": "evaluation-only" if v in eval_only else "leave-one-out",
                                   "tier_s": tiers[v], "devices": devices[v], "config": cfg.label()}
-        online[v] = online_intervals(runs[keys[(v, "history")]].outcomes, hist[v], cals[v]) if args.online else None
+        hout = runs[keys[(v, "history")]].outcomes
+        online[v] = (online_intervals(hout, hist[v], cals[v]) if args.online
+                     else online_km_intervals(hout, hist[v], cals[v]) if args.online_km else None)
         for e, cal in (("true", None), ("history", cals[v])):
             sc = scores(ws[(v, e)], cal, online[v] if e == "history" else None)
             row.update({f"{k}_{e}": (round(x, 4) if isinstance(x, float) else x) for k, x in sc.items()})
@@ -267,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         per_vc.append(row)
     final_cfg, _ = choose({u: hist[u] for u in train_vcs})
     final = fit({u: hist[u] for u in train_vcs}, final_cfg)
-    if final is not None and not args.online:
+    if final is not None and not (args.online or args.online_km):
         (args.out / "calibration.json").write_text(json.dumps(final.to_json(), indent=1) + "\n")
     pooled: list[dict[str, object]] = []
     for label, sel in (("training VCs", train_vcs), ("all", vcs)):
@@ -316,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['p50_err_history']} | {r['cover_p90_history']} | {r['at_or_below_p50_history']} | "
                   f"{r['p50_err_history_plan']} | {r['pooled_gain_true']} / {r['pooled_gain_history']} |")
     md += ["", f"Engine default (rule on all {len(train_vcs)} training VCs): {final_cfg.label()}"]
+    if args.online_km:
+        md += ["History intervals: protocol v4, each VC's own last 200 queued submissions, still-waiting ones "
+               "censored, Kaplan-Meier (the fold's v2 calibration until 30)"]
     if args.online:
         md += ["History intervals: protocol v3, each VC's own last 200 started queued jobs "
                "(the fold's v2 calibration until 30 have started)"]
