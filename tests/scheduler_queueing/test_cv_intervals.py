@@ -74,3 +74,35 @@ def test_waiters_take_the_plan_and_spread_at_submission(cvi: Any) -> None:
     (w,) = cvi.waiters(outs)
     assert (w.plan_s, w.s, w.devices, w.wait_s) == (300.0, 0.7, 2, 600.0)
     assert cvi.scores([w], None) == {"n": 1.0, "p50_err": 0.5, "cover_p90": 0.0, "at_or_below_p50": 0.0}
+
+
+def test_kaplan_meier_quantiles_count_the_censored(cvi: Any) -> None:
+    assert cvi.km_quantiles([(1.0, True), (2.0, True), (3.0, True), (4.0, True)], (0.5, 0.9)) == [2.0, 4.0]
+    # censored at 2: the event at 3 carries the remaining mass, so the median moves up to 3
+    assert cvi.km_quantiles([(1.0, True), (2.0, False), (3.0, True), (4.0, True)], (0.5, 0.9)) == [3.0, 4.0]
+    # never reaching 0.5: the largest value seen
+    assert cvi.km_quantiles([(1.0, True), (2.0, False), (3.0, False), (4.0, False)], (0.5,)) == [4.0]
+
+
+def test_online_calibrations_read_no_start_after_submission(cvi: Any) -> None:
+    # 40 earlier jobs planned 540 s; those that started before t=10,000 waited 540 s (ratio 1),
+    # those still waiting then start much later: v3 must ignore them, v4 counts them censored
+    outs = [JobOutcome(f"e{i}", "t", 1, 10.0, float(i), float(i) + 540.0, float(i) + 550.0, float(i) + 540.0, 0.0)
+            for i in range(40)]
+    late = [JobOutcome(f"l{i}", "t", 1, 10.0, 9000.0 + i, 50_000.0, 50_010.0, 9540.0 + i, 0.0) for i in range(40)]
+    target = JobOutcome("x", "t", 1, 10.0, 10_000.0, 10_600.0, 10_610.0, 10_540.0, 0.0)
+    (w,) = cvi.waiters([target])
+
+    def answer(fn: Any, later_start: float) -> tuple[float, float]:
+        moved = [JobOutcome(o.id, o.tenant, o.devices, o.duration_s, o.submit_s, later_start, later_start + 10,
+                            o.estimate_s, 0.0) for o in late]
+        (iv,) = fn([*outs, *moved, target], [w], None)
+        return iv  # type: ignore[no-any-return]
+
+    assert answer(cvi.online_intervals, 50_000.0) == answer(cvi.online_intervals, 90_000.0) == (540.0, 540.0)
+    assert answer(cvi.online_km_intervals, 50_000.0) == answer(cvi.online_km_intervals, 90_000.0)
+    p50, p90 = answer(cvi.online_km_intervals, 50_000.0)
+    # half the window started at ratio 1 (p50 stays at the plan); the other half, still waiting
+    # after 961-1000 s (censored), keeps the 90% quantile above the plan: the largest value seen
+    assert p50 == pytest.approx(540.0)
+    assert p90 == pytest.approx((540.0 + 60.0) * (1000.0 + 60.0) / (540.0 + 60.0) - 60.0)
