@@ -1,30 +1,41 @@
-"""Out-of-sample calibration of the wait intervals (p50 / p90), leave-one-VC-out.
+"""Out-of-sample calibration of the wait intervals (p50 / p90), leave-one-VC-out (protocol v2).
 
-    python benchmarks/philly/cv_intervals.py --quick        # 3 VCs x 200 jobs (CI-sized, seconds)
+    python benchmarks/philly/cv_intervals.py --quick        # 3 VCs x 200 jobs (smoke, minutes)
+    python benchmarks/philly/cv_intervals.py --limit 2000   # the 10 shared VCs, first 2,000 jobs each
     python benchmarks/philly/cv_intervals.py                # the 10 shared VCs, whole traces (hours)
 
-The protocol is ``protocol-intervals.md`` (committed before any result).  Each VC is replayed
-once per estimator (true durations, history) under the tiered default at its fold's tier (from
-``--tiers-from``, the per-VC choice ``cv.py`` made, or ``--tier`` for all), sized as ``cv.py``
-sizes it, with the runs cached as ``cv.py`` caches them.  The intervals are reporting only, so one
-history replay per VC serves every ``spread`` of the grid: each waiter's p50 / p90 are recomputed
-from its planned wait and the log-spread stored with its outcome.
+The protocol is ``protocol-intervals-v2.md`` (committed before the report was run).  Each VC is
+replayed once per estimator (true durations, history) under the tiered default at its fold's
+tier (from ``--tiers-from``, the per-VC choice ``cv.py`` made, or ``--tier`` for all), sized as
+``cv.py`` sizes it, with the runs cached as ``cv.py`` caches them.  The intervals are reporting
+only, so one history replay per VC serves every configuration: each waiter's planned wait ``P``
+(the estimate at submission), the log-spread ``s`` of the durations its history predicts for
+the jobs ahead, and its size are stored with its outcome, and p50 / p90 are recomputed from them
+by ``IntervalCalibration`` (``scheduler/queueing/_intervals.py``).
 
-Fold k chooses the ``spread`` whose p90 coverage over the pooled waiters (>= 1 min) of the
-training VCs (all but k, never an evaluation-only VC) is closest to 0.90 (ties: the smaller);
-VC k is reported at that value only.  Outputs in ``--out``: ``intervals_per_vc.csv`` (each
-fold's table), ``intervals_pooled.csv``, ``intervals_folds.csv`` (each fold's training coverage
-per grid point and its choice) and ``intervals_table.md``.
+Configurations (the grid): ``s`` in 2, 3, 4 or 6 equal-weight bins, crossed with no size split or
+the size classes 1 / 2-8 / >8 devices, with each waiter weighted 1 or each VC weighted 1 in
+total: 16.  Fold k's rule, on the training VCs only (every VC but k, never an evaluation-only
+VC): an inner leave-one-VC-out among them scores each configuration by (1) the number of inner
+folds with >= 50 waiters whose p90 coverage is in [0.85, 0.95] (more is better), (2) the inner
+pooled median relative error of p50 (smaller), (3) grid order; the winner is refitted on all
+the training VCs and applied to VC k.  Outputs in ``--out``: ``intervals_per_vc.csv`` (each
+fold's table), ``intervals_pooled.csv``, ``intervals_folds.csv`` (each fold's inner scores per
+configuration and its choice), ``calibration.json`` (the choice on all training VCs, fitted on
+them: the engine's default) and ``intervals_table.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import csv
+import json
 import math
 import statistics
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -33,50 +44,199 @@ sys.path.insert(0, str(HERE))
 import cv  # noqa: E402  (sibling script)
 
 from accel.scheduler.queueing import JobOutcome, load_philly  # noqa: E402
-from accel.scheduler.queueing._intervals import lognormal_interval  # noqa: E402
+from accel.scheduler.queueing._intervals import IntervalCalibration, fit_calibration  # noqa: E402
 
-GRID = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
-TARGET = 0.90
+TARGET_LO, TARGET_HI = 0.85, 0.95
 MIN_WAIT_S = 60.0
+MIN_FOLD_WAITERS = 50
 VCS = ("0e4a51", "103959", "11cb48", "2869ce", "51b7ef", "7f04ca", "e13805", "ed69ec", "6c71a0", "6214e9")
 EVAL_ONLY = ("6c71a0", "6214e9")
 
 
-def waiters(outs: Sequence[JobOutcome]) -> list[tuple[float, float, float, float]]:
-    """(submit, actual start, planned wait, log-spread) of each job that waited >= 1 min and has an interval."""
+@dataclass(frozen=True)
+class Config:
+    s_bins: int
+    size_edges: tuple[int, ...]
+    weight: str  # "waiter" or "vc"
+
+    def label(self) -> str:
+        size = "size 1/2-8/>8" if self.size_edges else "no size split"
+        return f"s in {self.s_bins} bins, {size}, each {self.weight} weighted 1"
+
+
+GRID = tuple(Config(k, z, w) for w in ("waiter", "vc") for z in ((), (2, 9)) for k in (2, 3, 4, 6))
+
+
+@dataclass(frozen=True)
+class Waiter:
+    plan_s: float  # planned wait at submission
+    s: float  # log-spread of the work ahead (0 with declared durations)
+    devices: int
+    wait_s: float  # actual wait
+    submit_s: float = 0.0
+
+
+def waiters(outs: Sequence[JobOutcome]) -> list[Waiter]:
+    """Each job that waited >= 1 min and had an estimate at submission."""
     out = []
     for o in outs:
-        if o.start_s is None or o.start_s - o.submit_s < MIN_WAIT_S or o.estimate_p50_s is None:
+        if o.start_s is None or o.start_s - o.submit_s < MIN_WAIT_S or o.estimate_s is None:
             continue
-        s = o.estimate_log_spread or 0.0
-        p50_wait = o.estimate_p50_s - o.submit_s
-        plan = p50_wait / math.exp(-s * s / 2) if s > 0 else p50_wait  # undo spread 1's p50 factor
-        out.append((o.submit_s, o.start_s, plan, s))
+        if not math.isfinite(o.estimate_s):
+            continue
+        out.append(Waiter(max(0.0, o.estimate_s - o.submit_s), o.estimate_log_spread or 0.0, o.devices,
+                          o.start_s - o.submit_s, o.submit_s))
     return out
 
 
-def scores(ws: Sequence[tuple[float, float, float, float]], spread: float) -> dict[str, float]:
-    """Median relative error of p50, share of starts at or before p90 and at or before p50."""
+ONLINE_WINDOW, ONLINE_MIN, TAU_S = 200, 30, 60.0
+
+
+def _rank(xs: Sequence[float], q: float) -> float:
+    """The conformal quantile: the ceil(q (n + 1))-th smallest (capped at n)."""
+    ys = sorted(xs)
+    return ys[min(len(ys), math.ceil(q * (len(ys) + 1))) - 1]
+
+
+def online_intervals(outs: Sequence[JobOutcome], ws: Sequence[Waiter], prior: IntervalCalibration | None
+                     ) -> list[tuple[float, float]]:
+    """Protocol v3: (p50, p90) of each waiter of ``ws`` from the last 200 jobs of the same replay
+    that were queued at submission and started strictly before its submission (their log ratio
+    of actual to planned wait, split at their median log-spread), or ``prior`` with fewer than 30."""
+    done = sorted((o.start_s, o.estimate_log_spread or 0.0,
+                   math.log((o.start_s - o.submit_s + TAU_S) / (max(0.0, o.estimate_s - o.submit_s) + TAU_S)))
+                  for o in outs if o.start_s is not None and o.estimate_s is not None
+                  and math.isfinite(o.estimate_s) and o.start_s > o.submit_s)
+    order = sorted(range(len(ws)), key=lambda i: ws[i].submit_s)
+    out: list[tuple[float, float]] = [(0.0, 0.0)] * len(ws)
+    k = 0
+    for i in order:
+        w = ws[i]
+        while k < len(done) and done[k][0] < w.submit_s:
+            k += 1
+        recent = done[max(0, k - ONLINE_WINDOW):k]
+        if len(recent) < ONLINE_MIN:
+            out[i] = prior.interval(w.plan_s, w.s, w.devices) if prior is not None else (w.plan_s, w.plan_s)
+            continue
+        mid = statistics.median(x[1] for x in recent)
+        half = [x for x in recent if (x[1] <= mid) == (w.s <= mid)]
+        rs = [x[2] for x in (half if len(half) >= ONLINE_MIN else recent)]
+        base = w.plan_s + TAU_S
+        out[i] = (max(0.0, base * math.exp(_rank(rs, 0.5)) - TAU_S), max(0.0, base * math.exp(_rank(rs, 0.9)) - TAU_S))
+    return out
+
+
+def fit(train: Mapping[str, Sequence[Waiter]], cfg: Config) -> IntervalCalibration | None:
+    """``cfg`` fitted on the training VCs' waiters (None: no waiter at all)."""
+    samples = []
+    for ws in train.values():
+        wt = 1.0 if cfg.weight == "waiter" else 1.0 / max(1, len(ws))
+        samples += [(w.plan_s, w.s, w.devices, w.wait_s, wt) for w in ws]
+    if not samples:
+        return None
+    return fit_calibration(samples, cfg.s_bins, cfg.size_edges, label=cfg.label())
+
+
+def point(w: Waiter) -> tuple[float, float]:
+    return w.plan_s, w.plan_s
+
+
+def km_quantiles(items: Sequence[tuple[float, bool]], qs: Sequence[float]) -> list[float]:
+    """Kaplan-Meier quantiles of (value, observed) pairs (False: right-censored at value): for each
+    q the smallest event value where the estimated CDF reaches q, else the largest value seen."""
+    ordered = sorted(items, key=lambda x: (x[0], not x[1]))  # events before censored at a tie
+    at_risk, surv, out = len(ordered), 1.0, [math.nan] * len(qs)
+    for v, observed in ordered:
+        if observed:
+            surv *= 1.0 - 1.0 / at_risk
+            for i, q in enumerate(qs):
+                if math.isnan(out[i]) and 1.0 - surv >= q - 1e-12:
+                    out[i] = v
+        at_risk -= 1
+    top = ordered[-1][0]
+    return [top if math.isnan(x) else x for x in out]
+
+
+def online_km_intervals(outs: Sequence[JobOutcome], ws: Sequence[Waiter], prior: IntervalCalibration | None
+                        ) -> list[tuple[float, float]]:
+    """Protocol v4: (p50, p90) of each waiter of ``ws`` from the last 200 queued jobs of the same
+    replay submitted before it (started ones as events, the still-waiting ones censored at their
+    wait so far), Kaplan-Meier quantiles, split at their median log-spread; ``prior`` with fewer
+    than 30."""
+    queued = sorted((o.submit_s, max(0.0, o.estimate_s - o.submit_s), o.estimate_log_spread or 0.0, o.start_s)
+                    for o in outs if o.start_s is not None and o.estimate_s is not None
+                    and math.isfinite(o.estimate_s) and o.start_s > o.submit_s)
+    submits = [q[0] for q in queued]
+    out: list[tuple[float, float]] = []
+    for w in ws:
+        k = bisect.bisect_left(submits, w.submit_s)
+        recent = queued[max(0, k - ONLINE_WINDOW):k]
+        if len(recent) < ONLINE_MIN:
+            out.append(prior.interval(w.plan_s, w.s, w.devices) if prior is not None else (w.plan_s, w.plan_s))
+            continue
+        t = w.submit_s
+        items = [(sp, math.log((min(st, t) - sub + TAU_S) / (plan + TAU_S)), st < t) for sub, plan, sp, st in recent]
+        mid = statistics.median(x[0] for x in items)
+        half = [x for x in items if (x[0] <= mid) == (w.s <= mid)]
+        use = half if len(half) >= ONLINE_MIN else items
+        q50, q90 = km_quantiles([(r, ev) for _, r, ev in use], (0.5, 0.9))
+        base = w.plan_s + TAU_S
+        out.append((max(0.0, base * math.exp(q50) - TAU_S), max(0.0, base * math.exp(q90) - TAU_S)))
+    return out
+
+
+def scores(ws: Sequence[Waiter], cal: IntervalCalibration | None,
+           given: Sequence[tuple[float, float]] | None = None) -> dict[str, float]:
+    """Median relative error of p50, share of starts at or before p90 and at or before p50
+    (``cal`` None: the point interval at the plan; ``given``: these intervals, one per waiter)."""
     if not ws:
         return {"n": 0.0, "p50_err": math.nan, "cover_p90": math.nan, "at_or_below_p50": math.nan}
     err, c90, c50 = [], 0, 0
-    for submit, start, plan, s in ws:
-        p50, p90 = lognormal_interval(plan, s, spread)
-        wait = start - submit
-        err.append(abs(p50 - wait) / wait)
-        c90 += wait <= p90 + 1e-6
-        c50 += wait <= p50 + 1e-6
+    for i, w in enumerate(ws):
+        if given is not None:
+            p50, p90 = given[i]
+        else:
+            p50, p90 = cal.interval(w.plan_s, w.s, w.devices) if cal is not None else point(w)
+        err.append(abs(p50 - w.wait_s) / w.wait_s)
+        c90 += w.wait_s <= p90 + 1e-6
+        c50 += w.wait_s <= p50 + 1e-6
     n = len(ws)
     return {"n": float(n), "p50_err": statistics.median(err), "cover_p90": c90 / n, "at_or_below_p50": c50 / n}
 
 
-def choose_spread(train: Mapping[str, Sequence[tuple[float, float, float, float]]],
-                  grid: Sequence[float] = GRID) -> tuple[float, dict[float, float]]:
-    """The protocol's rule on the training VCs' pooled waiters (ties: the smaller spread)."""
-    pooled = [w for ws in train.values() for w in ws]
-    cover = {g: scores(pooled, g)["cover_p90"] for g in grid}
-    best = min(grid, key=lambda g: (abs(cover[g] - TARGET) if not math.isnan(cover[g]) else math.inf, g))
-    return best, cover
+def inner_score(train: Mapping[str, Sequence[Waiter]], cfg: Config) -> tuple[int, float, dict[str, float]]:
+    """Inner leave-one-VC-out over ``train``: (folds with >= 50 waiters in the coverage band,
+    pooled median p50 error, each inner fold's coverage)."""
+    hits, errs, cover = 0, [], {}
+    for u, wu in train.items():
+        if not wu:
+            continue
+        cal = fit({x: v for x, v in train.items() if x != u}, cfg)
+        if cal is None:
+            continue
+        sc = scores(wu, cal)
+        cover[u] = sc["cover_p90"]
+        if len(wu) >= MIN_FOLD_WAITERS and TARGET_LO <= sc["cover_p90"] <= TARGET_HI:
+            hits += 1
+        errs += [abs(cal.interval(w.plan_s, w.s, w.devices)[0] - w.wait_s) / w.wait_s for w in wu]
+    return hits, (statistics.median(errs) if errs else math.inf), cover
+
+
+def choose(train: Mapping[str, Sequence[Waiter]], grid: Sequence[Config] = GRID
+           ) -> tuple[Config, dict[Config, tuple[int, float, dict[str, float]]]]:
+    """The protocol's rule on the training VCs only (ties: grid order)."""
+    table = {c: inner_score(train, c) for c in grid}
+    best = min(grid, key=lambda c: (-table[c][0], table[c][1], grid.index(c)))
+    return best, table
+
+
+def fold(hist: Mapping[str, Sequence[Waiter]], train_vcs: Sequence[str], held_out: str
+         ) -> tuple[Config, IntervalCalibration | None, dict[Config, tuple[int, float, dict[str, float]]]]:
+    """Fold ``held_out``: the rule on the training VCs but ``held_out`` (an evaluation-only VC is
+    in no ``train_vcs``), refitted on them.  Reads no waiter of ``held_out``."""
+    train = {u: hist[u] for u in train_vcs if u != held_out}
+    cfg, table = choose(train)
+    return cfg, fit(train, cfg), table
 
 
 def fold_tiers(path: Path) -> dict[str, float]:
@@ -96,15 +256,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--traces", default=str(cv.run_philly.TRACES))
     ap.add_argument("--cache", type=Path, default=HERE / "results" / "cache")
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "intervals")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output folder (default: results/intervals, results/intervals-n<limit> with --limit)")
+    ap.add_argument("--online", action="store_true",
+                    help="protocol v3: each VC calibrated on its own past errors (output: <out>-online)")
+    ap.add_argument("--online-km", action="store_true",
+                    help="protocol v4: as --online, the still-waiting jobs censored (output: <out>-online-km)")
+    ap.add_argument("--replay-only", action="store_true",
+                    help="simulate and cache the replays, compute no interval or score")
     args = ap.parse_args(argv)
     if args.quick:
         vcs, eval_only, limit, tier = ["2869ce", "e13805", "0e4a51"], [], 200, 900.0
-        args.out = args.out.parent / "intervals-quick" if args.out == HERE / "results" / "intervals" else args.out
+        args.out = args.out or HERE / "results" / "intervals-quick"
     else:
         vcs = [v for v in args.vcs.split(",") if v]
         eval_only = [v for v in args.eval_only.split(",") if v and v in vcs]
         limit, tier = args.limit, args.tier
+        args.out = args.out or HERE / "results" / (f"intervals-n{limit}" if limit else "intervals")
     tiers = {v: tier for v in vcs} if tier is not None else fold_tiers(args.tiers_from)
     jobs = {v: load_philly(Path(args.traces) / f"trace_{v}.csv", limit=limit) for v in vcs}
     devices = {v: cv.size_cluster(jobs[v]) for v in vcs}
@@ -113,44 +281,67 @@ def main(argv: list[str] | None = None) -> int:
     fifo = {v: cv.RunKey(v, "fifo", None, None, "true", devices[v], limit) for v in vcs}
     runs = cv.ensure(list(keys.values()) + list(fifo.values()), args.traces, args.cache, args.workers,
                      {v: len(jobs[v]) for v in vcs})
+    if args.online and args.online_km:
+        ap.error("--online and --online-km are two protocols: pick one")
+    if args.online or args.online_km:
+        args.out = args.out.with_name(args.out.name + ("-online" if args.online else "-online-km"))
+    if args.replay_only:
+        print(f"cached {len(runs)} runs in {args.cache}")
+        return 0
     ws = {(v, e): waiters(runs[k].outcomes) for (v, e), k in keys.items()}
     args.out.mkdir(parents=True, exist_ok=True)
-    per_vc, folds = [], []
     train_vcs = [v for v in vcs if v not in eval_only]
+    hist = {v: ws[(v, "history")] for v in vcs}
+    per_vc: list[dict[str, object]] = []
+    folds: list[dict[str, object]] = []
+    cals: dict[str, IntervalCalibration | None] = {}
+    online: dict[str, list[tuple[float, float]] | None] = {}
     for v in vcs:
-        train = {u: ws[(u, "history")] for u in train_vcs if u != v}
-        g, cover = choose_spread(train)
-        folds.append({"fold": v, "eval_only": v in eval_only, "chosen_spread": g,
-                      **{f"train_cover_p90_{x:g}": round(c, 4) for x, c in cover.items()}})
+        cfg, cals[v], table = fold(hist, train_vcs, v)
+        folds.append({"fold": v, "eval_only": v in eval_only, "chosen": cfg.label(),
+                      **{f"{c.label()} | in-band folds": table[c][0] for c in GRID},
+                      **{f"{c.label()} | p50 err": round(table[c][1], 4) for c in GRID},
+                      **{f"{c.label()} | inner coverage": json.dumps({u: round(x, 4) for u, x in table[c][2].items()})
+                         for c in GRID}})
         row: dict[str, object] = {"vc": v, "fold": "evaluation-only" if v in eval_only else "leave-one-out",
-                                  "tier_s": tiers[v], "devices": devices[v], "spread": g}
-        for e in ("true", "history"):
-            sc = scores(ws[(v, e)], g)
+                                  "tier_s": tiers[v], "devices": devices[v], "config": cfg.label()}
+        hout = runs[keys[(v, "history")]].outcomes
+        online[v] = (online_intervals(hout, hist[v], cals[v]) if args.online
+                     else online_km_intervals(hout, hist[v], cals[v]) if args.online_km else None)
+        for e, cal in (("true", None), ("history", cals[v])):
+            sc = scores(ws[(v, e)], cal, online[v] if e == "history" else None)
             row.update({f"{k}_{e}": (round(x, 4) if isinstance(x, float) else x) for k, x in sc.items()})
+        row["p50_err_history_plan"] = round(scores(hist[v], None)["p50_err"], 4)
         f_avg = cv.metrics(runs[fifo[v]].outcomes)["avg_jct_s"]
         row["gain_true"] = round(f_avg / cv.metrics(runs[keys[(v, 'true')]].outcomes)["avg_jct_s"], 4)
         row["gain_history"] = round(f_avg / cv.metrics(runs[keys[(v, 'history')]].outcomes)["avg_jct_s"], 4)
         per_vc.append(row)
-    pooled = []
+    final_cfg, _ = choose({u: hist[u] for u in train_vcs})
+    final = fit({u: hist[u] for u in train_vcs}, final_cfg)
+    if final is not None and not (args.online or args.online_km):
+        (args.out / "calibration.json").write_text(json.dumps(final.to_json(), indent=1) + "\n")
+    pooled: list[dict[str, object]] = []
     for label, sel in (("training VCs", train_vcs), ("all", vcs)):
         r: dict[str, object] = {"vcs": label, "n_vcs": len(sel)}
         for e in ("true", "history"):
-            # each VC at its own fold's spread, pooled over waiters
-            allw = []
-            for v in sel:
-                g = next(f["chosen_spread"] for f in folds if f["fold"] == v)
-                allw += [(w, g) for w in ws[(v, e)]]
-            errs, c90, c50 = [], 0, 0
-            for (submit, start, plan, s), g in allw:
-                p50, p90 = lognormal_interval(plan, s, float(g))  # type: ignore[arg-type]
-                wait = start - submit
-                errs.append(abs(p50 - wait) / wait)
-                c90 += wait <= p90 + 1e-6
-                c50 += wait <= p50 + 1e-6
-            n = len(allw)
+            errs, c90, c50, n = [], 0, 0, 0
+            for v in sel:  # each VC at its own fold's calibration, pooled over waiters
+                cal = cals[v] if e == "history" else None
+                given = online[v] if e == "history" else None
+                for i, w in enumerate(ws[(v, e)]):
+                    if given is not None:
+                        p50, p90 = given[i]
+                    else:
+                        p50, p90 = cal.interval(w.plan_s, w.s, w.devices) if cal is not None else point(w)
+                    errs.append(abs(p50 - w.wait_s) / w.wait_s)
+                    c90 += w.wait_s <= p90 + 1e-6
+                    c50 += w.wait_s <= p50 + 1e-6
+                    n += 1
             r.update({f"n_{e}": n, f"p50_err_{e}": round(statistics.median(errs), 4) if errs else None,
                       f"cover_p90_{e}": round(c90 / n, 4) if n else None,
                       f"at_or_below_p50_{e}": round(c50 / n, 4) if n else None})
+        plan_errs = [abs(w.plan_s - w.wait_s) / w.wait_s for v in sel for w in hist[v]]
+        r["p50_err_history_plan"] = round(statistics.median(plan_errs), 4) if plan_errs else None
         fj = sum(cv.metrics(runs[fifo[v]].outcomes)["avg_jct_s"] * len(jobs[v]) for v in sel)
         for e in ("true", "history"):
             pj = sum(cv.metrics(runs[keys[(v, e)]].outcomes)["avg_jct_s"] * len(jobs[v]) for v in sel)
@@ -162,18 +353,26 @@ def main(argv: list[str] | None = None) -> int:
             w = csv.DictWriter(fh, fieldnames=list(rows[0]))
             w.writeheader()
             w.writerows(rows)
-    md = ["| VC | fold | spread | waiters true / hist | p50 err true | p50 err hist | p90 coverage hist | "
-          "<= p50 hist | gain true / hist |", "|---|---|---|---|---|---|---|---|---|"]
+    md = ["| VC | fold | config chosen | waiters true / hist | p50 err true | p50 err hist | p90 coverage hist | "
+          "<= p50 hist | p50 err hist, plan as p50 | gain true / hist |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in per_vc:
-        md.append(f"| {r['vc']} | {r['fold']} | {r['spread']} | {r['n_true']:.0f} / {r['n_history']:.0f} | "
+        md.append(f"| {r['vc']} | {r['fold']} | {r['config']} | {r['n_true']:.0f} / {r['n_history']:.0f} | "
                   f"{r['p50_err_true']} | {r['p50_err_history']} | {r['cover_p90_history']} | "
-                  f"{r['at_or_below_p50_history']} | {r['gain_true']} / {r['gain_history']} |")
+                  f"{r['at_or_below_p50_history']} | {r['p50_err_history_plan']} | "
+                  f"{r['gain_true']} / {r['gain_history']} |")
     md += ["", "| VCs | n true / hist | p50 err true | p50 err hist | p90 coverage hist | <= p50 hist | "
-           "pooled gain true / hist |", "|---|---|---|---|---|---|---|"]
+           "p50 err hist, plan as p50 | pooled gain true / hist |", "|---|---|---|---|---|---|---|---|"]
     for r in pooled:
         md.append(f"| {r['vcs']} ({r['n_vcs']}) | {r['n_true']} / {r['n_history']} | {r['p50_err_true']} | "
                   f"{r['p50_err_history']} | {r['cover_p90_history']} | {r['at_or_below_p50_history']} | "
-                  f"{r['pooled_gain_true']} / {r['pooled_gain_history']} |")
+                  f"{r['p50_err_history_plan']} | {r['pooled_gain_true']} / {r['pooled_gain_history']} |")
+    md += ["", f"Engine default (rule on all {len(train_vcs)} training VCs): {final_cfg.label()}"]
+    if args.online_km:
+        md += ["History intervals: protocol v4, each VC's own last 200 queued submissions, still-waiting ones "
+               "censored, Kaplan-Meier (the fold's v2 calibration until 30)"]
+    if args.online:
+        md += ["History intervals: protocol v3, each VC's own last 200 started queued jobs "
+               "(the fold's v2 calibration until 30 have started)"]
     (args.out / "intervals_table.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     print(f"wrote {args.out}")

@@ -47,7 +47,7 @@ from ._estimate import WaitEstimate
 from ._estimators import DeclaredModel, DurationModel
 from ._events import emit, replay, spec_dict
 from ._events import update_health as health_events
-from ._intervals import DEFAULT_SPREAD, add_intervals
+from ._intervals import IntervalCalibration, add_intervals
 from ._invariants import check_invariants as check_all
 from ._invariants import verify_reservations as verify_all
 from ._journal import Event, Journal
@@ -96,7 +96,8 @@ class QueueingScheduler:
             meter.prices = stored
         elif not jr.readonly:
             jr.use_prices(meter.prices)  # stored with the next rows it prices
-        self.interval_spread = DEFAULT_SPREAD  # wait intervals (``_intervals``); reporting only
+        # wait intervals (``_intervals``; None: its DEFAULT_CALIBRATION); reporting only
+        self.interval_calibration: IntervalCalibration | None = None
         self._st = EngineState.build(cluster, policy, durations or DeclaredModel(), QueuePlacer(self.placer),
                                      TenantBook(tenants, half_life_s=policy.fair_half_life_s), meter, jr)
 
@@ -365,7 +366,7 @@ class QueueingScheduler:
         if refused is not None and refused.pool in out and out[refused.pool].reason == WaitReason.NONE:
             # the counts say "now", but the last cycle's pipeline refused it there: say so
             out[refused.pool] = dataclasses.replace(out[refused.pool], reason=WaitReason.PLACEMENT)
-        out = add_intervals(st, job, t, out, self.interval_spread)  # p50 / p90 (``_intervals``)
+        out = add_intervals(st, job, t, out, self.interval_calibration)  # p50 / p90 (``_intervals``)
         return sorted(out.values(), key=lambda e: (e.start_at, e.price_per_hour))
 
     # -- reports -----------------------------------------------------------------------------------------
