@@ -76,6 +76,19 @@ _S = TypeVar("_S", bound=ctypes.Structure)
 _C_FUNCTION: Final[type[Any]] = ctypes.__dict__["_CFuncPtr"]
 
 
+def by_value_mismatch(name: str, argtypes: Sequence[CType], args: Sequence[Any]) -> ctypes.ArgumentError | None:
+    """The error for ``byref(x)`` / ``pointer(x)`` passed where ``name`` takes a struct by value.
+
+    ctypes hands such an argument to ``Structure.from_param``, which crashes CPython (a
+    segmentation fault, not an exception) instead of refusing it; this check runs first, so a
+    plugin's mistake is a ``ctypes.ArgumentError`` naming the argument."""
+    for i, (argtype, arg) in enumerate(zip(argtypes, args, strict=False), start=1):
+        by_value = isinstance(argtype, type) and issubclass(argtype, (ctypes.Structure, ctypes.Union))
+        if by_value and (type(arg).__name__ == "CArgObject" or isinstance(arg, ctypes._Pointer)):
+            return ctypes.ArgumentError(f"{name}: argument {i}: {argtype.__name__} is passed by value; got a reference")
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class SignatureSource:
     """Where a signature was read: ``repo`` (``owner/name``), ``path`` in it, the full ``commit``.
@@ -415,6 +428,9 @@ class NativeLibrary:
             raise NotSupportedError(
                 f"{self.table.library} has no function {name}", device_id=device_id, code="driver.function-not-found"
             )
+        wrong = by_value_mismatch(name, self.table[name].argtypes, args)
+        if wrong is not None:
+            raise DriverError(f"{self.table.library}: {name} rejected its arguments: {wrong}", code="driver.binding")
         with self._lock:
             if self._closed:
                 raise ConfigError(f"{self.table.library} is closed; {name} was not called")

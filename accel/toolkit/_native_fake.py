@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from ._native import SignatureTable
+from ._native import SignatureTable, by_value_mismatch
 
 _BASE_NAMES: frozenset[str] = frozenset()  # set below, once FakeLibrary exists
 
@@ -84,6 +84,9 @@ class FakeLibrary:
         def call(*args: Any) -> Any:
             if len(args) != len(fn.argtypes):
                 raise TypeError(f"{name} takes {len(fn.argtypes)} arguments ({len(args)} given)")
+            wrong = by_value_mismatch(name, fn.argtypes, args)
+            if wrong is not None:
+                raise wrong
             for i, (argtype, arg) in enumerate(zip(fn.argtypes, args, strict=True), start=1):
                 try:
                     argtype.from_param(arg)

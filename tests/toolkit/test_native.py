@@ -175,6 +175,30 @@ def test_fake_converts_arguments_as_ctypes_does() -> None:
         lib.call("demoReset")
 
 
+BY_VALUE = SignatureTable.of("libdemo.so", NativeFunction("demoSetLimit", (ctypes.c_int, PlainInfo), ctypes.c_int, SRC))
+
+
+class FakeByValue(FakeLibrary):
+    TABLE = BY_VALUE
+
+    def demoSetLimit(self, dev: int, info: Any) -> int:
+        return 0
+
+
+def test_a_reference_where_a_struct_goes_by_value_is_refused_not_a_crash() -> None:
+    # ctypes' Structure.from_param(byref(x)) crashes CPython; the fake and the library refuse it first.
+    fake = FakeByValue()
+    for ref in (ctypes.byref(PlainInfo()), ctypes.pointer(PlainInfo())):
+        with pytest.raises(ctypes.ArgumentError, match="argument 2: PlainInfo is passed by value"):
+            fake.demoSetLimit(0, ref)
+        lib = NativeLibrary(fake, BY_VALUE, ERRORS, timeout_s=None)
+        with pytest.raises(DriverError, match="demoSetLimit rejected its arguments") as info:
+            lib.call("demoSetLimit", 0, ref)
+        assert info.value.code == "driver.binding"
+    assert fake.demoSetLimit(0, PlainInfo()) == 0
+    assert NativeLibrary(fake, BY_VALUE, ERRORS, timeout_s=None).call("demoSetLimit", 0, PlainInfo()) == 0
+
+
 def test_return_codes_map_to_typed_errors() -> None:
     fake = FakeDemo()
     lib = NativeLibrary(fake, TABLE, ERRORS, timeout_s=None)
