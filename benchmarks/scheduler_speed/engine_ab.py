@@ -25,6 +25,12 @@ Workloads (sized for a 2-core machine):
 
     python benchmarks/scheduler_speed/engine_ab.py                  # baseline aa6be7c, 3 rounds
     python benchmarks/scheduler_speed/engine_ab.py --ref HEAD~3 --rounds 5 --only cycle
+    python benchmarks/scheduler_speed/engine_ab.py --ref 615bd87 --hosts 5000 --queued 10000 \
+        --only cycle,cycle-tiered,cycle-tiers --rounds 2 --repeat 4    # issue 35's cycle goal
+
+``--repeat N`` (cycle workloads): each worker builds its engine once and times the two cycles
+in N forked copies of itself, reporting the fastest; on a shared, loaded machine the fastest of
+several copies of the same work is the steadier number.
 """
 
 from __future__ import annotations
@@ -77,11 +83,33 @@ def worker(workload: str, tree: Path, args: argparse.Namespace) -> dict[str, flo
         t_q = 4001.0 if workload == "cycle-tiers" else 1.0
         mode = BackfillMode.CONSERVATIVE if tiered else BackfillMode.EASY
         eng = cycle_bench.build(args.hosts, args.queued, mode=mode, tiers=(3600.0,) if tiered else (), t_q=t_q, seed=0)
-        w0, c0 = time.perf_counter(), time.process_time()
-        eng.cycle(t_q + 1.0)
-        first = time.perf_counter() - w0
-        eng.cycle(t_q + 2.0)
-        return {"wall": time.perf_counter() - w0, "cpu": time.process_time() - c0, "first": first}
+
+        def timed() -> dict[str, float]:
+            w0, c0 = time.perf_counter(), time.process_time()
+            eng.cycle(t_q + 1.0)
+            first, first_cpu = time.perf_counter() - w0, time.process_time() - c0
+            eng.cycle(t_q + 2.0)
+            return {"wall": time.perf_counter() - w0, "cpu": time.process_time() - c0, "first": first,
+                    "first_cpu": first_cpu}
+
+        if args.repeat <= 1:
+            return timed()
+        # --repeat: the same two cycles on the same built engine, each in a forked copy of this
+        # process (the build is paid once); the fastest copy counts (the least disturbed by load)
+        runs = []
+        for _ in range(args.repeat):
+            rfd, wfd = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(rfd)
+                os.write(wfd, json.dumps(timed()).encode())
+                os._exit(0)
+            os.close(wfd)
+            with os.fdopen(rfd, "rb") as fh:
+                data = fh.read()
+            os.waitpid(pid, 0)
+            runs.append(json.loads(data))
+        return {k: min(r[k] for r in runs) for k in runs[0]}
     sys.path.insert(0, str(tree / "benchmarks" / "philly"))
     import run_philly as rp  # the tree's own copy
 
@@ -113,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ref", default="aa6be7c", help="baseline git ref (default: aa6be7c)")
     ap.add_argument("--rounds", type=int, default=3, help="old/new pairs per workload (alternating)")
     ap.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="cycle workloads: time the cycles this many times on one built engine (forked "
+                         "copies), keep the fastest (a loaded machine)")
     ap.add_argument("--hosts", type=int, default=2000)
     ap.add_argument("--queued", type=int, default=6000)
     ap.add_argument("--vc", default="0e4a51")
@@ -142,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["tar", "-x", "-C", str(old_src)], input=archive.stdout, check=True)
         trees = {"old": old_src, "new": ROOT}
         paths = {side: layout(src, Path(tmp) / f"{side}-path") for side, src in trees.items()}
-        passthrough = ["--hosts", str(args.hosts), "--queued", str(args.queued), "--vc", args.vc,
-                       "--vc-jobs", str(args.vc_jobs), "--deep-jobs", str(args.deep_jobs),
+        passthrough = ["--repeat", str(args.repeat), "--hosts", str(args.hosts), "--queued", str(args.queued),
+                       "--vc", args.vc, "--vc-jobs", str(args.vc_jobs), "--deep-jobs", str(args.deep_jobs),
                        "--deep-tier", str(args.deep_tier)]
         results: dict[tuple[str, str], list[dict[str, float]]] = {}
         for w in names:
@@ -173,12 +204,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{w:13s} {med['old', 'wall']:9.3f} {med['new', 'wall']:9.3f} "
               f"{med['new', 'wall'] / med['old', 'wall']:6.3f} {med['old', 'cpu']:9.3f} {med['new', 'cpu']:9.3f} "
               f"{med['new', 'cpu'] / med['old', 'cpu']:6.3f}")
-    firsts = [w for w in names if all("first" in m for side in ("old", "new") for m in results[(w, side)])]
+    firsts = [w for w in names if all("first_cpu" in m for side in ("old", "new") for m in results[(w, side)])]
     if firsts:
         print("\nthe first (full) cycle alone, wall seconds, medians:")
         for w in firsts:
             old = statistics.median(m["first"] for m in results[(w, "old")])
             new = statistics.median(m["first"] for m in results[(w, "new")])
+            print(f"{w:13s} {old:9.3f} {new:9.3f} {new / old:6.3f}")
+        print("the first (full) cycle alone, CPU seconds, medians:")
+        for w in firsts:
+            old = statistics.median(m["first_cpu"] for m in results[(w, "old")])
+            new = statistics.median(m["first_cpu"] for m in results[(w, "new")])
             print(f"{w:13s} {old:9.3f} {new:9.3f} {new / old:6.3f}")
     return 0
 

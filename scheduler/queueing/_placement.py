@@ -156,7 +156,6 @@ class QueuePlacer:
         # (the engine's pool selector, usable and fully free): the device fit and the default
         # scorer's count are read from it instead of recounted per request (same decisions)
         self._exact = False
-        self._arange: IntArray = np.zeros(0, dtype=np.int64)
 
     # -- one decision over a set of candidate hosts -----------------------------------------------
     def _candidates(self, req: Request, allowed: BoolArray | None) -> IntArray:
@@ -261,25 +260,16 @@ class QueuePlacer:
                 ok &= allowed
             if self._exclude is not None:
                 ok &= ~self._exclude
-            n = st.n_hosts
-            if req.gang is not None:
-                key = np.where(ok, count * n - self._index(), -1)
-                host = int(key.argmax())
-            else:
-                key = np.where(ok, count * n + self._index(), np.iinfo(np.int64).max)
-                host = int(key.argmin())
-            if not ok[host]:
+            cand = ok.nonzero()[0]
+            if not len(cand):
                 return RefusalKind.RESOURCES  # no host holds the request (what _candidates finds)
+            # argmin / argmax answer the first of equal counts: the lowest host index on ties
+            fit = count[cand]
+            host = int(cand[int(fit.argmax() if req.gang is not None else fit.argmin())])
             if (st.cpu_free[host] >= req.cpu_milli and st.mem_free[host] >= req.memory_bytes
                     and st.pods_used[host] < st.pods_cap[host]):
                 return host, self._fewest_free_slots(req, host)
         return self._pick(req, self._candidates(req, allowed), topo)
-
-    def _index(self) -> IntArray:
-        """0..n_hosts-1, kept (the shortcut's tie-break term)."""
-        if len(self._arange) != self.state.n_hosts:
-            self._arange = np.arange(self.state.n_hosts, dtype=np.int64)
-        return self._arange
 
     def _fewest_free_slots(self, req: Request, host: int) -> tuple[int, ...]:
         """``scheduler.reserve_devices(req, host)`` for a whole-device request under

@@ -13,8 +13,11 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
-from ._estimators import capped_remaining
+import numpy as np
+
+from ._estimators import DeclaredModel, capped_remaining
 from ._events import emit
 from ._order import waiting_tiers
 from ._profile import Profile
@@ -146,7 +149,7 @@ class TierViews:
     class until it leaves the view's tier, against any other class for its whole duration.  It
     is not booked on its own class's earlier-tier views: those jobs may preempt it."""
 
-    __slots__ = ("_active", "_base", "_bookings", "_holds", "_pairs", "_views", "now", "st")
+    __slots__ = ("_active", "_base", "_bookings", "_columns", "_holds", "_pairs", "_upfront", "_views", "now", "st")
 
     def __init__(self, st: EngineState, now: float, keys: Iterable[tuple[int, int]] = ()) -> None:
         self.st, self.now = st, now
@@ -154,14 +157,20 @@ class TierViews:
         # winding down, preemptible by its class, tier, progress, attained service)
         self._active: list[tuple[Job, str, float | None, bool, int, float, float]] | None = None
         self._base: dict[tuple[int, int], dict[str, Profile]] = {}
+        self._columns: tuple[Any, ...] | None = None  # _declared_profiles' columns of ``_active``
+        self._upfront = False
         self._holds: dict[tuple[Job, int, int], tuple[float, float, float, float | None, float]] = {}
         self._views: dict[tuple[int, int], dict[str, Profile]] = {}
         self._bookings: list[tuple[str, float, Job]] = []
         self._pairs: dict[tuple[Job, str], tuple[int, float, float, float, float | None, TierFit]] = {}
         # a walk builds its views up front: one built later from the live state would count
         # the walk's own starts twice (running, and booked)
+        # (built up front, before the walk changes anything, the views may read the active jobs'
+        # ends as columns: ``_declared_profiles``)
+        self._upfront = True
         for level, q in sorted(keys):
             self.get(level, q)
+        self._upfront, self._columns = False, None
 
     def items(self) -> list[tuple[tuple[int, int], dict[str, Profile]]]:
         return list(self._views.items())
@@ -212,6 +221,8 @@ class TierViews:
                 pre = state == running and v.spec.preemptible and v.klass.preemptible
                 rows.append((v, v.pool, None, pre, tier, done, att))
         grace = st.policy.grace_s
+        if self._upfront and type(st.durations) is DeclaredModel:
+            return self._declared_profiles(rows, level, q)
         rel: dict[str, list[tuple[float, int]]] = {p: [] for p in st.pools}
         for v, pool, stop, pre, tier, done, att in rows:
             if stop is not None:
@@ -226,6 +237,60 @@ class TierViews:
                 end = now + hold(st, v, done, more)
             rel[pool].append((end, v.spec.devices))
         return {p: Profile(now, st.pool_free(p), rel[p]) for p in st.pools}
+
+    def _declared_profiles(self, rows: list[tuple[Job, str, float | None, bool, int, float, float]],
+                           level: int, q: int) -> dict[str, Profile]:
+        """:meth:`_profiles` under the :class:`DeclaredModel` (the default), as array arithmetic.
+
+        Each active job's end is the loop's, operation for operation in float64: another class's
+        job ends at ``expected_end`` (declared estimate - work done, ``overrun_margin_s`` once past
+        it; at least 1 s for a job that started this instant), a later-tier preemptible job of
+        the class when the grace period ends, one of its class in tiers <= ``q`` after
+        ``capped_remaining`` (that remaining time, at most its budget left in the tier).  The
+        columns that do not depend on the view are read once, while the views are built up front
+        (``expected_end`` reads the live job, so a view built later in the walk takes the loop)."""
+        st, now = self.st, self.now
+        cols = self._columns
+        if cols is None:
+            pool_ix = {p: i for i, p in enumerate(st.pools)}
+            n = len(rows)
+            pix = np.fromiter((pool_ix[r[1]] for r in rows), dtype=np.int64, count=n)
+            stop = np.fromiter((math.nan if r[2] is None else r[2] for r in rows), dtype=np.float64, count=n)
+            pre = np.fromiter((r[3] for r in rows), dtype=bool, count=n)
+            tier = np.fromiter((r[4] for r in rows), dtype=np.int64, count=n)
+            done = np.fromiter((r[5] for r in rows), dtype=np.float64, count=n)
+            att = np.fromiter((r[6] for r in rows), dtype=np.float64, count=n)
+            lvl = np.fromiter((r[0].klass.level for r in rows), dtype=np.int64, count=n)
+            devs = np.fromiter((r[0].spec.devices for r in rows), dtype=np.int64, count=n)
+            est = np.fromiter((r[0].spec.estimate_s for r in rows), dtype=np.float64, count=n)
+            work = np.fromiter((r[0].work_s for r in rows), dtype=np.float64, count=n)
+            base = np.fromiter((r[0].service_base for r in rows), dtype=np.float64, count=n)
+            share = np.fromiter((r[0].spec.compute_milli for r in rows), dtype=np.float64, count=n) / 1000.0
+            # DeclaredModel.remaining from the work done now
+            left = est - done
+            left = np.where(left > 0, left, st.policy.overrun_margin_s)
+            # expected_end (a winding-down job with a stop time ends then: ``stop`` below)
+            ends = np.where(done == work, now + np.maximum(1.0, left), now + left)
+            cols = self._columns = (pix, stop, pre, tier, done, att, lvl, devs, base, share, left, ends)
+        pix, stop, pre, tier, done, att, lvl, devs, base, share, left, ends = cols
+        th = st.policy.demote_after_device_s
+        end = ends.copy()
+        mine = lvl == level
+        if mine.any():
+            if q >= len(th):
+                own = now + left  # capped_remaining with no cap: the remaining time
+            else:
+                more = np.maximum(0.0, (th[q] - att + base) / share)
+                budget = (done + more) - done
+                own = now + np.where(budget <= 0, 0.0, np.minimum(budget, left))
+            own = np.where(pre & (tier > q), now + st.policy.grace_s, own)
+            end = np.where(mine, own, end)
+        end = np.where(np.isnan(stop), end, stop)
+        out: dict[str, Profile] = {}
+        for i, p in enumerate(st.pools):
+            sel = pix == i
+            out[p] = Profile(now, st.pool_free(p), zip(end[sel].tolist(), devs[sel].tolist(), strict=True))
+        return out
 
     def get(self, level: int, q: int) -> dict[str, Profile]:
         key = (level, q)
