@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also run the load against the accel serve of this source tree (same state, same load)")
     ap.add_argument("--profile", default=None, metavar="FILE",
                     help="run this tree's server under cProfile (every thread), write FILE, print the top")
+    ap.add_argument("--fill-cache", default=None, metavar="DIR",
+                    help="keep the filled state (and its ids) in DIR and reuse it when it matches")
     ap.add_argument("--skip-api", action="store_true", help="only the quote part")
     ap.add_argument("--skip-quotes", action="store_true", help="only the API part")
     ap.add_argument("--quick", action="store_true")
@@ -139,6 +141,24 @@ def _fill(state: Path, args: argparse.Namespace) -> dict[str, list[str]]:
               f"events {svc.engine.journal.count()}", flush=True)
     finally:
         svc.close()
+    return ids
+
+
+def _cached_fill(filled: Path, args: argparse.Namespace) -> dict[str, list[str]]:
+    """:func:`_fill`, or a copy of the same fill kept in ``--fill-cache`` (same jobs, hosts, scale)."""
+    import json
+
+    key = f"{args.jobs}-{args.hosts}-{args.scale:g}".replace(",", "_")
+    cache = Path(args.fill_cache) / key if args.fill_cache else None
+    if cache is not None and (cache / "ids.json").is_file():
+        shutil.copytree(cache / "state", filled)
+        print(f"filled state from {cache}", flush=True)
+        return dict(json.loads((cache / "ids.json").read_text()))
+    ids = _fill(filled, args)
+    if cache is not None:
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.copytree(filled, cache / "state")
+        (cache / "ids.json").write_text(json.dumps(ids))
     return ids
 
 
@@ -236,7 +256,7 @@ def _api(args: argparse.Namespace) -> None:
     runs = [("this tree", ROOT)] + [(f"{p}", Path(p).resolve()) for p in args.compare]
     with tempfile.TemporaryDirectory() as tmp:
         filled = Path(tmp) / "filled"
-        ids = _fill(filled, args)
+        ids = _cached_fill(filled, args)
         store = ServiceStore(filled / "service.sqlite")
         try:
             tokens = {t: TokenBook(store).create(t) for t in TENANTS}
