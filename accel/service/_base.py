@@ -25,6 +25,7 @@ from ._auth import Principal
 from ._executor import Executor, Handle
 from ._jobreq import EnvAllowlist, JobRequest, request_from_dict
 from ._partitions import is_partition_pool, pool_profile
+from ._reads import ReadSide, Views
 from ._store import Launch, ServiceStore, StoredJob
 
 
@@ -39,10 +40,12 @@ class ServiceClock:
         self.t0, self.wall0, self.scale = t0, wall0, scale
         self._wall = wall
         self._last = -math.inf
+        self._lock = threading.Lock()  # readers call it outside the service's lock
 
     def __call__(self) -> float:
-        t = max(self._last, self.t0 + (self._wall() - self.wall0) * self.scale)
-        self._last = t
+        with self._lock:
+            t = max(self._last, self.t0 + (self._wall() - self.wall0) * self.scale)
+            self._last = t
         return t
 
     def wall(self, t: float) -> float:
@@ -81,7 +84,13 @@ class ServiceBase:
         self.inventories = dict(inventories)
         self.host_executor = dict(host_executor)
         self.log_root = state / "logs"
+        #: Guards the engine, the executors' runs and the writes: the live loop's tick, submit,
+        #: cancel, quotes.  Readers (show, list, pages) never take it (:mod:`._reads`).
         self.lock = threading.RLock()
+        #: Each job's engine state as readers see it, published under ``lock`` after each change.
+        self.views = Views()
+        #: Read-only connections per thread to the service tables and the journal.
+        self.reads = ReadSide(store.path, Path(engine.journal.path))
         self.runs: dict[str, Run] = {}
         self._sample_every_s = sample_every_s
         self._last_sample = 0.0
@@ -161,4 +170,16 @@ class ServiceBase:
         if stored is None or not who.sees(stored.tenant):
             raise NotFoundError(f"no job {job_id}")
         return stored
+
+    def _visible_read(self, who: Principal, job_id: str) -> StoredJob:
+        """:meth:`_visible` for a reader: through this thread's read-only connection, no lock."""
+        stored = self.reads.store.job(job_id)
+        if stored is None or not who.sees(stored.tenant):
+            raise NotFoundError(f"no job {job_id}")
+        return stored
+
+    def publish(self, *new: str) -> None:
+        """Publish the engine's state of the jobs ``new`` and of every job in flight to readers
+        (call under ``lock`` after a change: the journal has committed it by then)."""
+        self.views.publish(self.engine.jobs, new)
 

@@ -176,6 +176,7 @@ class Service(RunLoop, Quoting, Records):
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        self.reads.close()
         with self.lock:
             self.engine.journal.close()
             self.store.close()
@@ -209,6 +210,7 @@ class Service(RunLoop, Quoting, Records):
                 self.store.add_job(stored)  # ``submitted`` (a crash in between is resubmitted on restart)
                 self._audit(now, job_id, who.actor, "quoted", chosen["summary"], {"pools": len(quotes)})
             self._engine_submit(stored, now)
+            self.publish(job_id)
         self.wake()
         return job_id
 
@@ -224,6 +226,7 @@ class Service(RunLoop, Quoting, Records):
             if run is not None:
                 run.stop_reason = ExitReason.CANCELLED.value
                 self._signal(run, _signal.SIGTERM, now)
+            self.publish()
         self.wake()
 
 

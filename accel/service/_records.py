@@ -7,19 +7,20 @@ from pathlib import Path
 from typing import Any
 
 from accel.scheduler import InvalidRequestError
-from accel.scheduler.queueing import Event, Job
+from accel.scheduler.queueing import Event
 
 from ._auth import Principal
 from ._base import ServiceBase
 from ._executor import Handle
 from ._jobreq import request_from_dict
+from ._reads import JobView
 from ._store import JobSummaryRow
 
 
 class Records(ServiceBase):
     """The reading half of the service."""
 
-    # -- reading -------------------------------------------------------------------------------------
+    # -- reading (no lock: the readers' connections and the published views, see ``_reads``) -------
     def jobs(self, who: Principal, *, limit: int = 100, state: str | None = None) -> list[dict[str, Any]]:
         """The newest ``limit`` jobs ``who`` sees (in ``state``), newest first: read page by page
         from the store's ``seq`` index, so the cost follows ``limit``, not the number of jobs."""
@@ -27,43 +28,42 @@ class Records(ServiceBase):
         page = limit if state is None else max(limit, 500)
         out: list[dict[str, Any]] = []
         before: int | None = None
+        store = self.reads.store
         while len(out) < limit:
-            with self.lock:
-                rows = self.store.summaries(tenant, limit=page, before_seq=before)
-                picked: list[tuple[JobSummaryRow, Job | None]] = []
-                for s in rows:
-                    job = self.engine.jobs.get(s.id)
-                    if state is not None and (job.state.value if job is not None else "unknown") != state:
-                        continue
-                    picked.append((s, job))
-                    if len(out) + len(picked) >= limit:
-                        break
-                # the pool of a job without one (any pool) that ran: its last launch's model, in one query
-                ran_on = self.store.last_models([s.id for s, job in picked if not s.pool and job is not None
-                                                 and not job.pool and job.attempts] or None)
-                out += [self._summary(s, job, ran_on) for s, job in picked]
+            rows = store.summaries(tenant, limit=page, before_seq=before)
+            picked: list[tuple[JobSummaryRow, JobView | None]] = []
+            for s in rows:
+                view = self.views.get(s.id)
+                if state is not None and _state(view) != state:
+                    continue
+                picked.append((s, view))
+                if len(out) + len(picked) >= limit:
+                    break
+            # the pool of a job without one (any pool) that ran: its last launch's model, in one query
+            ran_on = store.last_models([s.id for s, view in picked if not s.pool and view is not None
+                                        and not view.pool and view.attempts] or None)
+            out += [self._summary(s, view, ran_on) for s, view in picked]
             if len(rows) < page:
                 break
             before = rows[-1].seq
         return out
 
-    def _summary(self, s: JobSummaryRow, job: Job | None, ran_on: Mapping[str, str]) -> dict[str, Any]:
-        pool = (job.pool if job else None) or s.pool or None
-        if pool is None and job is not None and job.attempts:
-            pool = ran_on.get(s.id) or _pool_of(job, self.engine.history(s.id))
-        return {"id": s.id, "name": s.name, "tenant": s.tenant, "state": job.state.value if job else "unknown",
+    def _summary(self, s: JobSummaryRow, view: JobView | None, ran_on: Mapping[str, str]) -> dict[str, Any]:
+        pool = (view.pool if view else None) or s.pool or None
+        if pool is None and view is not None and view.attempts:
+            pool = ran_on.get(s.id) or _pool_of(view, self.reads.journal.history(s.id))
+        return {"id": s.id, "name": s.name, "tenant": s.tenant, "state": _state(view),
                 "pool": pool, "devices": s.devices, "submitted_at": s.submitted_t,
-                "submitted_wall": s.submitted_wall, "reason": job.reason if job else ""}
+                "submitted_wall": s.submitted_wall, "reason": view.reason if view else ""}
 
     def record(self, who: Principal, job_id: str) -> dict[str, Any]:
         """Everything about one job (what its page shows and ``accel job show --json`` prints)."""
-        with self.lock:
-            stored = self._visible(who, job_id)
-            job = self.engine.jobs.get(stored.id)
-            history = self.engine.history(stored.id)
-            launches = self.store.launches(stored.id)
-            audit = self.store.audit_rows(stored.id)
-            now = self.now()
+        stored = self._visible_read(who, job_id)
+        view = self.views.get(stored.id)  # published after the journal's commit: never ahead of it
+        history = self.reads.journal.history(stored.id)
+        launches = self.reads.store.launches(stored.id)
+        audit = self.reads.store.audit_rows(stored.id)
+        now = self.now()
         req = request_from_dict(stored.request)
         timeline = [{"t": ev.t, "wall": self.clock.wall(ev.t), "actor": "scheduler", "kind": ev.kind,
                      "reason": ev.reason} for ev in history]
@@ -77,14 +77,14 @@ class Records(ServiceBase):
                          "detail": last.detail, "at": last.ended_t}
         quote = stored.quote if isinstance(stored.quote, dict) else {}
         actual = None
-        if job is not None and job.first_started_at is not None:
-            actual = job.first_started_at - job.submitted_at
+        if view is not None and view.first_started_at is not None:
+            actual = view.first_started_at - view.submitted_at
         topo = req.topology["level"] if req.topology else None
         return {
             "id": stored.id, "name": stored.name, "tenant": stored.tenant, "submitted_by": stored.actor,
-            "state": job.state.value if job is not None else "unknown", "reason": job.reason if job else "",
+            "state": _state(view), "reason": view.reason if view else "",
             "submitted_at": stored.submitted_t, "submitted_wall": stored.submitted_wall,
-            "pool": _pool_of(job, history), "attempts": job.attempts if job is not None else 0,
+            "pool": _pool_of(view, history), "attempts": view.attempts if view is not None else 0,
             "command": list(req.command), "env_names": [k for k, _v in req.env],
             "request": {k: v for k, v in stored.request.items() if k != "env"},
             "quote": {k: v for k, v in quote.items() if k != "all"}, "quotes": quote.get("all", []),
@@ -152,13 +152,12 @@ class Records(ServiceBase):
         """The job's ``stream`` log (``stdout`` / ``stderr`` only), or ``None`` before it ran."""
         if stream not in ("stdout", "stderr"):
             raise InvalidRequestError("stream must be stdout or stderr", field="stream")
-        with self.lock:
-            stored = self._visible(who, job_id)
-            launches = self.store.launches(stored.id)
-            if not launches:
-                return None
-            last = launches[-1]
-            ex = {e.name: e for e in self.executors}.get(last.executor)
+        stored = self._visible_read(who, job_id)
+        launches = self.reads.store.launches(stored.id)
+        if not launches:
+            return None
+        last = launches[-1]
+        ex = {e.name: e for e in self.executors}.get(last.executor)
         if ex is None:
             return None
         path = ex.log_path(Handle(last.executor, stored.id, last.ref or ""), "stdout" if stream == "stdout"
@@ -166,25 +165,29 @@ class Records(ServiceBase):
         return path
 
     def samples(self, who: Principal, job_id: str) -> list[tuple[float, str, int | None, float | None, float | None]]:
-        with self.lock:
-            stored = self._visible(who, job_id)
-        return self.store.samples(stored.id)
+        stored = self._visible_read(who, job_id)
+        return self.reads.store.samples(stored.id)
 
     def run_windows(self, who: Principal, job_id: str, last: int = 4) -> list[tuple[tuple[tuple[str, str], ...], float,
                                                                                   float]]:
         """The job's last ``last`` launches as ``((host, device id)...), start wall, end wall`` (a
         running launch ends now): where and when to read its devices from a metrics source."""
-        with self.lock:
-            stored = self._visible(who, job_id)
-            launches = self.store.launches(stored.id)[-last:]
-            now = self.now()
+        stored = self._visible_read(who, job_id)
+        launches = self.reads.store.launches(stored.id)[-last:]
+        now = self.now()
         return [(tuple((str(d["host"]), str(d["device_id"])) for d in la.devices), self.clock.wall(la.started_t),
                  self.clock.wall(la.ended_t if la.ended_t is not None else now)) for la in launches if la.devices]
 
 
 
 
-def _pool_of(job: Job | None, history: list[Event]) -> str | None:
+def _state(view: JobView | None) -> str:
+    """A job's state for readers: a stored job not published yet is queued (its request is
+    committed; the engine queues it in the same locked call, or on restart)."""
+    return view.state if view is not None else "queued"
+
+
+def _pool_of(job: JobView | None, history: list[Event]) -> str | None:
     """The pool a job runs (or last ran) in: the engine's, else its last placement's."""
     if job is not None and job.pool:
         return job.pool

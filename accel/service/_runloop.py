@@ -81,6 +81,7 @@ class RunLoop(ServiceBase):
                                  else "ended while the service was down")
                 if not status.running:
                     self._ended(run, status, now)
+            self.publish(*self.engine.jobs)  # every job's view, once: readers start from here
 
     def _recover_unlaunched(self, launch: Launch, job: Job | None, ex: Executor, now: float) -> None:
         """A launch committed without a handle: the service died inside ``start``."""
@@ -104,6 +105,7 @@ class RunLoop(ServiceBase):
             self._last_tick = now
             self.engine.cycle(now)
             self._launch_placed(now)
+            self.publish()
             wall_now = self.clock.wall(now)
             todo: list[tuple[str, Executor, list[PlacedDevice]]] = []
             if wall_now - self._last_sample >= self._sample_every_s:

@@ -134,6 +134,11 @@ def main(args: argparse.Namespace) -> int:
     shown = f"[{host}]" if ":" in host else host
     print(f"accel serve: http://{shown}:{port} (state {state}, executors {', '.join(names)}, "
           f"time scale {args.time_scale:g})", file=sys.stderr, flush=True)
+    # The handlers' threads, the live loop and the event loop share one GIL, and every SQLite
+    # call lets it go: at the default 5 ms switch interval a thread that wants it back (holding
+    # the service lock, or answering a read) can wait 5 ms per call behind a busy one.  1 ms
+    # bounds that wait (benchmarks/service/README.md).
+    sys.setswitchinterval(0.001)
     service.start_loop()
     try:
         uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,

@@ -134,17 +134,29 @@ class ServiceStore:
     """The service tables (see the module docstring).  Safe to share between threads: every
     call takes the store's lock, and a call's writes are one transaction."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+        """Open (or create) the tables; ``readonly``: an existing file, opened read-only (a
+        reader beside the service's writer: WAL lets it read what was committed, unblocked)."""
         self.path = path
         self._lock = threading.RLock()
         self._depth = 0
         try:
-            self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            if readonly:
+                uri = "file:" + str(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+                self._db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            else:
+                self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
             app = int(self._db.execute("PRAGMA application_id").fetchone()[0])
             version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
             tables = self._db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             raise ConfigError(f"service state {path}: not an SQLite database or damaged ({exc})") from exc
+        if readonly and (app != APPLICATION_ID or version != SCHEMA_VERSION):
+            self._db.close()
+            raise ConfigError(f"service state {path}: not this accel's service tables (application id {app:#x}, "
+                              f"schema version {version})")
+        if readonly:
+            return
         if app == 0 and tables == 0:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
