@@ -150,3 +150,15 @@ class TestPpuConformanceInProcess(ConformanceSuite):
     backend = "ppu"
     options = CONFORMANCE_SCENARIOS["ppu-8"].options
     oracle = CONFORMANCE_SCENARIOS["ppu-8"].oracle
+
+
+def test_a_library_only_scenario_is_shipped_and_its_state_found(tmp_path: Path) -> None:
+    """The toolkit lists a scenario directory holding only ``native.toml`` (no CLI recording),
+    and the fake's runner finds that state file; an empty directory is no scenario."""
+    from accel.toolkit import scenario_names, scenario_state_file
+    from accel.tools import ReplayRunner
+
+    assert scenario_names("accel_ppu") == ("ppu-8",)
+    runner = ReplayRunner(PACKAGE / "scenarios" / "ppu-8")
+    assert scenario_state_file(runner) == PACKAGE / "scenarios" / "ppu-8" / "native.toml"
+    assert scenario_state_file(ReplayRunner(tmp_path)) is None
