@@ -18,6 +18,8 @@ from pathlib import Path
 from accel.errors import ConfigError
 from accel.tools import ReplayRunner
 
+from ._native_path import NATIVE_STATE_FILE
+
 __all__ = ["ReplayScenario", "scenario_names", "scenario_path", "shipped_scenario_runner"]
 
 
@@ -26,20 +28,26 @@ def _root(package: str) -> Path:
 
 
 def scenario_names(package: str) -> tuple[str, ...]:
-    """Names of the scenarios ``package`` ships (directories under ``scenarios/``)."""
+    """Names of the scenarios ``package`` ships: directories under ``scenarios/`` with a recording
+    (``*.json``) or, for a plugin that reads only a library, the library's state alone
+    (:data:`~accel.toolkit.NATIVE_STATE_FILE`, which its fake answers from)."""
     root = _root(package)
     if not root.is_dir():
         return ()
-    return tuple(sorted(p.name for p in root.iterdir() if p.is_dir() and any(p.glob("*.json"))))
+    return tuple(
+        sorted(
+            p.name
+            for p in root.iterdir()
+            if p.is_dir() and (any(p.glob("*.json")) or (p / NATIVE_STATE_FILE).is_file())
+        )
+    )
 
 
 def scenario_path(package: str, name: str) -> Path:
     """The directory of shipped scenario ``name``; :class:`ConfigError` lists the valid names."""
     names = scenario_names(package)
     if name not in names:
-        raise ConfigError(
-            f"no replay scenario {name!r} in {package}; available: {', '.join(names) or 'none'}"
-        )
+        raise ConfigError(f"no replay scenario {name!r} in {package}; available: {', '.join(names) or 'none'}")
     return _root(package) / name
 
 
