@@ -1,8 +1,9 @@
 """MIG: a GPU's mode, its live GPU/compute instances (partitions) and its instance profiles.
 
 Reads only: creating and destroying instances is :mod:`._carve`, which uses these reads (the
-profiles and placements, and the MIG device a new instance shows up as).  Slots are sparse (an empty one answers NOT_FOUND), and a
-placement needs privileges a container may lack (NO_PERMISSION: the placement stays unknown).
+profiles and placements, and the MIG device a new instance shows up as).  Slots are sparse (an
+empty one answers NOT_FOUND), and a placement needs privileges a container may lack
+(NO_PERMISSION: the placement stays unknown).
 """
 
 from __future__ import annotations
