@@ -200,3 +200,17 @@ def test_without_privileges_bare_gpu_instances_cannot_be_listed() -> None:
     fake.scenario.gpus[0].mig_privileged = False
     assert backend.partitions() == ()  # NO_PERMISSION: as placements, unknown; nothing invented
     assert fake.calls["nvmlDeviceGetGpuInstances"] >= 1
+
+
+def test_the_scheduler_never_places_on_a_bare_gpu_instance() -> None:
+    from accel.scheduler import host_spec_from_inventory
+    from accel.service._partitions import schedulable
+
+    backend, fake, dev = _cleared()
+    kept = backend.create_partition(dev, "1g.10gb")
+    _killed_half_way(fake, dev, "2g.20gb")
+    inv, _pools = schedulable(backend.inventory())
+    specs = {d.id: d for d in host_spec_from_inventory(inv).devices}
+    orphan = next(p for p in backend.partitions() if p.id != kept.id)
+    assert specs[kept.id].healthy is True  # as healthy as its device
+    assert specs[orphan.id].healthy is False
