@@ -40,8 +40,7 @@ from ...model import (
     Subsystem,
 )
 from ._handles import NvmlPart, Read, now, text
-from ._nvml import nvml_code_of
-from ._nvml import C
+from ._nvml import C, nvml_code_of
 from ._static import Static
 
 __all__ = ["BARE_REASON", "MIB", "Mig", "is_bare", "partition_mode"]

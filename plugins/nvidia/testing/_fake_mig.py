@@ -31,7 +31,7 @@ from ._profiles import MigSlot, Scenario
 __all__ = ["Killed", "MigCalls", "MigState"]
 
 
-class Killed(BaseException):  # noqa: N818 -- a process death, not an error the caller may handle
+class Killed(BaseException):
     """The calling process died (SIGKILL) as the call named in :attr:`MigState.kill_at` began:
     nothing after it runs, no undo; what the driver made before stays."""
 
