@@ -80,6 +80,7 @@ class Mig(NvmlPart):
         r.mig_enabled = current == C.DEVICE_MIG_ENABLE
         parts: list[Partition] = []
         if current == C.DEVICE_MIG_ENABLE:
+            gis = self._gpu_instances(st, h)
             count = self._get(r, None, "nvmlDeviceGetMaxMigDeviceCount", h) or 0
             for slot in range(int(count)):
                 try:
@@ -88,18 +89,15 @@ class Mig(NvmlPart):
                     raise
                 except AccelError:
                     continue  # NOT_FOUND: an empty slot; slots are sparse, so go on
-                part = self._partition(st, h, mh, int(count), r)
+                part = self._partition(st, h, mh, int(count), r, gis)
                 if part is not None:
                     parts.append(part)
-            parts += self._bare(st, h, parts)
+            parts += self._bare(st, parts, gis)
         return parts, pending != current
 
-    def _bare(self, st: Static, h: Any, parts: list[Partition]) -> list[Partition]:
-        """The GPU instances no MIG device shows: no compute instance (see the module docstring)."""
-        seen = {p.gi_id for p in parts}
-        if None in seen:
-            return []  # a MIG device whose GPU instance is unknown: which one is bare cannot be told
-        out: list[Partition] = []
+    def _gpu_instances(self, st: Static, h: Any) -> dict[int, tuple[PartitionProfile, Placement | None]] | None:
+        """Every GPU instance by id: its profile and placement (``None``: they cannot be listed)."""
+        out: dict[int, tuple[PartitionProfile, Placement | None]] = {}
         for prof in self.profiles(st, h):
             if prof.profile_id is None or not prof.max_instances:
                 continue
@@ -112,16 +110,24 @@ class Mig(NvmlPart):
                 raise
             except AccelError as exc:
                 if nvml_code_of(exc) in (C.ERROR_NO_PERMISSION, C.ERROR_NOT_SUPPORTED):
-                    return []  # every profile answers the same: no privileges, or MIG mode went off
+                    return None  # every profile answers the same: no privileges, or MIG mode went off
                 continue
             for info in infos:
-                gi_id = int(info.id)
-                if gi_id not in seen:
-                    seen.add(gi_id)
-                    out.append(self._bare_partition(st, prof, gi_id, info))
+                size = int(info.placement.size)
+                out[int(info.id)] = (prof, Placement(start=int(info.placement.start), size=size) if size else None)
         return out
 
-    def _bare_partition(self, st: Static, prof: PartitionProfile, gi_id: int, info: Any) -> Partition:
+    def _bare(self, st: Static, parts: list[Partition],
+              gis: dict[int, tuple[PartitionProfile, Placement | None]] | None) -> list[Partition]:
+        """The GPU instances no MIG device shows: no compute instance (see the module docstring)."""
+        seen = {p.gi_id for p in parts}
+        if gis is None or None in seen:
+            return []  # not listed, or a MIG device whose GPU instance is unknown: which is bare cannot be told
+        return [self._bare_partition(st, prof, gi_id, placement)
+                for gi_id, (prof, placement) in sorted(gis.items()) if gi_id not in seen]
+
+    def _bare_partition(self, st: Static, prof: PartitionProfile, gi_id: int,
+                        placement: Placement | None) -> Partition:
         pid = f"{st.device_id}/gi{gi_id}"
         cond = HealthCondition(
             subsystem=Subsystem.PARTITION, reason=BARE_REASON, severity=Severity.ERROR,
@@ -130,13 +136,12 @@ class Mig(NvmlPart):
                     f"nothing can run on it; `accel partition destroy {pid}` or `accel partition clear` "
                     "destroys it")
         return Partition(
-            id=pid, parent_id=st.device_id, profile=prof.name, gi_id=gi_id, ci_id=None,
-            placement=Placement(start=int(info.placement.start), size=int(info.placement.size))
-            if int(info.placement.size) > 0 else None,
+            id=pid, parent_id=st.device_id, profile=prof.name, gi_id=gi_id, ci_id=None, placement=placement,
             memory_bytes=prof.memory_bytes, compute_units=prof.compute_units,
             health=Health(operational=Operational.OFFLINE, conditions=(cond,), checked_at=now()))
 
-    def _partition(self, st: Static, parent: Any, mh: Any, slots: int, r: Read) -> Partition | None:
+    def _partition(self, st: Static, parent: Any, mh: Any, slots: int, r: Read,
+                   gis: dict[int, tuple[PartitionProfile, Placement | None]] | None) -> Partition | None:
         uuid = self._get(r, None, "nvmlDeviceGetUUID", mh)
         if uuid is None:
             return None
@@ -152,7 +157,8 @@ class Mig(NvmlPart):
         profile = name.rsplit("MIG ", 1)[1].strip() if "MIG " in name else None
         if profile is None and attrs is not None:
             profile = f"{int(attrs.gpuInstanceSliceCount)}g.{round(int(attrs.memorySizeMB) / 1024)}gb"
-        placement = self._placement(parent, gi)
+        listed = gis.get(int(gi)) if gis is not None and gi is not None else None
+        placement = listed[1] if listed is not None else self._placement(parent, gi)
         memory = int(attrs.memorySizeMB) * MIB if attrs is not None else None
         return Partition(
             id=f"nvidia:{uuid}", parent_id=st.device_id, profile=profile or "unknown", placement=placement,
