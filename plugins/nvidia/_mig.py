@@ -15,7 +15,9 @@ and privileges) and reports each one no MIG device shows as a *bare* partition: 
 ``left_behind``), no UUID, ``ci_id`` ``None``, operational ``offline`` with a
 ``NoComputeInstance`` condition (so no scheduler places work on it), its profile's memory and
 placement.  Destroying it destroys the GPU instance (:mod:`._carve`).  Without privileges the
-GPU instances cannot be listed (NO_PERMISSION), as placements cannot: none is reported.
+GPU instances cannot be listed (NO_PERMISSION), as placements cannot: none is reported.  The
+same listing gives the MIG devices' placements (one call per profile, not two per device); when it
+is refused, each placement is asked for by GPU instance id, as before.
 """
 
 from __future__ import annotations
