@@ -8,9 +8,11 @@ of NVIDIA's device plugin's "mixed" strategy, where ``nvidia.com/mig-1g.10gb`` i
 its own): a job asks for ``partition: "1g.10gb"`` (and optionally a model), gets whole
 partitions of that profile, and its visibility variable names the partition
 (``CUDA_VISIBLE_DEVICES=MIG-...``) from the partition's own ``binding``.  Devices without
-partitions are offered as they are.  A partition is as healthy as its device, its memory is its
-own, and its list price is its device's times its share of the device (its ``compute_ratio``,
-else its share of the device's memory).
+partitions are offered as they are.  A partition is as healthy as its device unless it reports
+itself out of service (a MIG GPU instance left without a compute instance is ``offline``): then
+its own health, so no job is placed on it.  Its memory is its own, and its list price is its
+device's times its share of the device (its ``compute_ratio``, else its share of the device's
+memory).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from accel.model import Device, HostInventory, Partition, PartitionFamily
+from accel.model import Device, HostInventory, Operational, Partition, PartitionFamily
 
 __all__ = ["PartitionPool", "is_partition_pool", "partition_pool", "partition_prices", "pool_profile", "schedulable"]
 
@@ -92,6 +94,7 @@ def schedulable(inv: HostInventory) -> tuple[HostInventory, dict[str, PartitionP
                         "model": pool,
                         "binding": p.binding,
                         "memory": memory,
+                        **({"health": p.health} if p.health.operational != Operational.ONLINE else {}),
                         "pci": None,
                     }
                 )

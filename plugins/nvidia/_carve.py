@@ -21,6 +21,10 @@ destroy: ``NVML_ERROR_NOT_FOUND`` (6) / no such id        :class:`PartitionNotFo
 a privileged user).  The pynvml calling convention: the create / destroy wrappers take the
 handle and ids and return the new handle; ``nvmlDeviceCreateGpuInstanceWithPlacement`` forwards
 ``placement`` to C unchanged, so it gets ``byref(c_nvmlGpuInstancePlacement_t)``.
+
+A process killed between the GPU instance and its compute instance leaves a bare GPU instance:
+:mod:`._mig` lists it (``<device>/gi<N>``, operational offline) and :meth:`MigCarver.destroy`
+destroys it, so ``accel partition clear`` leaves none behind.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from ...errors import (
 )
 from ...model import Partition
 from ._handles import NvmlPart, Read
-from ._mig import Mig
+from ._mig import Mig, is_bare
 from ._nvml import C, nvml_code_of
 from ._static import Static
 
@@ -152,15 +156,18 @@ class MigCarver(NvmlPart):
             "destroyed again", device_id=dev, profile=profile, vendor_code=_vendor(cause))
 
     def destroy(self, st: Static, h: Any, part: Partition) -> None:
-        """Destroy ``part``'s compute instance, then its GPU instance."""
+        """Destroy ``part``'s compute instance, then its GPU instance; a bare GPU instance (no
+        compute instance, see :mod:`._mig`) is destroyed alone."""
         dev, pid = st.device_id, part.id
-        if part.gi_id is None or part.ci_id is None:
+        bare = is_bare(part)
+        if part.gi_id is None or (part.ci_id is None and not bare):
             raise PartitionNotFoundError(f"{pid}: its GPU / compute instance ids are unknown (no privileges?)",
                                          device_id=dev, partition_id=pid)
         try:
             gi = self._nv.call("nvmlDeviceGetGpuInstanceById", h, part.gi_id, device_id=dev)
-            ci = self._nv.call("nvmlGpuInstanceGetComputeInstanceById", gi, part.ci_id, device_id=dev)
-            self._nv.call("nvmlComputeInstanceDestroy", ci, device_id=dev)
+            if not bare:
+                ci = self._nv.call("nvmlGpuInstanceGetComputeInstanceById", gi, part.ci_id, device_id=dev)
+                self._nv.call("nvmlComputeInstanceDestroy", ci, device_id=dev)
             self._nv.call("nvmlGpuInstanceDestroy", gi, device_id=dev)
         except DeviceLostError:
             raise

@@ -4,6 +4,20 @@ Reads only: creating and destroying instances is :mod:`._carve`, which uses thes
 profiles and placements, and the MIG device a new instance shows up as).  Slots are sparse (an
 empty one answers NOT_FOUND), and a placement needs privileges a container may lack
 (NO_PERMISSION: the placement stays unknown).
+
+A GPU instance without a compute instance (a create killed between its two NVML calls) has no
+MIG device, so the MIG device slots miss it.  :meth:`Mig.partitions` therefore also lists the
+GPU instances of each profile (``nvmlDeviceGetGpuInstances``; nvml.h, NVIDIA/go-nvml
+``gen/nvml/nvml.h`` at 2f9e261fe40a7a1c54783d66805e8920564763b4: the caller's buffer holds the
+profile's ``instanceCount`` handles, ``count`` returns how many were written; it needs MIG mode on
+and privileges) and reports each one no MIG device shows as a *bare* partition: id
+``<device id>/gi<N>`` (what :class:`~accel.errors.PartitionCreateFailedError` names in
+``left_behind``), no UUID, ``ci_id`` ``None``, operational ``offline`` with a
+``NoComputeInstance`` condition (so no scheduler places work on it), its profile's memory and
+placement.  Destroying it destroys the GPU instance (:mod:`._carve`).  Without privileges the
+GPU instances cannot be listed (NO_PERMISSION), as placements cannot: none is reported.  The
+same listing gives the MIG devices' placements (one call per profile, not two per device); when it
+is refused, each placement is asked for by GPU instance id, as before.
 """
 
 from __future__ import annotations
@@ -12,15 +26,38 @@ import ctypes
 from typing import Any
 
 from ...errors import AccelError, DeviceLostError
-from ...model import Binding, Partition, PartitionMode, PartitionProfile, PartitionScheme, Placement
-from ._handles import NvmlPart, Read, text
-from ._nvml import C
+from ...model import (
+    Action,
+    Binding,
+    ConditionScope,
+    Health,
+    HealthCondition,
+    Operational,
+    Partition,
+    PartitionMode,
+    PartitionProfile,
+    PartitionScheme,
+    Placement,
+    Severity,
+    Subsystem,
+)
+from ._handles import NvmlPart, Read, now, text
+from ._nvml import C, nvml_code_of
 from ._static import Static
 
-__all__ = ["MIB", "Mig", "partition_mode"]
+__all__ = ["BARE_REASON", "MIB", "Mig", "is_bare", "partition_mode"]
 
 MIB = 1024 * 1024
 _MODES: dict[tuple[bool, bool | None], PartitionMode] = {}
+
+
+#: The condition reason of a GPU instance without a compute instance (a bare partition).
+BARE_REASON = "NoComputeInstance"
+
+
+def is_bare(part: Partition) -> bool:
+    """Whether ``part`` is a GPU instance without a compute instance (see the module docstring)."""
+    return part.ci_id is None and any(c.reason == BARE_REASON for c in part.health.conditions)
 
 
 def partition_mode(mig_on: bool, pending: bool | None) -> PartitionMode:
@@ -45,6 +82,7 @@ class Mig(NvmlPart):
         r.mig_enabled = current == C.DEVICE_MIG_ENABLE
         parts: list[Partition] = []
         if current == C.DEVICE_MIG_ENABLE:
+            gis = self._gpu_instances(st, h)
             count = self._get(r, None, "nvmlDeviceGetMaxMigDeviceCount", h) or 0
             for slot in range(int(count)):
                 try:
@@ -53,12 +91,59 @@ class Mig(NvmlPart):
                     raise
                 except AccelError:
                     continue  # NOT_FOUND: an empty slot; slots are sparse, so go on
-                part = self._partition(st, h, mh, int(count), r)
+                part = self._partition(st, h, mh, int(count), r, gis)
                 if part is not None:
                     parts.append(part)
+            parts += self._bare(st, parts, gis)
         return parts, pending != current
 
-    def _partition(self, st: Static, parent: Any, mh: Any, slots: int, r: Read) -> Partition | None:
+    def _gpu_instances(self, st: Static, h: Any) -> dict[int, tuple[PartitionProfile, Placement | None]] | None:
+        """Every GPU instance by id: its profile and placement (``None``: they cannot be listed)."""
+        out: dict[int, tuple[PartitionProfile, Placement | None]] = {}
+        for prof in self.profiles(st, h):
+            if prof.profile_id is None or not prof.max_instances:
+                continue
+            arr = self._nv.new_array("c_nvmlGpuInstance_t", prof.max_instances)
+            count = ctypes.c_uint(0)
+            try:
+                self._nv.call("nvmlDeviceGetGpuInstances", h, prof.profile_id, arr, ctypes.byref(count))
+                infos = [self._nv.call("nvmlGpuInstanceGetInfo", arr[i]) for i in range(count.value)]
+            except DeviceLostError:
+                raise
+            except AccelError as exc:
+                if nvml_code_of(exc) in (C.ERROR_NO_PERMISSION, C.ERROR_NOT_SUPPORTED):
+                    return None  # every profile answers the same: no privileges, or MIG mode went off
+                continue
+            for info in infos:
+                size = int(info.placement.size)
+                out[int(info.id)] = (prof, Placement(start=int(info.placement.start), size=size) if size else None)
+        return out
+
+    def _bare(self, st: Static, parts: list[Partition],
+              gis: dict[int, tuple[PartitionProfile, Placement | None]] | None) -> list[Partition]:
+        """The GPU instances no MIG device shows: no compute instance (see the module docstring)."""
+        seen = {p.gi_id for p in parts}
+        if gis is None or None in seen:
+            return []  # not listed, or a MIG device whose GPU instance is unknown: which is bare cannot be told
+        return [self._bare_partition(st, prof, gi_id, placement)
+                for gi_id, (prof, placement) in sorted(gis.items()) if gi_id not in seen]
+
+    def _bare_partition(self, st: Static, prof: PartitionProfile, gi_id: int,
+                        placement: Placement | None) -> Partition:
+        pid = f"{st.device_id}/gi{gi_id}"
+        cond = HealthCondition(
+            subsystem=Subsystem.PARTITION, reason=BARE_REASON, severity=Severity.ERROR,
+            scope=ConditionScope.PARTITION, action=Action.INVESTIGATE,
+            message=f"GPU instance {gi_id} ({prof.name}) has no compute instance (a create stopped half-way): "
+                    f"nothing can run on it; `accel partition destroy {pid}` or `accel partition clear` "
+                    "destroys it")
+        return Partition(
+            id=pid, parent_id=st.device_id, profile=prof.name, gi_id=gi_id, ci_id=None, placement=placement,
+            memory_bytes=prof.memory_bytes, compute_units=prof.compute_units,
+            health=Health(operational=Operational.OFFLINE, conditions=(cond,), checked_at=now()))
+
+    def _partition(self, st: Static, parent: Any, mh: Any, slots: int, r: Read,
+                   gis: dict[int, tuple[PartitionProfile, Placement | None]] | None) -> Partition | None:
         uuid = self._get(r, None, "nvmlDeviceGetUUID", mh)
         if uuid is None:
             return None
@@ -74,7 +159,8 @@ class Mig(NvmlPart):
         profile = name.rsplit("MIG ", 1)[1].strip() if "MIG " in name else None
         if profile is None and attrs is not None:
             profile = f"{int(attrs.gpuInstanceSliceCount)}g.{round(int(attrs.memorySizeMB) / 1024)}gb"
-        placement = self._placement(parent, gi)
+        listed = gis.get(int(gi)) if gis is not None and gi is not None else None
+        placement = listed[1] if listed is not None else self._placement(parent, gi)
         memory = int(attrs.memorySizeMB) * MIB if attrs is not None else None
         return Partition(
             id=f"nvidia:{uuid}", parent_id=st.device_id, profile=profile or "unknown", placement=placement,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from accel import errors
@@ -127,3 +129,88 @@ def test_without_privileges_creation_is_permission_denied() -> None:
     fake.scenario.gpus[0].mig_privileged = False
     with pytest.raises(errors.PermissionDeniedError):
         backend.create_partition(dev, "1g.10gb")
+
+
+def _killed_half_way(fake: FakeNVML, dev: str, profile: str) -> None:
+    """A create whose process dies (SIGKILL) between the GPU instance and its compute instance."""
+    from accel.plugins.nvidia.testing._fake_mig import Killed
+
+    backend = NvidiaBackend(BackendConfig(options={"scenario": "a100-mig"}, enrich_from_sysfs=False), Nvml(fake),
+                            plugin_version="test", scenario="a100-mig")
+    fake._migs.kill_at = "nvmlGpuInstanceCreateComputeInstance"
+    with pytest.raises(Killed):
+        backend.create_partition(dev, profile)
+    # no undo ran: the driver holds a GPU instance without a compute instance, which no MIG device shows
+    assert len(fake._migs.bare) == 1
+
+
+def test_a_create_killed_half_way_leaves_a_gpu_instance_the_next_inventory_lists_and_clear_destroys(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from accel.cli import main
+    from accel.model import HealthState, Operational
+
+    _backend, fake, dev = _cleared()
+    kept = _backend.create_partition(dev, "1g.10gb")
+    _killed_half_way(fake, dev, "3g.40gb")
+    # the next process's inventory (a fresh backend over the same driver state) lists it
+    after = NvidiaBackend(BackendConfig(options={"scenario": "a100-mig"}, enrich_from_sysfs=False), Nvml(fake),
+                          plugin_version="test", scenario="a100-mig")
+    inv = after.inventory()
+    assert inv.problems == ()
+    orphan = next(p for p in inv.partitions if p.uuid is None)
+    assert {p.id for p in inv.partitions} == {kept.id, orphan.id}
+    assert orphan.id == f"{dev}/gi{orphan.gi_id}" and orphan.ci_id is None and orphan.profile == "3g.40gb"
+    # the fake takes the highest free start: the 1g.10gb sits at 6, so the 3g.40gb went to 0
+    assert orphan.placement is not None and (orphan.placement.start, orphan.placement.size) == (0, 4)
+    prof = next(p for p in after.partition_profiles() if p.name == "3g.40gb")
+    assert orphan.memory_bytes == prof.memory_bytes and orphan.compute_units == prof.compute_units
+    assert orphan.health.operational is Operational.OFFLINE and orphan.health.state is HealthState.UNHEALTHY
+    assert [c.reason for c in orphan.health.conditions] == ["NoComputeInstance"]
+    assert orphan.binding.visible_id is None  # nothing a job could be shown
+    # what it holds is held: its slots are taken
+    with pytest.raises(errors.PartitionNoPlacementError):
+        after.create_partition(dev, "3g.40gb", placement_start=0)
+    # `accel partition clear` (the CLI over the same fake driver) destroys both: zero left
+    monkeypatch.setattr("accel.plugins.nvidia.testing.FakeNVML", lambda _name: fake)
+    code = main(["partition", "clear", "--backend", "nvidia", "-o", "scenario=a100-mig", "--json"])
+    out, _err = capsys.readouterr()
+    assert code == 0, out
+    assert sorted(json.loads(out)["destroyed"]) == sorted([kept.id, orphan.id])
+    assert fake._migs.bare == {} and fake.scenario.gpus[0].mig_slots == {}
+    assert after.partitions() == ()
+    assert after.create_partition(dev, "7g.80gb").profile == "7g.80gb"  # the whole GPU is free again
+
+
+def test_a_bare_gpu_instance_is_destroyed_by_id_and_a_second_destroy_is_not_found() -> None:
+    backend, fake, dev = _cleared()
+    _killed_half_way(fake, dev, "2g.20gb")
+    (orphan,) = backend.partitions()
+    calls = fake.calls["nvmlComputeInstanceDestroy"]
+    backend.destroy_partition(orphan.id)
+    assert fake.calls["nvmlComputeInstanceDestroy"] == calls  # no compute instance to destroy
+    assert backend.partitions() == () and fake._migs.bare == {}
+    with pytest.raises(errors.PartitionNotFoundError):
+        backend.destroy_partition(orphan.id)
+
+
+def test_without_privileges_bare_gpu_instances_cannot_be_listed() -> None:
+    backend, fake, dev = _cleared()
+    _killed_half_way(fake, dev, "2g.20gb")
+    fake.scenario.gpus[0].mig_privileged = False
+    assert backend.partitions() == ()  # NO_PERMISSION: as placements, unknown; nothing invented
+    assert fake.calls["nvmlDeviceGetGpuInstances"] >= 1
+
+
+def test_the_scheduler_never_places_on_a_bare_gpu_instance() -> None:
+    from accel.scheduler import host_spec_from_inventory
+    from accel.service._partitions import schedulable
+
+    backend, fake, dev = _cleared()
+    kept = backend.create_partition(dev, "1g.10gb")
+    _killed_half_way(fake, dev, "2g.20gb")
+    inv, _pools = schedulable(backend.inventory())
+    specs = {d.id: d for d in host_spec_from_inventory(inv).devices}
+    orphan = next(p for p in backend.partitions() if p.id != kept.id)
+    assert specs[kept.id].healthy is True  # as healthy as its device
+    assert specs[orphan.id].healthy is False

@@ -339,3 +339,32 @@ def test_legacy_fabric_fallback_follows_the_convention() -> None:
     assert [d.id for d in inv.domains if d.kind == "nvlink_clique"] == [
         "nvidia:clique-9c6f5af3-53bf-49b5-a436-b66766c413c3/4026"]
     assert inv.problems == ()
+
+
+def test_gpu_instance_listing_follows_the_real_convention() -> None:
+    """nvmlDeviceGetGpuInstances forwards both pointers to C (nvml.h, NVIDIA/go-nvml gen/nvml/nvml.h at
+    2f9e261fe40a7a1c54783d66805e8920564763b4: ``nvmlGpuInstance_t *gpuInstances, unsigned int *count``):
+    the plugin passes an array of handles holding the profile's instanceCount and byref(c_uint)."""
+    assert forwarded("nvmlDeviceGetGpuInstances") == {
+        "device": 0, "profileId": 1, "gpuInstancesRef": 2, "countRef": 3}
+    calls = [args for fn, args in _runtime()["a100-mig"] if fn == "nvmlDeviceGetGpuInstances"]
+    assert calls
+    for args in calls:
+        arr, count = args[2], args[3]
+        assert isinstance(arr, ctypes.Array) and arr._type_ is pynvml.c_nvmlGpuInstance_t
+        assert isinstance(_referent(count), ctypes.c_uint)
+    # the fake answers as nvml.h says: NULL pointers are INVALID_ARGUMENT, a short buffer is refused
+    fake = FakeNVML("a100-mig")
+    fake.nvmlInit()
+    h = fake.nvmlDeviceGetHandleByIndex(0)
+    pid = fake.scenario.gpus[0].mig_profiles[0].profile_id
+    n = fake.scenario.gpus[0].mig_profiles[0].max_instances
+    for arr, count in ((None, ctypes.byref(ctypes.c_uint())), ((pynvml.c_nvmlGpuInstance_t * n)(), None),
+                       ((pynvml.c_nvmlGpuInstance_t * max(0, n - 1))(), ctypes.byref(ctypes.c_uint()))):
+        with pytest.raises(pynvml.NVMLError) as info:
+            fake.nvmlDeviceGetGpuInstances(h, pid, arr, count)
+        assert info.value.value == pynvml.NVML_ERROR_INVALID_ARGUMENT
+    got = ctypes.c_uint(99)
+    assert fake.nvmlDeviceGetGpuInstances(h, pid, (pynvml.c_nvmlGpuInstance_t * n)(), ctypes.byref(got)) == 0
+    assert got.value == sum(1 for m in fake.scenario.gpus[0].mig_slots.values()
+                            if m.profile == fake.scenario.gpus[0].mig_profiles[0].name)

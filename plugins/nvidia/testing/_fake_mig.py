@@ -16,6 +16,8 @@ that still has a compute instance or processes, is IN_USE.  A stale instance han
 INVALID_ARGUMENT.  Without a placement the fake takes the free one with the highest start (the
 real driver's choice is its own).  ``GpuSpec.errors`` keyed by a function name makes that call
 fail with the code given (a half-way failure: ``nvmlGpuInstanceCreateComputeInstance`` -> 23).
+``nvmlDeviceGetGpuInstances`` lists the GPU instances of a profile, the bare ones included (what
+a process killed between the two create calls leaves: no MIG device shows it).
 """
 
 from __future__ import annotations
@@ -26,7 +28,12 @@ from typing import Any
 from ._fake_core import FakeCore
 from ._profiles import MigSlot, Scenario
 
-__all__ = ["MigCalls", "MigState"]
+__all__ = ["Killed", "MigCalls", "MigState"]
+
+
+class Killed(BaseException):
+    """The calling process died (SIGKILL) as the call named in :attr:`MigState.kill_at` began:
+    nothing after it runs, no undo; what the driver made before stays."""
 
 
 class MigState:
@@ -45,6 +52,9 @@ class MigState:
         #: GPU instances without a compute instance: (GPU index, GI id) -> the instance (ci_id -1)
         self.bare: dict[tuple[int, int], MigSlot] = {}
         self.made = 0
+        #: A GPU-instance call (``nvmlGpuInstanceCreateComputeInstance``...) at which the caller
+        #: is killed once (:class:`Killed`), as by SIGKILL between two create / destroy steps.
+        self.kill_at: str | None = None
 
     def _add_slot(self, index: int, slot: int) -> None:
         buf = (ctypes.c_int * 1)(1000 * (index + 1) + slot)
@@ -202,6 +212,39 @@ class MigCalls(FakeCore):
                 return ctypes.cast(self._migs.gpu_instance(gi, mig), self.pynvml.c_nvmlGpuInstance_t)
         raise self._err(6)
 
+    def nvmlDeviceGetGpuInstances(self, device: Any, profileId: int, gpuInstancesRef: Any, countRef: Any) -> int:
+        """Every live GPU instance of ``profileId``, with or without a compute instance.
+
+        Both pointers are forwarded to C unchanged: an array of ``c_nvmlGpuInstance_t`` (a
+        handle each) and ``byref(c_uint())``, which gets the count (output only).  nvml.h: the
+        buffer must hold the profile's ``instanceCount``; MIG mode off is NOT_SUPPORTED, no
+        privileges NO_PERMISSION, an unknown profile or a NULL pointer INVALID_ARGUMENT.
+        """
+        fn = "nvmlDeviceGetGpuInstances"
+        gpu, _mig, index = self._enter(fn, device)
+        assert gpu is not None
+        if gpu.mig_mode is None or gpu.mig_mode[0] != 1:
+            raise self._err(3)
+        if not gpu.mig_privileged:
+            raise self._err(4)
+        prof = next((p for p in gpu.mig_profiles if p.profile_id == profileId), None)
+        if prof is None:
+            raise self._err(2)
+        count = self._out_uint(fn, 4, countRef)
+        addr, size = self._pointee(fn, 3, gpuInstancesRef)
+        item = self.pynvml.c_nvmlGpuInstance_t
+        if addr < 0 or size < ctypes.sizeof(item) * prof.max_instances:
+            raise self._err(2)  # the driver would write past the buffer (or through a non-pointer)
+        found: dict[int, MigSlot] = {}
+        for mig in self._gis(index):
+            if mig.profile == prof.name:
+                found.setdefault(mig.gi_id, mig)  # a GPU instance with several compute instances: once
+        arr = (item * prof.max_instances).from_address(addr)
+        for i, gi_id in enumerate(sorted(found)):
+            arr[i] = ctypes.cast(self._migs.gpu_instance(index, found[gi_id]), item)
+        count.value = len(found)
+        return 0
+
     def nvmlGpuInstanceGetInfo(self, gpuInstance: Any) -> Any:
         self._enter("nvmlGpuInstanceGetInfo")
         addr = ctypes.cast(gpuInstance, ctypes.c_void_p).value
@@ -284,6 +327,9 @@ class MigCalls(FakeCore):
 
     def _gi_call(self, fn: str, gpuInstance: Any) -> tuple[int, MigSlot]:
         self._enter(fn)
+        if self._migs.kill_at == fn:
+            self._migs.kill_at = None
+            raise Killed(fn)
         index, mig = self._live_gi(ctypes.cast(gpuInstance, ctypes.c_void_p).value)
         gpu = self.scenario.gpus[index]
         if gpu.lost:
