@@ -28,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from accel.scheduler.queueing import JobOutcome, QueueingScheduler, Simulator, load_philly, uniform_cluster
+from accel.scheduler.queueing import JobOutcome, QueueingScheduler, Simulator, _walk, load_philly, uniform_cluster
 
 try:  # run as a script: the sibling modules are on sys.path
     import cv  # type: ignore[import-not-found,unused-ignore]
@@ -38,8 +38,8 @@ except ImportError:  # imported as benchmarks.philly.deep_plan
 
 HERE = Path(__file__).resolve().parent
 EVAL_ONLY = ("6214e9", "6c71a0")
-FIELDS = ["vc", "role", "status", "n", "submitted", "devices", "tier_s", "depth", "waiters", "est_err_median",
-          "est_err_mean", "within_10pct", "avg_jct_h", "estimates", "estimate_cpu_s", "replay_cpu_s",
+FIELDS = ["vc", "role", "status", "planner", "n", "submitted", "devices", "tier_s", "depth", "waiters",
+          "est_err_median", "est_err_mean", "within_10pct", "avg_jct_h", "estimates", "estimate_cpu_s", "replay_cpu_s",
           "max_waiting"]
 
 
@@ -86,6 +86,7 @@ def replay(vc: str, traces: Path, tier: float, depth: int, limit: int | None, pr
         done = [o for o in outs if o.end_s is not None]
         jct = [o.end_s - o.submit_s for o in done if o.end_s is not None]
         return {"vc": vc, "role": "evaluation-only" if vc in EVAL_ONLY else "training", "status": status,
+                "planner": "kept" if _walk.KEEP_PLANS else "full-walk",
                 "n": len(jobs), "submitted": len(outs), "devices": devices, "tier_s": tier,
                 "depth": depth or "all", "waiters": len(errs),
                 "est_err_median": round(statistics.median(errs), 4) if errs else "",
@@ -115,23 +116,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--tiers-from", type=Path, default=HERE / "results" / "cv_per_vc.csv")
     ap.add_argument("--limit", type=int, default=None, help="first N jobs only (default: whole trace)")
     ap.add_argument("--progress-s", type=float, default=60.0)
+    ap.add_argument("--full-walk", action="store_true",
+                    help="plan every estimate by walking the whole queue afresh (no kept plan): the cost baseline")
+    ap.add_argument("--check", action="store_true",
+                    help="also walk in full at every kept-plan answer and fail on any difference (slow)")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "deep_plan_per_vc.csv")
     args = ap.parse_args(argv)
     tiers = fold_tiers(args.tiers_from)
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    _walk.KEEP_PLANS = not args.full_walk
+    _walk.PLAN_CHECK = args.check
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
     if args.out.exists():
         with args.out.open(newline="") as fh:
-            rows = {(r["vc"], r["depth"]): r for r in csv.DictReader(fh)}
+            rows = {(r["vc"], r["depth"], r.get("planner") or "full-walk"): r for r in csv.DictReader(fh)}
 
     def write(r: dict[str, Any]) -> None:
-        rows[(r["vc"], str(r["depth"]))] = r
+        rows[(r["vc"], str(r["depth"]), r["planner"])] = r
         args.out.parent.mkdir(parents=True, exist_ok=True)
         tmp = args.out.with_suffix(".tmp")
         with tmp.open("w", newline="") as fh:
             wr = csv.DictWriter(fh, FIELDS)
             wr.writeheader()
             for key in sorted(rows):
-                wr.writerow(rows[key])
+                wr.writerow({k: rows[key].get(k, "") for k in FIELDS})
         tmp.replace(args.out)
 
     for vc in [v for v in args.vcs.split(",") if v]:

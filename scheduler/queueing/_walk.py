@@ -286,7 +286,7 @@ def run(st: EngineState, now: float, mode: Mode, *, kept: bool = True) -> dict[s
     # the hosts kept for preemptors in grace: no other job is placed there meanwhile
     st.held_hosts = {pid: (h.pool, h.hosts) for pid, h in w.holds.items() if h.hosts}
     mode.begin()
-    if isinstance(mode, Plan) and kept:
+    if isinstance(mode, Plan) and kept and KEEP_PLANS:
         fast = _fast_plan(st, now, mode, view)
         if fast is not None:
             if PLAN_CHECK:
@@ -569,6 +569,8 @@ class _Settled:
 #: Tests set this: every estimate the kept plan answers is also planned by the full walk and the
 #: two must agree (start and reason per pool), or :class:`AssertionError` names the first job.
 PLAN_CHECK = False
+#: ``False``: every estimate walks the whole queue afresh (the baseline ``deep_plan.py --full-walk`` measures).
+KEEP_PLANS = True
 _TOL_S = 1e-6  # time differences below this are float rounding (a hold added in another order)
 
 
