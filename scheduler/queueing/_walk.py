@@ -9,6 +9,10 @@ and approximates the jobs beyond ``depth`` as fluid work.  Its *view* says what 
 :class:`TieredView` has one per class and attained-service tier (:class:`._tiers.TierViews`),
 where a job may preempt its class's later-tier jobs.  A policy without tiers is the one-view
 case of the same walk.
+
+An exact estimate (every job ahead planned) keeps its plan (:class:`PlanCache`) for the next
+one, which carries it forward instead of walking again where that provably plans the same
+(:func:`_fast_plan` says when; ``PLAN_CHECK`` compares every such answer with the full walk).
 """
 
 from __future__ import annotations
