@@ -78,6 +78,8 @@ class EngineState:
     # each waiting job's (class level, tier), and how many waiting jobs have each
     wait_tier: dict[str, tuple[int, int]] = field(default_factory=dict)
     tier_count: dict[tuple[int, int], int] = field(default_factory=dict)
+    # the exact plan an estimate kept for the next one (``_walk.PlanCache``; scratch, never journaled)
+    plan_cache: Any = None
     # preemptors whose victims are winding down -> (pool, hosts) kept for them (one host for a
     # one-host job, a gang's hosts when its victims were chosen with the pipeline): other jobs
     # are not placed there (set by each walk from the journaled ``preempting`` events)

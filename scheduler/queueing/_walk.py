@@ -9,6 +9,10 @@ and approximates the jobs beyond ``depth`` as fluid work.  Its *view* says what 
 :class:`TieredView` has one per class and attained-service tier (:class:`._tiers.TierViews`),
 where a job may preempt its class's later-tier jobs.  A policy without tiers is the one-view
 case of the same walk.
+
+An exact estimate (every job ahead planned) keeps its plan (:class:`PlanCache`) for the next
+one, which carries it forward instead of walking again where that provably plans the same
+(:func:`_fast_plan` says when; ``PLAN_CHECK`` compares every such answer with the full walk).
 """
 
 from __future__ import annotations
@@ -20,7 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from ._estimate import WaitEstimate, estimate_in
+from ._estimators import DeclaredModel
 from ._order import queue, waiting_tiers
 from ._preempt import claim, grace_holds, may_preempt, preempt_tier, tier_victims, try_preempt, try_preempt_booked
 from ._profile import Profile
@@ -28,10 +36,10 @@ from ._records import CycleResult, GraceHold, Job, Reservation
 from ._starts import start as start_job
 from ._state import EngineState
 from ._tenants import Admission, Usage
-from ._tiers import TierViews
+from ._tiers import TierFit, TierViews
 from ._types import BackfillMode, WaitReason
 
-__all__ = ["Commit", "PlainView", "Plan", "TieredView", "View", "WalkState", "run", "view_for"]
+__all__ = ["Commit", "PlainView", "Plan", "PlanCache", "TieredView", "View", "WalkState", "run", "view_for"]
 
 
 @dataclass(slots=True)
@@ -268,10 +276,12 @@ def view_for(st: EngineState, now: float) -> View:
     return TieredView(st, now) if st.policy.demote_after_device_s else PlainView(st, now)
 
 
-def run(st: EngineState, now: float, mode: Mode) -> dict[str, WaitEstimate]:
+def run(st: EngineState, now: float, mode: Mode, *, kept: bool = True) -> dict[str, WaitEstimate]:
     """Walk the queue in order (:class:`Commit`: a cycle; :class:`Plan`: an estimate).
 
-    Returns, in planning mode, the target's estimates per pool.
+    Returns, in planning mode, the target's estimates per pool: from the plan kept since the
+    last estimate where it provably equals the full walk's (:func:`_fast_plan`; ``kept=False``
+    walks in full).
     """
     pol = st.policy
     view = view_for(st, now)
@@ -280,6 +290,12 @@ def run(st: EngineState, now: float, mode: Mode) -> dict[str, WaitEstimate]:
     # the hosts kept for preemptors in grace: no other job is placed there meanwhile
     st.held_hosts = {pid: (h.pool, h.hosts) for pid, h in w.holds.items() if h.hosts}
     mode.begin()
+    if isinstance(mode, Plan) and kept and KEEP_PLANS:
+        fast = _fast_plan(st, now, mode, view)
+        if fast is not None:
+            if PLAN_CHECK:
+                _check(st, now, mode, fast)
+            return fast
     target = mode.target if isinstance(mode, Plan) else None
     exact = mode.depth if isinstance(mode, Plan) else 0
     out: dict[str, WaitEstimate] = {}
@@ -550,3 +566,217 @@ class _Settled:
             return view.views.get(level, q)[pool].clear_until(n)
         assert isinstance(view, PlainView)
         return view.profiles[pool].clear_until(n)
+
+
+# -- the incremental exact plan -----------------------------------------------------------------
+
+#: Tests set this: every estimate the kept plan answers is also planned by the full walk and the
+#: two must agree (start and reason per pool), or :class:`AssertionError` names the first job.
+PLAN_CHECK = False
+#: ``False``: every estimate walks the whole queue afresh (the baseline ``deep_plan.py --full-walk`` measures).
+KEEP_PLANS = True
+_TOL_S = 1e-6  # time differences below this are float rounding (a hold added in another order)
+
+
+@dataclass(slots=True)
+class _Booked:
+    """One job ahead in a kept plan: where and when it was planned, for how long, on how many."""
+
+    job_id: str
+    n: int
+    hold: float
+    pool: str
+    at: float  # planned start (inf: never fits; nothing booked)
+
+
+@dataclass(slots=True)
+class PlanCache:
+    """An exact plan of the queue ahead of the last target, kept between estimates.
+
+    ``base``: the target's view of the running jobs at ``at`` (no bookings); ``final``: that view
+    with every job of ``jobs`` booked (the profile the next job of the queue is planned on);
+    ``key``: what the plan is for (view kind, class level, tier, the duration model).
+    """
+
+    key: tuple[str, int, int, int]  # view kind, class level, tier, the duration model's id
+    at: float
+    base: dict[str, Profile]
+    final: dict[str, Profile]
+    jobs: list[_Booked]
+    # the last target as the plan would book it (not in ``final``): once submitted it is the next
+    # job of the queue, or started; a quote's throwaway target is never either
+    target: _Booked | None = None
+
+
+def _since(prof: Profile, t: float) -> Profile:
+    """``prof`` from ``t`` on (a copy whose ``now`` is ``t``): the same step function there."""
+    out = prof.copy()
+    i = max(int(np.searchsorted(out.ts, t, side="right")) - 1, 0)
+    out.ts = np.concatenate((np.array((max(t, float(out.ts[0])),), dtype=np.float64), out.ts[i + 1:]))
+    out.fs = out.fs[i:].copy()
+    out.now = max(t, out.now)
+    return out
+
+
+def _steps(prof: Profile, t: float) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """The step function of ``prof`` from ``t`` on, without breakpoints where nothing changes."""
+    p = _since(prof, t)
+    keep = np.ones(len(p.fs), dtype=bool)
+    keep[1:] = p.fs[1:] != p.fs[:-1]
+    return p.ts[keep], p.fs[keep]
+
+
+def _same_from(a: Profile, b: Profile, t: float) -> bool:
+    """Do ``a`` and ``b`` hold the same free devices at every instant from ``t`` (times equal to
+    within float rounding)?"""
+    ta, fa = _steps(a, t)
+    tb, fb = _steps(b, t)
+    return len(fa) == len(fb) and bool((fa == fb).all()) and bool((np.abs(ta - tb) <= _TOL_S).all())
+
+
+def _no_quotas(st: EngineState) -> bool:
+    return all(not t.guaranteed and not t.limit and t.max_running_jobs is None for t in st.book.tenants.values())
+
+
+def _plan_key(st: EngineState, view: View, job: Job) -> tuple[str, int, int, int] | None:
+    """What a kept plan for ``job`` depends on beyond the queue and the running jobs, or ``None``
+    where the kept plan does not apply (the full walk then plans)."""
+    pol = st.policy
+    if pol.backfill != BackfillMode.CONSERVATIVE or pol.grace_s > 0 or not _no_quotas(st):
+        return None
+    if isinstance(view, TieredView):
+        level, q = job.klass.level, st.tier(job, view.now)
+        if any(lv > level for (lv, _q), _v in view.views.items()):
+            return None  # a higher class's reservations bind it too: the full walk plans that
+        return ("tiered", level, q, id(st.durations))
+    if isinstance(view, PlainView):
+        return ("plain", job.klass.level, 0, id(st.durations))
+    return None
+
+
+def _fast_plan(st: EngineState, now: float, mode: Plan, view: View) -> dict[str, WaitEstimate] | None:
+    """The target's estimates from the plan kept since the last estimate, extended by the jobs
+    queued since, or ``None`` where that plan is not provably the full walk's (the caller walks).
+
+    In the case this answers (conservative backfill, no grace period, no quotas, every job
+    ahead in the target's own view and with one pool, each job ahead planned exactly), a walk
+    is a function of the view's free devices over time: each job starts now if it fits for its
+    hold, else is booked at its earliest fit.  The plan made at ``t0`` stays the full walk's at
+    ``t1`` when (checked here) the jobs ahead are the kept ones minus those that left, in the
+    same order with the same holds, none planned to start before ``t1``, and the view of the
+    running jobs at ``t1`` equals the view at ``t0`` plus the bookings of the jobs that left, at
+    every instant from ``t1``.  Then, job by job, the full walk at ``t1`` sees the kept profile
+    from ``t1`` on: a job planned at ``t1`` fits now, one planned later does not fit at ``t1``
+    and its earliest fit from ``t1`` is its planned start (no fit in ``[t0, planned)``).  The
+    jobs queued since are then planned on that profile as the walk would."""
+    jobs = queue(st, now, upto=mode.target)
+    if not jobs or jobs[-1].id != mode.target or mode.depth < len(jobs) - 1:
+        return None
+    target = jobs[-1]
+    key = _plan_key(st, view, target)
+    if key is None:
+        return None
+    if isinstance(view, TieredView):
+        base = view.views.base(key[1], key[2])
+    elif isinstance(view, PlainView):
+        base = view.pristine
+    else:
+        return None
+    cache: PlanCache | None = st.plan_cache if isinstance(st.plan_cache, PlanCache) else None
+    declared = isinstance(st.durations, DeclaredModel)
+    final: dict[str, Profile] | None = None
+    kept: list[_Booked] = []
+    if cache is not None and cache.key == key and cache.at <= now:
+        final, kept = _reuse(st, cache, jobs, base, now, view, declared)
+    if final is None:
+        final, kept = {p: prof.copy() for p, prof in base.items()}, []
+    # the jobs after the kept ones: planned on the profile as the walk plans them
+    for job in jobs[len(kept):-1]:
+        b = _book_next(st, view, key, job, final, now)
+        if b is None:
+            st.plan_cache = None
+            return None
+        kept.append(b)
+    _own, hold = view.for_job(target)
+    pending = _book_next(st, view, key, target, final, now, book=False)
+    st.plan_cache = PlanCache(key, now, base, final, kept, pending)
+    out: dict[str, WaitEstimate] = {}
+    for p in st.pools:
+        adm = st.admit_planned(target, p, {})
+        if isinstance(view, TieredView):
+            fit = TierFit(final[p], [], hold, st.duration(target))
+            out[p] = estimate_in(st, target, p, final[p], now, 0.0, adm, {}, hold=hold, alone_prof=base[p], fit=fit)
+        else:
+            out[p] = estimate_in(st, target, p, final[p], now, 0.0, adm, {}, alone_prof=base[p])
+    return out
+
+
+def _reuse(st: EngineState, cache: PlanCache, jobs: list[Job], base: Mapping[str, Profile], now: float,
+           view: View, declared: bool) -> tuple[dict[str, Profile] | None, list[_Booked]]:
+    """The kept plan carried to ``now`` (its final profile from ``now`` on and the jobs still
+    ahead), or ``(None, [])`` where a condition of :func:`_fast_plan` fails."""
+    ahead = {j.id for j in jobs}
+    left = [b for b in cache.jobs if b.job_id not in ahead]
+    stay = [b for b in cache.jobs if b.job_id in ahead] if left else cache.jobs
+    if len(stay) >= len(jobs):
+        return None, []
+    for b, job in zip(stay, jobs, strict=False):
+        if b.job_id != job.id or b.at < now - _TOL_S:
+            return None, []
+    if not declared:
+        # the duration model may have learnt since: the holds must be the kept ones
+        for b, job in zip(stay, jobs, strict=False):
+            if abs(view.for_job(job)[1] - b.hold) > _TOL_S:
+                return None, []
+    last = cache.target
+    started = last is not None and last.job_id not in ahead and last.job_id in st.jobs
+    if last is not None and started:
+        left.append(last)  # submitted and started since (a queued one is planned again below)
+    predicted = {p: prof.copy() for p, prof in cache.base.items()}
+    for b in left:
+        if math.isfinite(b.at):
+            predicted[b.pool].add(b.at, b.at + b.hold, b.n)
+    for p, prof in base.items():
+        if p not in predicted or not _same_from(predicted[p], prof, now):
+            return None, []
+    final = {p: _since(prof, now) for p, prof in cache.final.items()}
+    if started and last is not None and math.isfinite(last.at):
+        final[last.pool].add(last.at, last.at + last.hold, last.n)  # it holds them in the plan too
+    return final, list(stay)
+
+
+def _book_next(st: EngineState, view: View, key: tuple[str, int, int, int], job: Job, final: dict[str, Profile],
+               now: float, *, book: bool = True) -> _Booked | None:
+    """Plan one job ahead on ``final`` as :func:`_examine` does in this case (start now if it
+    fits for its hold, else a reservation at its earliest fit), or ``None`` if it is outside
+    the case (another view, several pools)."""
+    pools = st.pools_for(job.spec)
+    if len(pools) != 1:
+        return None
+    if isinstance(view, TieredView):
+        if (job.klass.level, st.tier(job, now)) != (key[1], key[2]):
+            return None
+    elif job.klass.level != key[1]:
+        return None
+    _own, hold = view.for_job(job)
+    p, n = pools[0], job.spec.devices
+    prof = final[p]
+    at = now if prof.fits(now, hold, n) else prof.earliest(n, hold)
+    if book and math.isfinite(at):
+        prof.add(at, at + hold, n)
+    return _Booked(job.id, n, hold, p, at)
+
+
+def _check(st: EngineState, now: float, mode: Plan, fast: Mapping[str, WaitEstimate]) -> None:
+    """:data:`PLAN_CHECK`: the kept plan's answer must be the full walk's."""
+    keep = st.plan_cache
+    try:
+        full = run(st, now, Plan(st, now, mode.target, mode.depth), kept=False)
+    finally:
+        st.plan_cache = keep
+    for p, e in full.items():
+        f = fast[p]
+        same = (math.isinf(e.start_at) and math.isinf(f.start_at)) or \
+            abs(e.start_at - f.start_at) <= 1e-6 * max(1.0, abs(e.start_at))
+        if not same or e.reason != f.reason:
+            raise AssertionError(f"kept plan for {mode.target} in {p} at {now}: {f} != full walk {e}")
