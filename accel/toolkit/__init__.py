@@ -135,7 +135,7 @@ from ._snapshot import PartitionsSurface, ProcessesSurface, Snapshot
 from ._tables import AlignedTable, BoxRecord, BoxRow, BoxTable, find_aligned_table, find_box_tables
 from ._text import ParseContext, SourceLine, split_lines
 from ._tool import Collection, ToolBackend, ToolView
-from ._topo import link_domains, matrix_links, topo_links
+from ._topo import PCIE_CODES, link_domains, matrix_links, topo_links
 from ._unit import (
     NEVER_READ,
     TABLE_NEVER_PRINTS,
@@ -179,6 +179,7 @@ __all__ = [
     "BASE_CAPABILITIES",
     "NATIVE_STATE_FILE",
     "NEVER_READ",
+    "PCIE_CODES",
     "PLACEHOLDERS",
     "READ_MODES",
     "READ_OPTION",

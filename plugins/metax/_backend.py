@@ -25,7 +25,7 @@ from accel.toolkit import (
     processes_of,
     topo_links,
 )
-from accel.toolkit._topo import PCIE_CODES
+from accel.toolkit import PCIE_CODES
 from accel.tools import Runner
 
 from . import _native
