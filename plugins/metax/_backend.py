@@ -15,6 +15,7 @@ from typing import Any
 
 from accel.model import Capabilities, DeviceKind, Domain, DomainKind, Link, LinkType, PartitionScheme, SharingMode
 from accel.toolkit import (
+    PCIE_CODES,
     Collection,
     DualPathBackend,
     NativeLibrary,
@@ -25,7 +26,6 @@ from accel.toolkit import (
     processes_of,
     topo_links,
 )
-from accel.toolkit import PCIE_CODES
 from accel.tools import Runner
 
 from . import _native
