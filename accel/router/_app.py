@@ -26,10 +26,11 @@ Resilience, per request:
   (a replica silent longer: 504, not retried, as the request may be running there);
 - the router's own lateness is not a replica's fault: a heartbeat measures how late the router's
   event loop runs (:class:`~accel.router._lag.LoopLag`).  An upstream timeout that fires while the
-  loop was late by at least ``lag_ratio`` of that timeout (an overloaded router runs its timers
-  and its I/O seconds late: the timer fires before the loop has handled the connection) is not
-  counted against the replica's breaker.  A connect timeout (nothing sent, safe) is retried with
-  the connect time limit lengthened by the lag seen, up to ``lag_retries`` times within
+  loop was behind (its lateness summed over the attempt) for at least ``lag_ratio`` of that timeout
+  (an overloaded router runs its timers and its I/O seconds late: the timer fires before the loop
+  has handled the connection) is not counted against the replica's breaker.  A connect timeout
+  (nothing sent, safe) is retried with the connect time limit lengthened by the lag seen, up to
+  ``lag_retries`` times within
   ``lag_deadline_s`` of the request's arrival; past them, and for a timeout waiting for the answer
   (the request may be running there: sending it again would double the work of an overloaded
   system), the router answers 503 with ``Retry-After`` (``router_overloaded``, counted in
@@ -101,7 +102,7 @@ class ProxyConfig:
     #: Proxied requests at a time (0: no bound); one more is answered 503 with Retry-After at once.  Below
     #: the server's own connection limit (ServerLimits.max_connections, 1024), whose 503 says less.
     max_in_flight: int = 1000
-    #: An upstream timeout during which the router's loop was late by at least this share of the timeout
+    #: An upstream timeout during which the router's loop was behind (summed) for at least this share
     #: is the router's, not the replica's (see the module doc).
     lag_ratio: float = 0.5
     #: Attempts sent again after a connect timeout that was the router's lateness (then 503).

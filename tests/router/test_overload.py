@@ -40,6 +40,12 @@ def test_lag_probe_measures_lateness_within_the_window() -> None:
     assert lag.during(100.0, now=101.1) == pytest.approx(0.8)
     assert lag.during(101.05, now=101.1) == 0.0  # nothing late since
     assert lag.current_s() == pytest.approx(0.8)
+    # a loop late by a little at every turn: the time behind adds up over the attempt
+    steady = LoopLag(interval_s=0.05, clock=clock)
+    for k in range(1, 4):
+        steady.record(100.0 + 0.3 * k, 0.25)
+    assert steady.during(100.0, now=100.95) == pytest.approx(0.75)
+    assert steady.during(100.5, now=100.95) == pytest.approx(0.1 + 0.25)  # 100.6's late span from 100.5 on
     with pytest.raises(ValueError, match="interval_s"):
         LoopLag(interval_s=0)
 
