@@ -30,8 +30,8 @@ Resilience, per request:
   (an overloaded router runs its timers and its I/O seconds late: the timer fires before the loop
   has handled the connection) is not counted against the replica's breaker.  A connect timeout
   (nothing sent, safe) is retried with the connect time limit lengthened by the lag seen, up to
-  ``lag_retries`` times within
-  ``lag_deadline_s`` of the request's arrival; past them, and for a timeout waiting for the answer
+  ``lag_retries`` times within ``lag_deadline_s`` of the request's arrival; past them, and for a
+  timeout waiting for the answer
   (the request may be running there: sending it again would double the work of an overloaded
   system), the router answers 503 with ``Retry-After`` (``router_overloaded``, counted in
   ``accel_router_shed_total{reason="loop_lag"}``);
