@@ -23,7 +23,21 @@ Resilience, per request:
   ``data: {"error": {...}}`` and a clean end of the response (the client can tell it is cut);
   a client that goes away mid-stream closes the replica's connection (its request stops there);
 - upstream time limits: ``connect_timeout_s`` to connect and ``read_timeout_s`` between bytes
-  (a replica silent longer: 504, not retried, as the request may be running there).
+  (a replica silent longer: 504, not retried, as the request may be running there);
+- the router's own lateness is not a replica's fault: a heartbeat measures how late the router's
+  event loop runs (:class:`~accel.router._lag.LoopLag`).  An upstream timeout that fires while the
+  loop was behind (its lateness summed over the attempt) for at least ``lag_ratio`` of that timeout
+  (an overloaded router runs its timers and its I/O seconds late: the timer fires before the loop
+  has handled the connection) is not counted against the replica's breaker.  A connect timeout
+  (nothing sent, safe) is retried with the connect time limit lengthened by the lag seen, up to
+  ``lag_retries`` times within ``lag_deadline_s`` of the request's arrival; past them, and for a
+  timeout waiting for the answer
+  (the request may be running there: sending it again would double the work of an overloaded
+  system), the router answers 503 with ``Retry-After`` (``router_overloaded``, counted in
+  ``accel_router_shed_total{reason="loop_lag"}``);
+- admission: at most ``max_in_flight`` proxied requests at a time; one more is answered 503 with
+  ``Retry-After`` at once (``accel_router_shed_total{reason="in_flight"}``) instead of queueing into
+  the loop's lateness.
 
 The upstream client is aiohttp's ``ClientSession`` (one per router, made on the server's event loop
 at the first request, its connections kept alive and reused, no cookie jar: a proxy keeps no state
@@ -47,6 +61,7 @@ from accel._net.bounded_json import JSONLimitError, JSONLimits, loads_bounded
 
 from ._backends import Backend
 from ._errors import BadRequestError
+from ._lag import LoopLag
 from ._metrics import RouterMetrics
 from ._policy import Picker
 from ._prefix import PromptHasher, render_prompt
@@ -84,6 +99,26 @@ class ProxyConfig:
     #: where requests should wait, seen by its scraped metrics.
     max_connections_per_replica: int = 0
     default_model: str = ""
+    #: Proxied requests at a time (0: no bound); one more is answered 503 with Retry-After at once.  Below
+    #: the server's own connection limit (ServerLimits.max_connections, 1024), whose 503 says less.
+    max_in_flight: int = 1000
+    #: An upstream timeout during which the router's loop was behind (summed) for at least this share
+    #: is the router's, not the replica's (see the module doc).
+    lag_ratio: float = 0.5
+    #: Attempts sent again after a connect timeout that was the router's lateness (then 503).
+    lag_retries: int = 3
+    #: No such attempt is sent again later than this after the request arrived (then 503).
+    lag_deadline_s: float = 10.0
+    #: The Retry-After (seconds) of the router's own 503s (overloaded).
+    retry_after_s: int = 1
+    #: How often the loop-lag heartbeat runs.
+    lag_interval_s: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.max_in_flight < 0 or self.lag_retries < 0 or self.retry_after_s < 0:
+            raise ValueError("ProxyConfig: max_in_flight, lag_retries and retry_after_s must be >= 0")
+        if not 0 < self.lag_ratio <= 1 or self.lag_deadline_s <= 0 or self.lag_interval_s <= 0:
+            raise ValueError("ProxyConfig: lag_ratio must be in (0, 1], lag_deadline_s and lag_interval_s > 0")
 
 
 @dataclass(frozen=True)
@@ -93,6 +128,8 @@ class _Error:
     status: int
     message: str
     kind: str = "invalid_request_error"
+    #: Seconds for a Retry-After header (the router's own 503 when overloaded).
+    retry_after_s: int | None = None
 
     def body(self) -> bytes:
         return json.dumps({"error": {"message": self.message, "type": self.kind, "code": self.status}}).encode()
@@ -105,7 +142,10 @@ async def _send_whole(send: _Send, status: int, headers: _RawHeaders, content: b
 
 
 async def _send_error(send: _Send, err: _Error) -> None:
-    await _send_whole(send, err.status, [(b"content-type", b"application/json")], err.body())
+    headers = [(b"content-type", b"application/json")]
+    if err.retry_after_s is not None:
+        headers.append((b"retry-after", str(err.retry_after_s).encode("latin-1")))
+    await _send_whole(send, err.status, headers, err.body())
 
 
 _Headers = list[tuple[str, str]]
@@ -142,22 +182,29 @@ class Proxy:
         self.on_routed = on_routed
         self.on_finished = on_finished
         self._client: Any = None
+        self._timeout: Any = None  # the session's aiohttp.ClientTimeout
         self._loop: asyncio.AbstractEventLoop | None = None
         self._limits = JSONLimits(max_bytes=config.max_body_bytes, max_depth=32)
         self._urls: dict[tuple[str, str], Any] = {}
+        #: The server loop's lateness, started at the first request (on the server's loop).
+        self.lag = LoopLag(config.lag_interval_s)
+        self.in_flight = 0
+        metrics.loop_lag.set_function(self.lag.current_s)
+        metrics.in_flight.set_function(lambda: self.in_flight)
 
     def client(self) -> Any:
         if self._client is None:  # created on the server's event loop, at the first request
             import aiohttp
 
             self._loop = asyncio.get_running_loop()
+            # sock_connect: the TCP connect only; waiting for a free pooled connection is not the replica's fault
+            self._timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=self.config.connect_timeout_s,
+                                                  sock_read=self.config.read_timeout_s)
             self._client = aiohttp.ClientSession(
                 # idle connections kept 30 s for the next request to the same replica
                 connector=aiohttp.TCPConnector(limit=0, limit_per_host=self.config.max_connections_per_replica,
                                                keepalive_timeout=30),
-                # sock_connect: the TCP connect only; waiting for a free pooled connection is not the replica's fault
-                timeout=aiohttp.ClientTimeout(total=None, connect=None, sock_connect=self.config.connect_timeout_s,
-                                              sock_read=self.config.read_timeout_s),
+                timeout=self._timeout,
                 cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=True, trust_env=False)
         return self._client
 
@@ -165,6 +212,9 @@ class Proxy:
         """Close the upstream connections (from another thread, while the server's loop runs)."""
         client, loop = self._client, self._loop
         self._client = None
+        if loop is not None and loop.is_running():
+            with contextlib.suppress(RuntimeError):  # closed under us
+                loop.call_soon_threadsafe(self.lag.stop)
         if client is not None and loop is not None and loop.is_running():
             with contextlib.suppress(Exception):  # a loop stopping under us: its sockets go with it
                 asyncio.run_coroutine_threadsafe(client.close(), loop).result(timeout_s)
@@ -184,8 +234,25 @@ class Proxy:
         return body
 
     async def serve(self, scope: _Scope, receive: _Receive, send: _Send, path: str, chat: bool) -> None:
-        """Answer one proxied request (ASGI)."""
+        """Answer one proxied request (ASGI), or 503 at once past ``max_in_flight``."""
+        if not self.lag.started:
+            self.lag.start(asyncio.get_running_loop())
+        bound = self.config.max_in_flight
+        if bound and self.in_flight >= bound:
+            self.metrics.shed.labels("in_flight").inc()
+            self.metrics.request("", "503")
+            return await _send_error(send, _Error(
+                503, f"the router is overloaded: it holds {self.in_flight} requests, its bound (max_in_flight "
+                f"{bound}); try again after the Retry-After", "router_overloaded", self.config.retry_after_s))
+        self.in_flight += 1
+        try:
+            await self._serve(scope, receive, send, path, chat)
+        finally:
+            self.in_flight -= 1
+
+    async def _serve(self, scope: _Scope, receive: _Receive, send: _Send, path: str, chat: bool) -> None:
         start = time.perf_counter()
+        arrived = self.lag.clock()
         try:
             raw = await read_body(receive, self.config.max_body_bytes, self.config.body_timeout_s)
         except ValueError as exc:
@@ -207,7 +274,7 @@ class Proxy:
             self.on_routed(n_ids)
         # the client's headers as they came (ASGI gives them lower-cased), less the hop-by-hop ones
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"] if k not in _HOP_RAW]
-        up = await self._attempts(path, raw, headers, blocks)
+        up = await self._attempts(path, raw, headers, blocks, arrived)
         if isinstance(up, _Error):
             if self.on_finished is not None:
                 self.on_finished(0)
@@ -215,19 +282,27 @@ class Proxy:
             return await _send_error(send, up)
         if body.get("stream") and up.response.content_type == "text/event-stream":
             return await self._stream(up, start, receive, send)
-        await self._whole(up, start, path, raw, headers, blocks, send)
+        await self._whole(up, start, arrived, path, raw, headers, blocks, send)
 
-    async def _attempts(self, path: str, raw: bytes, headers: _Headers, blocks: list[int],
+    async def _attempts(self, path: str, raw: bytes, headers: _Headers, blocks: list[int], arrived: float,
                         tried: set[int] | None = None) -> _Upstream | _Error:
         import aiohttp
 
         tried = set() if tried is None else tried
         limit = self.config.retries
         last_error = "no replica is available (all unhealthy or their circuit breakers open)"
+        # replicas whose attempt timed out by the router's own lateness: tried elsewhere first, not excluded
+        lagged: set[int] = set()
+        lag_tries, lag_seen = 0, 0.0
+        client = self.client()
+        timeout: Any = self._timeout  # the session's, until a lateness lengthens the connect limit
+        connect_s = self.config.connect_timeout_s
         while True:
             if limit is not None and len(tried) > limit:
                 break
-            picked = self.picker.pick(blocks, tried)
+            picked = self.picker.pick(blocks, tried | lagged) if lagged else self.picker.pick(blocks, tried)
+            if picked is None and lagged:
+                picked = self.picker.pick(blocks, tried)
             if picked is None:
                 break
             backend, matched = picked
@@ -235,14 +310,30 @@ class Proxy:
             if matched:
                 self.metrics.matched_blocks.inc(matched)
             backend.in_flight += 1
+            began = self.lag.clock()
             try:
-                resp = await self.client().post(self._url(backend, path), data=raw, headers=headers,
-                                                allow_redirects=False)
+                resp = await client.post(self._url(backend, path), data=raw, headers=headers,
+                                                allow_redirects=False, timeout=timeout)
             except aiohttp.ConnectionTimeoutError as exc:  # never connected: safe to send elsewhere
+                lag = self.lag.during(began)
+                if lag >= self.config.lag_ratio * connect_s:  # the router's lateness: retried, nobody blamed
+                    self._lagged(backend, "connect", tried, lagged)
+                    lag_tries, lag_seen = lag_tries + 1, max(lag_seen, lag)
+                    if (lag_tries > self.config.lag_retries
+                            or self.lag.clock() - arrived >= self.config.lag_deadline_s):
+                        return self._shed_lag(lag_seen, "connect to a replica")
+                    connect_s = self.config.connect_timeout_s + lag_seen
+                    timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect_s,
+                                                    sock_read=self.config.read_timeout_s)
+                    continue
                 last_error = self._failed(backend, f"{type(exc).__name__}: {exc}")
                 continue
             except (aiohttp.ServerTimeoutError, TimeoutError):
-                # connected and silent past read_timeout_s: the request may be running there
+                # connected and silent past read_timeout_s: the request may be running there, not sent again
+                lag = self.lag.during(began)
+                if lag >= self.config.lag_ratio * self.config.read_timeout_s:
+                    self._lagged(backend, "first-byte", tried, lagged)
+                    return self._shed_lag(lag, "the replica's answer")
                 backend.in_flight -= 1
                 backend.breaker.failure(time.monotonic())
                 self.metrics.request(backend.url, "504")
@@ -258,6 +349,10 @@ class Proxy:
                 first = await resp.content.readany()
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 resp.release()
+                lag = self.lag.during(began)
+                if isinstance(exc, TimeoutError) and lag >= self.config.lag_ratio * self.config.read_timeout_s:
+                    self._lagged(backend, "first-byte", tried, lagged)
+                    return self._shed_lag(lag, "the replica's answer")
                 last_error = self._failed(backend, f"{type(exc).__name__} before the first byte: {exc}")
                 continue
             return _Upstream(backend, resp, first, resp.content.iter_any())
@@ -265,6 +360,21 @@ class Proxy:
         if not tried:
             return _Error(503, last_error, "no_replica")
         return _Error(502, f"every replica tried failed before answering; last: {last_error}", "upstream_error")
+
+    def _lagged(self, backend: Backend, phase: str, tried: set[int], lagged: set[int]) -> None:
+        """An attempt timed out by the router's own lateness: no verdict on the replica."""
+        backend.in_flight -= 1
+        backend.breaker.cancel()
+        tried.discard(backend.id)
+        lagged.add(backend.id)
+        self.metrics.lag_timeouts.labels(backend.url, phase).inc()
+
+    def _shed_lag(self, lag_s: float, what: str) -> _Error:
+        self.metrics.shed.labels("loop_lag").inc()
+        self.metrics.request("", "503")
+        return _Error(503, f"the router is overloaded: its event loop ran {lag_s:.2f} s late while waiting for {what}, "
+                      "so the time limit ran out on the router's side, not the replica's; try again after the "
+                      "Retry-After", "router_overloaded", self.config.retry_after_s)
 
     def _url(self, backend: Backend, path: str) -> Any:
         """The replica's URL for ``path``, parsed once (aiohttp would parse a string each request)."""
@@ -293,7 +403,7 @@ class Proxy:
         if self.on_finished is not None:
             self.on_finished(output_tokens)
 
-    async def _whole(self, up: _Upstream, start: float, path: str, raw: bytes, headers: _Headers,
+    async def _whole(self, up: _Upstream, start: float, arrived: float, path: str, raw: bytes, headers: _Headers,
                      blocks: list[int], send: _Send) -> None:
         """A non-streamed answer, read whole before answering: a replica that breaks mid-body is
         retried like one that broke before its first byte."""
@@ -319,9 +429,9 @@ class Proxy:
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             up.response.release()
             self._failed(up.backend, f"{type(exc).__name__} mid-answer: {exc}")
-            retry = await self._attempts(path, raw, headers, blocks, {up.backend.id})
+            retry = await self._attempts(path, raw, headers, blocks, arrived, {up.backend.id})
             if isinstance(retry, _Upstream):
-                return await self._whole(retry, start, path, raw, headers, blocks, send)
+                return await self._whole(retry, start, arrived, path, raw, headers, blocks, send)
             if self.on_finished is not None:
                 self.on_finished(0)
             self.metrics.duration.observe(time.perf_counter() - start)

@@ -45,6 +45,11 @@ class CircuitBreaker:
         if self.state(now) == "half-open":
             self.trial = True
 
+    def cancel(self) -> None:
+        """A request sent ended with no verdict on the replica (the router's own fault: its loop ran
+        late): a half-open trial is given back, the failure count stays as it was."""
+        self.trial = False
+
     def success(self) -> None:
         self.failures = 0
         self.opened_at = None

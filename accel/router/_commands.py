@@ -47,6 +47,12 @@ def _router_arguments(parser: argparse.ArgumentParser, context: CommandContext) 
     parser.add_argument("--retries", type=int, default=None, help="other replicas tried when one fails before its "
                         "first byte (default: all)")
     parser.add_argument("--connect-timeout", type=float, default=1.0, metavar="SECONDS")
+    parser.add_argument("--max-in-flight", type=int, default=1000, metavar="N",
+                        help="proxied requests at a time; one more is answered 503 with Retry-After at once (0: no "
+                        "bound; default 1000)")
+    parser.add_argument("--lag-retries", type=int, default=3, metavar="N",
+                        help="times a connect timeout that was the router's own event-loop lateness is sent again "
+                        "(not counted against the replica) before a 503 with Retry-After (default 3)")
     parser.add_argument("--read-timeout", type=float, default=300.0, metavar="SECONDS",
                         help="longest silence of a replica mid-answer (default 300)")
     parser.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024)

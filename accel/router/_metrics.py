@@ -14,7 +14,7 @@ class RouterMetrics:
     """Counters and histograms updated per request; per-replica gauges read at scrape time."""
 
     def __init__(self, backends: Sequence[Backend], desired: Callable[[], int | None]) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Histogram
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.registry = CollectorRegistry()
         self.requests = Counter("accel_router_requests", "Requests answered by the router, by replica "
@@ -31,6 +31,18 @@ class RouterMetrics:
                                      registry=self.registry)
         self.matched_blocks = Counter("accel_router_matched_blocks", "Prompt blocks found in the chosen replica's "
                                       "cache view when routed", registry=self.registry)
+        self.shed = Counter("accel_router_shed", "Requests the router answered 503 itself because it is "
+                            "overloaded (reason: in_flight, over its bound of requests at a time; loop_lag, its "
+                            "event loop ran so late that an upstream timeout was its own), never a replica's "
+                            "fault", ["reason"], registry=self.registry)
+        self.lag_timeouts = Counter("accel_router_lag_timeouts", "Upstream timeouts that fired while the router's "
+                                    "own event loop was late by a comparable time: not counted against the "
+                                    "replica (no breaker failure), the request retried or shed",
+                                    ["backend", "phase"], registry=self.registry)
+        self.loop_lag = Gauge("accel_router_loop_lag_seconds", "How late the router's event loop runs now "
+                              "(its heartbeat's lateness)", registry=self.registry)
+        self.in_flight = Gauge("accel_router_in_flight", "Proxied requests the router holds now",
+                               registry=self.registry)
         self.registry.register(_Live(backends, desired))
         self._requests: dict[tuple[str, str], Any] = {}
 

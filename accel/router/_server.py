@@ -217,10 +217,14 @@ def main(args: argparse.Namespace) -> int:
             raise RouterError(f"--role {url}={role}: a role is both, prefill or decode")
         roles[url.rstrip("/")] = role  # type: ignore[assignment]
     hasher = PromptHasher(tokenizer=args.tokenizer, block_chars=args.block_chars, block_tokens=args.block_tokens)
+    try:
+        proxy_config = ProxyConfig(max_body_bytes=args.max_body_bytes, connect_timeout_s=args.connect_timeout,
+                                   read_timeout_s=args.read_timeout, retries=args.retries,
+                                   max_in_flight=args.max_in_flight, lag_retries=args.lag_retries)
+    except ValueError as exc:
+        raise RouterError(str(exc).replace("ProxyConfig: ", "")) from None
     running = start_router(
-        args.backend, listen=host, port=port, policy=args.policy, hasher=hasher,
-        proxy_config=ProxyConfig(max_body_bytes=args.max_body_bytes, connect_timeout_s=args.connect_timeout,
-                                 read_timeout_s=args.read_timeout, retries=args.retries),
+        args.backend, listen=host, port=port, policy=args.policy, hasher=hasher, proxy_config=proxy_config,
         monitor_config=MonitorConfig(health_interval_s=args.health_interval, scrape_interval_s=args.scrape_interval),
         kv_events=_pairs(args.kv_events, "--kv-events"), roles=roles, cache_blocks=args.cache_blocks,
         breaker=CircuitBreaker(args.breaker_failures, args.breaker_open), autoscaler=build_autoscaler(args),
