@@ -55,12 +55,16 @@ def _native_ecc(gpus: list[UnitReading], native: Mapping[str, Any]) -> dict[int,
     for entry in native.get("device", []):
         try:
             pos = positions[int(entry["gpu"])]
-            ecc = dict(entry.get("ecc", {}))
-            counts = (int(ecc.get("corrected", 0)), int(ecc.get("uncorrected", 0)))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"native state: a [[device]] names no GPU of the scenario: {entry!r}") from exc
-        if min(counts) < 0 or not ecc:
-            raise ConfigError(f"native state: GPU {entry['gpu']}: ecc needs non-negative counts: {entry!r}")
+        ecc = entry.get("ecc")
+        bad = ConfigError(f"native state: GPU {entry['gpu']}: ecc needs non-negative integer counts: {entry!r}")
+        if not isinstance(ecc, dict) or not ecc.keys() <= {"corrected", "uncorrected"}:
+            raise bad
+        values = (ecc.get("corrected", 0), ecc.get("uncorrected", 0))
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+            raise bad
+        counts = (int(values[0]), int(values[1]))
         out[pos] = counts
     return out
 

@@ -125,6 +125,9 @@ def test_bad_native_state_is_a_config_error(tmp_path: Path) -> None:
     state.write_text("[[device]]\ngpu = 1\necc = { uncorrected = -1 }\n")
     with pytest.raises(ConfigError, match="non-negative"):
         fake_of_replay(ReplayRunner(where))
+    state.write_text("[[device]]\ngpu = 1\necc = { uncorected = 1 }\n")  # a misspelt key
+    with pytest.raises(ConfigError, match="non-negative"):
+        fake_of_replay(ReplayRunner(where))
 
 
 def test_signature_table_after_full_read_frees_every_handle() -> None:
