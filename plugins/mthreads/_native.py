@@ -12,6 +12,12 @@ MTML's handle chain: ``mtmlLibraryInit(&lib)`` -> ``mtmlLibraryCountDevice(lib, 
 takes the real module's typed pointers as well).  Memory is bytes; the power unit is not
 documented in the binding (read as mW, NVML's convention; unconfirmed).
 
+Health is earned from the memory ECC error counters (``mtmlMemoryGetEccErrorCounter``,
+aggregate, DRAM), which ``mthreads-gmi`` does not print: a card whose counters answer is
+healthy unless an uncorrectable error was counted (a critical ``EccUncorrectable`` condition,
+vendor code ``mthreads.mtml:ecc-uncorrectable``); a card whose counters are not supported
+stays ``unknown``.
+
 Nothing here loads the library at import time: :func:`load_mtml` is called from the backend.
 """
 
@@ -22,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from accel.errors import AccelError, NotSupportedError
+from accel.model import Action, HealthCondition, Severity, Subsystem
 from accel.toolkit import (
     ErrorTable,
     NativeFunction,
@@ -29,10 +36,21 @@ from accel.toolkit import (
     SignatureSource,
     SignatureTable,
     UnitReading,
+    condition,
     load_library,
 )
 
-__all__ = ["ERRORS", "LIBRARY", "SOURCE", "TABLE", "MtmlRead", "PciInfo", "load_mtml", "read_mtml"]
+__all__ = [
+    "ERRORS",
+    "LIBRARY",
+    "SOURCE",
+    "TABLE",
+    "MtmlRead",
+    "PciInfo",
+    "ecc_condition",
+    "load_mtml",
+    "read_mtml",
+]
 
 LIBRARY: Final = "libmtml.so"
 #: pymtml.py of the mthreads-ml-py 2.4.3 wheel, named by the file's SHA-1.
@@ -44,6 +62,11 @@ SERIAL_SIZE: Final = 64  # MTML_DEVICE_SERIAL_NUMBER_BUFFER_SIZE
 BIOS_SIZE: Final = 64  # MTML_DEVICE_MTBIOS_VERSION_BUFFER_SIZE
 DRIVER_SIZE: Final = 80  # MTML_DRIVER_VERSION_BUFFER_SIZE (MTML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE)
 SBDF_SIZE: Final = 32  # MTML_DEVICE_PCI_SBDF_BUFFER_SIZE
+ERROR_CORRECTED: Final = 0  # MTML_MEMORY_ERROR_TYPE_CORRECTED
+ERROR_UNCORRECTED: Final = 1  # MTML_MEMORY_ERROR_TYPE_UNCORRECTED
+VOLATILE_ECC: Final = 0  # MTML_VOLATILE_ECC
+AGGREGATE_ECC: Final = 1  # MTML_AGGREGATE_ECC
+LOCATION_DRAM: Final = 0x1  # MTML_MEMORY_LOCATION_DRAM (the only location pymtml defines)
 
 c_uint = ctypes.c_uint
 Handle = ctypes.c_void_p
@@ -100,6 +123,8 @@ TABLE: Final = SignatureTable.of(
     _fn("mtmlMemoryGetTotal", Handle, _P(ctypes.c_uint64)),
     _fn("mtmlMemoryGetUsed", Handle, _P(ctypes.c_uint64)),
     _fn("mtmlMemoryGetEccMode", Handle, _P(c_uint), _P(c_uint)),
+    # (memory, mtmlMemoryErrorType_t, mtmlEccCounterType_t, mtmlMemoryLocation_t, &count)
+    _fn("mtmlMemoryGetEccErrorCounter", Handle, c_uint, c_uint, c_uint, _P(ctypes.c_uint64)),
     _fn("mtmlDeviceInitGpu", Handle, OutHandle),
     _fn("mtmlDeviceFreeGpu", Handle),
     _fn("mtmlGpuGetUtilization", Handle, _P(c_uint)),
@@ -233,6 +258,7 @@ def _read_device(lib: NativeLibrary, call: _Calls, dev: ctypes.c_void_p, positio
         if call("mtmlMemoryGetEccMode", mem, ctypes.byref(cur), ctypes.byref(pending)):
             r.ecc_enabled = bool(cur.value)
             r.ecc_pending = bool(pending.value) if pending.value != cur.value else None
+        _ecc_counters(call, mem, r)
         lib.call("mtmlDeviceFreeMemory", mem, check=False)
     gpu = Handle()
     if call("mtmlDeviceInitGpu", dev, ctypes.byref(gpu)):
@@ -243,3 +269,30 @@ def _read_device(lib: NativeLibrary, call: _Calls, dev: ctypes.c_void_p, positio
             r.temperature_celsius = float(temp.value)
         lib.call("mtmlDeviceFreeGpu", gpu, check=False)
     return r
+
+
+def _ecc_counters(call: _Calls, mem: ctypes.c_void_p, r: UnitReading) -> None:
+    """Health is earned: the aggregate DRAM uncorrected counter must answer."""
+    uncorrected, corrected = ctypes.c_uint64(), ctypes.c_uint64()
+    args = (AGGREGATE_ECC, LOCATION_DRAM)
+    if not call("mtmlMemoryGetEccErrorCounter", mem, ERROR_UNCORRECTED, *args, ctypes.byref(uncorrected)):
+        return
+    r.health_read = True
+    r.ecc_uncorrected_total = uncorrected.value
+    r.extras["mthreads.com/eccUncorrected"] = uncorrected.value
+    if call("mtmlMemoryGetEccErrorCounter", mem, ERROR_CORRECTED, *args, ctypes.byref(corrected)):
+        r.extras["mthreads.com/eccCorrected"] = corrected.value
+    if uncorrected.value:
+        r.conditions.append(ecc_condition(uncorrected.value))
+
+
+def ecc_condition(uncorrected: int) -> HealthCondition:
+    """The condition of a nonzero aggregate uncorrectable DRAM ECC count."""
+    return condition(
+        Subsystem.MEMORY,
+        "EccUncorrectable",
+        Severity.CRITICAL,
+        Action.DRAIN_AND_RESET,
+        f"MTML counts {uncorrected} uncorrectable DRAM ECC errors (aggregate)",
+        code="mthreads.mtml:ecc-uncorrectable",
+    )

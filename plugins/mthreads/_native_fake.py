@@ -6,16 +6,28 @@ GPU.  :class:`FakeMtml` answers with MTML's conventions: the library -> device -
 handle chain (opaque pointers; each handle the fake hands out is tracked and must be freed),
 caller buffers with their size, the serial number's size before its buffer, bytes of memory,
 ``mtmlReturn_t`` codes.  A value the state does not hold is ``MTML_ERROR_NOT_SUPPORTED``.
+
+What only MTML sees comes from the scenario's ``native.toml``
+(:data:`~accel.toolkit.NATIVE_STATE_FILE`)::
+
+    [[device]]
+    gpu = 5                                    # the mthreads-gmi GPU index
+    ecc = { corrected = 31, uncorrected = 3 }  # DRAM ECC error counts (aggregate)
+
+``mthreads-gmi`` prints no ECC counters, so a GPU ``native.toml`` gives none for answers
+``mtmlMemoryGetEccErrorCounter`` with ``MTML_ERROR_NOT_SUPPORTED`` (its health stays unknown
+on both paths).  The fake gives the volatile counters the aggregate values (no reset recorded).
 """
 
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from accel.errors import ToolError
-from accel.toolkit import FakeLibrary, UnitReading, deref, merge_readings, set_out
+from accel.errors import ConfigError, ToolError
+from accel.toolkit import FakeLibrary, UnitReading, deref, merge_readings, read_native_state, set_out
 from accel.tools import Runner
 
 from . import _native as n
@@ -31,6 +43,30 @@ UNINITIALIZED = 666
 class MtmlState:
     driver_version: str | None
     gpus: list[UnitReading]
+    #: GPU position -> (corrected, uncorrected) DRAM ECC counts; absent: not supported.
+    ecc: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+def _native_ecc(gpus: list[UnitReading], native: Mapping[str, Any]) -> dict[int, tuple[int, int]]:
+    """``native.toml``'s ECC counts by GPU position; a ``[[device]]`` naming no GPU of the
+    scenario, or counts that are not non-negative integers, is a :class:`ConfigError`."""
+    positions = {g.index: i for i, g in enumerate(gpus) if g.index is not None}
+    out: dict[int, tuple[int, int]] = {}
+    for entry in native.get("device", []):
+        try:
+            pos = positions[int(entry["gpu"])]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"native state: a [[device]] names no GPU of the scenario: {entry!r}") from exc
+        ecc = entry.get("ecc")
+        bad = ConfigError(f"native state: GPU {entry['gpu']}: ecc needs non-negative integer counts: {entry!r}")
+        if not isinstance(ecc, dict) or not ecc.keys() <= {"corrected", "uncorrected"}:
+            raise bad
+        values = (ecc.get("corrected", 0), ecc.get("uncorrected", 0))
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+            raise bad
+        counts = (int(values[0]), int(values[1]))
+        out[pos] = counts
+    return out
 
 
 def fake_of_replay(runner: Runner) -> FakeMtml:
@@ -49,7 +85,7 @@ def fake_of_replay(runner: Runner) -> FakeMtml:
         driver = driver or query.driver_version
     except ToolError:
         pass
-    return FakeMtml(MtmlState(driver, readings))
+    return FakeMtml(MtmlState(driver, readings, _native_ecc(readings, read_native_state(runner))))
 
 
 def _handle(value: Any) -> int:
@@ -259,3 +295,20 @@ class FakeMtml(FakeLibrary):
 
     def mtmlGpuGetTemperature(self, gpu: Any, out: Any) -> int:
         return self._of(gpu, "gpu", "temperature_celsius", out)
+
+    def mtmlMemoryGetEccErrorCounter(
+        self, mem: Any, error_type: Any, counter_type: Any, location: Any, out: Any
+    ) -> int:
+        g = self._get(mem, "memory")
+        if not isinstance(g, UnitReading):
+            return INVALID_ARGUMENT
+        error_type, counter_type, location = _int(error_type), _int(counter_type), _int(location)
+        if error_type not in (n.ERROR_CORRECTED, n.ERROR_UNCORRECTED):
+            return INVALID_ARGUMENT
+        if counter_type not in (n.VOLATILE_ECC, n.AGGREGATE_ECC) or location != n.LOCATION_DRAM:
+            return INVALID_ARGUMENT
+        counts = self.state.ecc.get(self.handles[_handle(mem)][1])
+        if counts is None:
+            return NOT_SUPPORTED
+        set_out(out, counts[error_type])
+        return SUCCESS

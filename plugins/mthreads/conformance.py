@@ -16,6 +16,11 @@ _NOTES: dict[str, tuple[str, dict[str, str]]] = {
         "MTT S5000, mthreads-gmi -q -j (3.3.5) only: vendor UUIDs, units inside strings.",
         {"inventory.ids-match-pci": "the sample is abridged upstream: GPU 1 has no PCI block"},
     ),
+    "s5000-8-faults": (
+        "The s5000-8 mthreads-gmi sample plus what only MTML sees (native.toml, made up): DRAM ECC "
+        "counters on every GPU, uncorrectable errors on GPU 5.",
+        {},
+    ),
 }
 
 #: Both paths: the CLI replays and MTML's fake of each (``<name>@native``).

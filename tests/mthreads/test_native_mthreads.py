@@ -6,11 +6,14 @@ from __future__ import annotations
 import ast
 import ctypes
 import inspect
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from accel.errors import DriverError
+from accel.errors import ConfigError, DriverError
+from accel.model import HealthState
 from accel.plugin import Backend, BackendConfig
 from accel.plugins.mthreads import PLUGIN
 from accel.plugins.mthreads import _native as n
@@ -21,7 +24,12 @@ from accel.tools import ReplayRunner
 
 PKG = "accel.plugins.mthreads"
 SCENARIOS = scenario_names(PKG)
-GAPS: dict[str, str] = {}
+#: What one path sees and the other cannot, by compared field (docs/native-gaps.md, Moore Threads).
+GAPS = {
+    "health": "mthreads-gmi prints no health and no ECC counters, so the CLI path earns no health; "
+    "MTML's mtmlMemoryGetEccErrorCounter earns it where the counters answer (s5000-8-faults)",
+}
+FAULTY_GPU = 5  # native.toml of s5000-8-faults: uncorrectable DRAM ECC errors
 
 
 def runner(name: str) -> ReplayRunner:
@@ -46,13 +54,84 @@ def test_differential(scenario: str) -> None:
     assert [d.id for d in a.devices] == [d.id for d in b.devices]
     assert b.sources[0].api == "libmtml.so" and b.sources[0].tool_invocations == 0
     assert not b.problems
-    # The same memory condition (used above total, S4000 IOMMU sample) on both paths.
+    # The same memory condition (used above total, S4000 IOMMU sample) on both paths; the ECC
+    # condition of the native-only scenario on the native path alone.
     for x, y in zip(a.devices, b.devices, strict=True):
-        assert {c.reason for c in x.health.conditions} == {c.reason for c in y.health.conditions}
+        only_native = {"EccUncorrectable"} if scenario == "s5000-8-faults" and x.index == FAULTY_GPU else set()
+        assert {c.reason for c in x.health.conditions} | only_native == {c.reason for c in y.health.conditions}
+    if scenario == "s5000-8-faults":
+        assert result.one_sided == {"health": {"native"}}
+    else:  # no ECC counters in native.toml: MTML answers NOT_SUPPORTED, health stays unknown
+        assert result.one_sided.get("health") is None
+
+
+def test_native_only_scenario_sees_ecc() -> None:
+    """What only MTML sees: GPU 5's uncorrectable DRAM ECC errors make it critical; the counters
+    that answer earn the other GPUs their health; the CLI path leaves all unknown."""
+    native, cli = open_backend("s5000-8-faults", "native"), open_backend("s5000-8-faults", "cli")
+    try:
+        inv, cli_inv, samples = native.inventory(), cli.inventory(), native.telemetry()
+    finally:
+        native.close()
+        cli.close()
+    gpu5 = inv.devices[FAULTY_GPU]
+    assert gpu5.health.state is HealthState.UNHEALTHY
+    assert [c.vendor_code for c in gpu5.health.conditions] == ["mthreads.mtml:ecc-uncorrectable"]
+    assert gpu5.extras["mthreads.com/eccUncorrected"] == 3 and gpu5.extras["mthreads.com/eccCorrected"] == 31
+    assert inv.devices[2].extras["mthreads.com/eccCorrected"] == 4  # corrected alone is no condition
+    assert all(d.health.state is HealthState.HEALTHY for d in inv.devices if d.index != FAULTY_GPU)
+    assert all(d.health.state is HealthState.UNKNOWN for d in cli_inv.devices)
+    assert [t.ecc_uncorrected_total for t in samples] == [0, 0, 0, 0, 0, 3, 0, 0]
+
+
+def test_without_counters_health_stays_unknown() -> None:
+    """Not supported is not healthy: s5000-8's fake has no ECC counters."""
+    native = open_backend("s5000-8", "native")
+    try:
+        inv = native.inventory()
+    finally:
+        native.close()
+    assert inv.devices and all(d.health.state is HealthState.UNKNOWN for d in inv.devices)
+    assert all("mthreads.com/eccUncorrected" not in d.extras for d in inv.devices)
+
+
+def test_fake_counter_conventions() -> None:
+    """Error and counter types and the location are checked as MTML would; a driver failure of
+    the counter is a typed, partial problem and leaves health unknown."""
+    fake = fake_of_replay(runner("s5000-8-faults"))
+    lib = NativeLibrary(fake, n.TABLE, n.ERRORS, timeout_s=None)
+    dev, mem, count = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_uint64()
+    fake.mtmlLibraryInit(ctypes.byref(handle := ctypes.c_void_p()))
+    fake.mtmlLibraryInitDeviceByIndex(handle, FAULTY_GPU, ctypes.byref(dev))
+    fake.mtmlDeviceInitMemory(dev, ctypes.byref(mem))
+    assert fake.mtmlMemoryGetEccErrorCounter(mem, 1, 0, 1, ctypes.byref(count)) == 0 and count.value == 3
+    assert fake.mtmlMemoryGetEccErrorCounter(mem, 2, 1, 1, ctypes.byref(count)) == 3  # bad error type
+    assert fake.mtmlMemoryGetEccErrorCounter(mem, 1, 2, 1, ctypes.byref(count)) == 3  # bad counter type
+    assert fake.mtmlMemoryGetEccErrorCounter(mem, 1, 1, 2, ctypes.byref(count)) == 3  # unknown location
+    assert fake.mtmlDeviceFreeMemory(mem) == fake.mtmlLibraryFreeDevice(dev) == fake.mtmlLibraryShutDown(handle) == 0
+    fake.inject("mtmlMemoryGetEccErrorCounter", 2)  # MTML_ERROR_DRIVER_FAILURE
+    read = n.read_mtml(lib)
+    assert all(not r.health_read and not r.conditions for r in read.readings)
+    assert {p.vendor_code for p in read.problems} == {"mthreads.mtml:2"}
+
+
+def test_bad_native_state_is_a_config_error(tmp_path: Path) -> None:
+    where = tmp_path / "bad"
+    shutil.copytree(scenario_path(PKG, "s5000-8-faults"), where)
+    state = where / "native.toml"
+    state.write_text("[[device]]\ngpu = 9\necc = { uncorrected = 1 }\n")
+    with pytest.raises(ConfigError, match="names no GPU"):
+        fake_of_replay(ReplayRunner(where))
+    state.write_text("[[device]]\ngpu = 1\necc = { uncorrected = -1 }\n")
+    with pytest.raises(ConfigError, match="non-negative"):
+        fake_of_replay(ReplayRunner(where))
+    state.write_text("[[device]]\ngpu = 1\necc = { uncorected = 1 }\n")  # a misspelt key
+    with pytest.raises(ConfigError, match="non-negative"):
+        fake_of_replay(ReplayRunner(where))
 
 
 def test_signature_table_after_full_read_frees_every_handle() -> None:
-    fake = fake_of_replay(runner("s5000-8"))
+    fake = fake_of_replay(runner("s5000-8-faults"))
     lib = NativeLibrary(fake, n.TABLE, n.ERRORS, timeout_s=None)
     read = n.read_mtml(lib)
     assert len(read.readings) == 8 and read.driver_version
@@ -143,6 +222,31 @@ def test_the_real_binding_reads_the_fake(pymtml_on_fake: object) -> None:
         pymtml.mtmlLibraryFreeDevice(dev)
     finally:
         pymtml.mtmlLibraryShutDown()
+
+
+def test_the_real_binding_reads_the_ecc_counters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pymtml's own ``mtmlMemoryGetEccErrorCounter`` against the fake of the native-only scenario."""
+    fake = fake_of_replay(runner("s5000-8-faults"))
+    monkeypatch.setattr(pymtml, "mtmlLib", fake)
+    monkeypatch.setattr(pymtml, "_mtmlGetFunctionPointer_cache", {})
+    monkeypatch.setattr(pymtml, "_mtmlLib_handles", [])
+    pymtml.mtmlLibraryInit()
+    try:
+        dev = pymtml.mtmlLibraryInitDeviceByIndex(FAULTY_GPU)
+        mem = pymtml.mtmlDeviceInitMemory(dev)
+        dram = pymtml.MTML_MEMORY_LOCATION_DRAM
+        assert (
+            pymtml.MTML_MEMORY_ERROR_TYPE_UNCORRECTED,
+            pymtml.MTML_AGGREGATE_ECC,
+            dram,
+        ) == (n.ERROR_UNCORRECTED, n.AGGREGATE_ECC, n.LOCATION_DRAM)
+        assert pymtml.mtmlMemoryGetEccErrorCounter(mem, 1, pymtml.MTML_AGGREGATE_ECC, dram) == 3
+        assert pymtml.mtmlMemoryGetEccErrorCounter(mem, 0, pymtml.MTML_VOLATILE_ECC, dram) == 31
+        pymtml.mtmlDeviceFreeMemory(mem)
+        pymtml.mtmlLibraryFreeDevice(dev)
+    finally:
+        pymtml.mtmlLibraryShutDown()
+    assert fake.handles == {}
 
 
 def test_driver_errors_are_typed_and_partial() -> None:
