@@ -94,6 +94,7 @@ from ._listing import Listed, ProcessRow, parse_listing, parse_process_rows, pro
 from ._matrix import Matrix, first_line, read_matrix, read_records, select_table, title_match
 from ._native import (
     ErrorTable,
+    NativeCalls,
     NativeFunction,
     NativeLibrary,
     SignatureSource,
@@ -201,6 +202,7 @@ __all__ = [
     "Lenient",
     "Listed",
     "Matrix",
+    "NativeCalls",
     "NativeEventsSurface",
     "NativeFunction",
     "NativeLibrary",

@@ -500,3 +500,30 @@ def signature_problems(table: SignatureTable, *, calls: Iterable[str] = (), fake
                     f"the fake's {name} takes {params} arguments, the table declares {len(table[name].argtypes)}"
                 )
     return problems
+
+
+class NativeCalls:
+    """The calls of one read of one device (or the system) through a :class:`NativeLibrary`.
+
+    ``calls(fn, *args)`` returns ``True`` when ``fn`` answered.  A field the library cannot
+    report (``NotSupportedError``: not supported, or no such function in this release) gives
+    ``False`` and nothing else: it stays unsupported.  Any other typed failure is appended to
+    ``problems`` and gives ``False``, so one unreadable field never hides the others and the
+    reading is reported as partial.  A hang (``driver.timeout``) propagates: it ends the read."""
+
+    __slots__ = ("lib", "problems", "where")
+
+    def __init__(self, lib: NativeLibrary, problems: list[AccelError], where: str) -> None:
+        self.lib, self.problems, self.where = lib, problems, where
+
+    def __call__(self, fn: str, *args: Any) -> bool:
+        try:
+            self.lib.call(fn, *args, device_id=self.where)
+        except NotSupportedError:
+            return False
+        except AccelError as exc:
+            if exc.code == "driver.timeout":
+                raise
+            self.problems.append(exc)
+            return False
+        return True

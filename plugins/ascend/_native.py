@@ -26,6 +26,7 @@ from accel.errors import AccelError, NotSupportedError
 from accel.model import Action, HealthCondition, Severity, Subsystem
 from accel.toolkit import (
     ErrorTable,
+    NativeCalls,
     NativeFunction,
     NativeLibrary,
     SignatureSource,
@@ -270,24 +271,9 @@ def _text(raw: object) -> str | None:
     return value or None
 
 
-class _Calls:
+def _chip_calls(lib: NativeLibrary, out: DcmiRead, card: int, dev: int) -> NativeCalls:
     """A chip's calls: unsupported -> ``False`` (never readable), another failure -> a problem."""
-
-    def __init__(self, lib: NativeLibrary, out: DcmiRead, card: int, dev: int) -> None:
-        self.lib, self.out, self.card, self.dev = lib, out, card, dev
-        self.where = f"NPU {card} chip {dev}"
-
-    def __call__(self, fn: str, *args: object) -> bool:
-        try:
-            self.lib.call(fn, *args, device_id=self.where)
-        except NotSupportedError:
-            return False
-        except AccelError as exc:
-            if exc.code == "driver.timeout":
-                raise
-            self.out.problems.append(exc)
-            return False
-        return True
+    return NativeCalls(lib, out.problems, f"NPU {card} chip {dev}")
 
 
 def read_dcmi(lib: NativeLibrary, *, topology: bool = True) -> DcmiRead:
@@ -327,7 +313,7 @@ def read_dcmi(lib: NativeLibrary, *, topology: bool = True) -> DcmiRead:
         for i, a in enumerate(keys):
             for b in keys[i + 1 :]:
                 kind = c_int()
-                if _Calls(lib, out, *a)("dcmi_get_topo_info_by_device_id", *a, *b, ctypes.byref(kind)):
+                if _chip_calls(lib, out, *a)("dcmi_get_topo_info_by_device_id", *a, *b, ctypes.byref(kind)):
                     code = TOPO_CODES.get(kind.value)
                     if code is not None:
                         out.topo[(a, b)] = code
@@ -335,7 +321,7 @@ def read_dcmi(lib: NativeLibrary, *, topology: bool = True) -> DcmiRead:
 
 
 def _read_chip(lib: NativeLibrary, out: DcmiRead, card: int, dev: int, position: int) -> DcmiChip | None:
-    call = _Calls(lib, out, card, dev)
+    call = _chip_calls(lib, out, card, dev)
     logic = c_int()
     if not call("dcmi_get_device_logic_id", ctypes.byref(logic), card, dev):
         return None  # an MCU or a chip the runtime does not see

@@ -16,10 +16,11 @@ import ctypes
 from dataclasses import dataclass, field
 from typing import Final
 
-from accel.errors import AccelError, NotSupportedError
+from accel.errors import AccelError
 from accel.model import Action, HealthCondition, Severity, Subsystem
 from accel.toolkit import (
     ErrorTable,
+    NativeCalls,
     NativeFunction,
     NativeLibrary,
     SignatureSource,
@@ -162,36 +163,19 @@ def _text(raw: bytes) -> str | None:
     return value or None
 
 
-class _Calls:
-    def __init__(self, lib: NativeLibrary, out: IxmlRead, where: str) -> None:
-        self.lib, self.out, self.where = lib, out, where
-
-    def __call__(self, fn: str, *args: object) -> bool:
-        try:
-            self.lib.call(fn, *args, device_id=self.where)
-        except NotSupportedError:
-            return False
-        except AccelError as exc:
-            if exc.code == "driver.timeout":
-                raise
-            self.out.problems.append(exc)
-            return False
-        return True
-
-
 def read_ixml(lib: NativeLibrary) -> IxmlRead:
     """Read every GPU ``lib`` (the real ``libixml.so`` or its fake) reports."""
     out = IxmlRead()
     lib.call("nvmlInitWithFlags", 0)
     try:
         buf = ctypes.create_string_buffer(DRIVER_SIZE)
-        if _Calls(lib, out, "system")("nvmlSystemGetDriverVersion", buf, DRIVER_SIZE):
+        if NativeCalls(lib, out.problems, "system")("nvmlSystemGetDriverVersion", buf, DRIVER_SIZE):
             out.driver_version = _text(buf.raw)
         count = c_uint()
         lib.call("nvmlDeviceGetCount_v2", ctypes.byref(count))
         for i in range(count.value):
             dev = Device()
-            call = _Calls(lib, out, f"IXML device {i}")
+            call = NativeCalls(lib, out.problems, f"IXML device {i}")
             if call("nvmlDeviceGetHandleByIndex_v2", i, ctypes.byref(dev)):
                 out.readings.append(_read_device(call, dev, i))
     finally:
@@ -199,7 +183,7 @@ def read_ixml(lib: NativeLibrary) -> IxmlRead:
     return out
 
 
-def _read_device(call: _Calls, dev: ctypes.c_void_p, index: int) -> UnitReading:
+def _read_device(call: NativeCalls, dev: ctypes.c_void_p, index: int) -> UnitReading:
     r = UnitReading(index=index)
     idx = c_uint()
     if call("nvmlDeviceGetIndex", dev, ctypes.byref(idx)):

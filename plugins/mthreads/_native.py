@@ -27,10 +27,11 @@ import ctypes
 from dataclasses import dataclass, field
 from typing import Final
 
-from accel.errors import AccelError, NotSupportedError
+from accel.errors import AccelError
 from accel.model import Action, HealthCondition, Severity, Subsystem
 from accel.toolkit import (
     ErrorTable,
+    NativeCalls,
     NativeFunction,
     NativeLibrary,
     SignatureSource,
@@ -173,23 +174,6 @@ def _text(buf: object) -> str | None:
     return value or None
 
 
-class _Calls:
-    def __init__(self, lib: NativeLibrary, out: MtmlRead, where: str) -> None:
-        self.lib, self.out, self.where = lib, out, where
-
-    def __call__(self, fn: str, *args: object) -> bool:
-        try:
-            self.lib.call(fn, *args, device_id=self.where)
-        except NotSupportedError:
-            return False
-        except AccelError as exc:
-            if exc.code == "driver.timeout":
-                raise
-            self.out.problems.append(exc)
-            return False
-        return True
-
-
 def read_mtml(lib: NativeLibrary) -> MtmlRead:
     """Read every GPU ``lib`` (the real MTML or its fake) reports; frees every handle it took."""
     out = MtmlRead()
@@ -197,16 +181,16 @@ def read_mtml(lib: NativeLibrary) -> MtmlRead:
     lib.call("mtmlLibraryInit", ctypes.byref(handle))
     try:
         system = Handle()
-        if _Calls(lib, out, "system")("mtmlLibraryInitSystem", handle, ctypes.byref(system)):
+        if NativeCalls(lib, out.problems, "system")("mtmlLibraryInitSystem", handle, ctypes.byref(system)):
             buf = ctypes.create_string_buffer(DRIVER_SIZE)
-            if _Calls(lib, out, "system")("mtmlSystemGetDriverVersion", system, buf, DRIVER_SIZE):
+            if NativeCalls(lib, out.problems, "system")("mtmlSystemGetDriverVersion", system, buf, DRIVER_SIZE):
                 out.driver_version = _text(buf.raw)
             lib.call("mtmlLibraryFreeSystem", system, check=False)
         count = c_uint()
         lib.call("mtmlLibraryCountDevice", handle, ctypes.byref(count))
         for i in range(count.value):
             dev = Handle()
-            call = _Calls(lib, out, f"MTML device {i}")
+            call = NativeCalls(lib, out.problems, f"MTML device {i}")
             if not call("mtmlLibraryInitDeviceByIndex", handle, i, ctypes.byref(dev)):
                 continue
             try:
@@ -218,7 +202,7 @@ def read_mtml(lib: NativeLibrary) -> MtmlRead:
     return out
 
 
-def _read_device(lib: NativeLibrary, call: _Calls, dev: ctypes.c_void_p, position: int) -> UnitReading:
+def _read_device(lib: NativeLibrary, call: NativeCalls, dev: ctypes.c_void_p, position: int) -> UnitReading:
     r = UnitReading(index=position)
     idx = c_uint()
     if call("mtmlDeviceGetIndex", dev, ctypes.byref(idx)):
@@ -271,7 +255,7 @@ def _read_device(lib: NativeLibrary, call: _Calls, dev: ctypes.c_void_p, positio
     return r
 
 
-def _ecc_counters(call: _Calls, mem: ctypes.c_void_p, r: UnitReading) -> None:
+def _ecc_counters(call: NativeCalls, mem: ctypes.c_void_p, r: UnitReading) -> None:
     """Health is earned: the aggregate DRAM uncorrected counter must answer."""
     uncorrected, corrected = ctypes.c_uint64(), ctypes.c_uint64()
     args = (AGGREGATE_ECC, LOCATION_DRAM)

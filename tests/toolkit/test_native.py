@@ -27,6 +27,7 @@ from accel.errors import (
 from accel.toolkit import (
     ErrorTable,
     FakeLibrary,
+    NativeCalls,
     NativeFunction,
     NativeLibrary,
     SignatureSource,
@@ -434,3 +435,20 @@ def test_per_call_deadline_and_close() -> None:
     lib2.close()
     worker2._thread.join(2)
     assert not worker2.alive
+
+
+def test_native_calls_keep_unsupported_fields_apart_from_failures() -> None:
+    fake = FakeDemo()
+    lib = NativeLibrary(fake, TABLE, ERRORS, timeout_s=None)
+    problems: list[Any] = []
+    calls = NativeCalls(lib, problems, "demo 1")
+    ecc = ctypes.c_uint64()
+    assert calls("demoGetEcc", 0, ctypes.byref(ecc)) and ecc.value == 7
+    assert not calls("demoGetEcc", 1, ctypes.byref(ecc)) and problems == []  # not supported: no problem
+    fake.inject("demoGetEcc", 4)  # no permission: a failure the read reports as partial
+    assert not calls("demoGetEcc", 0, ctypes.byref(ecc))
+    assert [p.code for p in problems] == ["permission.denied"]
+    fake.inject("demoGetEcc", 6)  # the library's own timeout code is a driver.timeout: it ends the read
+    with pytest.raises(DriverError) as info:
+        calls("demoGetEcc", 0, ctypes.byref(ecc))
+    assert info.value.code == "driver.timeout" and len(problems) == 1
