@@ -254,7 +254,7 @@ class Proxy:
         start = time.perf_counter()
         arrived = self.lag.clock()
         try:
-            raw = await read_body(receive, self.config.max_body_bytes, self.config.body_timeout_s)
+            raw = await read_body(receive, self.config.max_body_bytes, self.config.body_timeout_s, scope)
         except ValueError as exc:
             self.metrics.request("", "413")
             return await _send_error(send, _Error(413, str(exc)))

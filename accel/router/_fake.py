@@ -274,7 +274,7 @@ class FakeEngine:
         from starlette.responses import JSONResponse, StreamingResponse
 
         try:
-            raw = await read_body(request.receive, self.config.max_body_bytes, 10.0)
+            raw = await read_body(request.receive, self.config.max_body_bytes, 10.0, request.scope)
             body, ids, n = self._parse(raw, chat)
         except ValueError as exc:
             return _err(413, str(exc))

@@ -81,6 +81,16 @@ def test_bad_requests_get_4xx_json_and_no_traceback(router: RunningRouter, conte
     assert needle in r.json()["error"]["message"] and "Traceback" not in r.text
 
 
+def test_a_declared_body_over_the_limit_is_refused_before_it_is_sent(router: RunningRouter) -> None:
+    # Content-Length says 50 MB and only a few bytes follow: the 413 must not wait for the body's timeout.
+    host, port = router.url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 52428800\r\n\r\n{")
+        head = s.recv(4096)
+    assert head.startswith(b"HTTP/1.1 413") and b"limit" in head and b"Traceback" not in head
+
+
 def test_cache_aware_sends_a_conversation_back_to_its_cache(engines: list[Engine]) -> None:
     with router_over(engines, kv=True, policy="cache-aware") as router, httpx.Client(base_url=router.url) as c:
         homes: dict[str, set[str]] = {}

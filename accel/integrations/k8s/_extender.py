@@ -1064,7 +1064,7 @@ class _App:
                            close=True)
             return
         try:
-            body = await read_body(receive, n, self.limits.body_timeout_s)
+            body = await read_body(receive, n, self.limits.body_timeout_s, scope)
         except BodyTimeoutError as exc:
             await _respond(send, HTTPStatus.REQUEST_TIMEOUT, {"Error": str(exc)}, close=True)
             return
