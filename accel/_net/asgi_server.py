@@ -26,7 +26,7 @@ import logging
 import socket
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 __all__ = ["BackgroundServer", "BodyTimeoutError", "ServerLimits", "read_body"]
 
@@ -154,15 +154,21 @@ class BackgroundServer:
         self.name = name
         self.socket = bind(listen, port, limits.backlog)
         _quiet_logs(verbose)
-        config = uvicorn.Config(
+        config = self._config(app, limits, verbose)
+        self._server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+
+    def _config(self, app: Any, limits: ServerLimits, verbose: bool) -> Any:
+        """uvicorn's configuration (h11 with a deadline for each request head, the standard loop)."""
+        import uvicorn
+
+        return uvicorn.Config(
             app, http=_protocol_class(limits.header_timeout_s), lifespan="off", log_config=None,
             access_log=verbose, timeout_keep_alive=max(1, round(limits.keep_alive_s)),
             limit_concurrency=limits.max_connections, backlog=limits.backlog,
             h11_max_incomplete_event_size=limits.max_header_bytes, timeout_graceful_shutdown=2,
             server_header=False, date_header=False)
-        self._server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
-        self._started = threading.Event()
 
     @property
     def port(self) -> int:
@@ -171,7 +177,7 @@ class BackgroundServer:
     def _run(self) -> None:
         self._server.run(sockets=[self.socket])
 
-    def start(self) -> BackgroundServer:
+    def start(self) -> Self:
         """Serve on a daemon thread; returns once the server accepts connections."""
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import threading
 from typing import Any
 
-from accel._net.asgi_server import BackgroundServer, ServerLimits, bind
+from accel._net.asgi_server import BackgroundServer, ServerLimits
 
 __all__ = ["RouterServer", "fast_stack"]
 
@@ -89,61 +88,24 @@ def _protocol_class(limits: ServerLimits) -> type:
     return DeadlineProtocol
 
 
-class RouterServer:
-    """Serve ``app`` on ``listen:port`` with httptools and uvloop (see the module doc); the interface
-    of :class:`~accel._net.asgi_server.BackgroundServer` (bound at construction, :meth:`start`,
-    :meth:`close`)."""
+class RouterServer(BackgroundServer):
+    """Serve ``app`` on ``listen:port`` with httptools and uvloop (see the module doc); the
+    lifecycle of :class:`~accel._net.asgi_server.BackgroundServer` (bound at construction,
+    :meth:`start`, :meth:`close`), only uvicorn's configuration differs."""
 
     def __init__(self, app: Any, *, listen: str, port: int, limits: ServerLimits | None = None,
                  name: str = "accel-router") -> None:
+        super().__init__(app, listen=listen, port=port, limits=ServerLimits() if limits is None else limits,
+                         name=name, verbose=False)
+
+    def _config(self, app: Any, limits: ServerLimits, verbose: bool) -> Any:
         import uvicorn
 
-        from accel._net.asgi_server import _quiet_logs
-
-        limits = ServerLimits() if limits is None else limits
-        self.limits = limits
-        self.name = name
-        self.socket = bind(listen, port, limits.backlog)
-        _quiet_logs(False)
-        config = uvicorn.Config(
+        return uvicorn.Config(
             app, http=_protocol_class(limits), loop="uvloop", lifespan="off", log_config=None, access_log=False,
             timeout_keep_alive=max(1, round(limits.keep_alive_s)), limit_concurrency=limits.max_connections,
             backlog=limits.backlog, timeout_graceful_shutdown=2, server_header=False, date_header=False,
             proxy_headers=False)  # no X-Forwarded-* rewriting of the scope: nothing here reads the client address
-        self._server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        return int(self.socket.getsockname()[1])
-
-    def _run(self) -> None:
-        self._server.run(sockets=[self.socket])
-
-    def start(self) -> RouterServer:
-        """Serve on a daemon thread; returns once the server accepts connections."""
-        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self._thread.start()
-        while not self._server.started and self._thread.is_alive():
-            self._thread.join(0.005)
-        return self
-
-    def shutdown(self) -> None:
-        self._server.should_exit = True
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def wait(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def close(self) -> None:
-        """Stop serving and close the listening socket."""
-        self.shutdown()
-        self.wait(timeout=5)
-        self.socket.close()
 
 
 def serve(app: Any, *, listen: str, port: int, name: str) -> RouterServer | BackgroundServer:
