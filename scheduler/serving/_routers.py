@@ -39,6 +39,9 @@ class ReplicaLoad:
     replica_id: int
     #: Requests routed to the replica and not finished (queued or running).
     outstanding: int
+    #: Of those, requests not yet admitted to the running batch (the engine's queue); ``None``
+    #: when the replica does not report it.
+    waiting: int | None = None
 
 
 @runtime_checkable
