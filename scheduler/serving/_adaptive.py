@@ -26,6 +26,10 @@ For each request, with ``n`` replicas that can take it now:
    lowest id).  New conversations cost no cache, so they are what keeps counts level and steer
    around a queue; continuations then rarely meet the cap.
 
+A replica that was away (a breaker open, a health check failing) and comes back keeps its count,
+so it is behind: free placements prefer it until it catches up, but only while its outstanding
+requests and queue stay at or under the mean, so the catching up is paced by its own load.
+
 Latency is protected by the free placements (they avoid a replica with a queue) and by the cap; no
 timed load limit moves a conversation that has its cache somewhere.  Every threshold is relative to
 the current loads (mean outstanding, mean queue, mean count), so nothing is fitted to a trace's
