@@ -76,7 +76,7 @@ def test_the_count_never_exceeds_its_cap_whoever_is_preferred() -> None:
         cap = r.cap(before, 6)
         rid = r.route(prompt, loads(*[rng.randrange(5) for _ in range(6)]))
         counts[rid] += 1
-        assert counts[rid] <= cap and max(counts) <= max(cap, max(counts))
+        assert max(counts) <= cap  # the cap grows with the total, so no earlier count is over it
         assert counts == [r.count(k) for k in range(6)]
     assert max(counts) / (sum(counts) / 6) <= 1.05
     # the hot prefix was replicated on several replicas by the cap, not recomputed everywhere
