@@ -71,6 +71,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 TRACE_NAME = "traces/serving/mooncake_conversation_trace.jsonl"
 ISSUE_BLOCKS = 977
+BLOCK_TOKENS = 512  # the trace's block size
 SPLIT_S = 1800.0  # trace A: minutes 0-30 (tuning); trace B: minutes 30-60 (report)
 BALANCE_TARGET = 1.05  # the issue's max/mean goal; the adaptive router's only number
 OBJECTIVE = Objective(ttft_s=30.0, tpot_s=0.100, percentile=0.99)
@@ -127,10 +128,25 @@ def check(reqs: Sequence[ServingRequest], out: Path) -> None:
             print(f"  {name:42s} {res.hit_ratio:7.2%} {'' if issue is None else f'{issue:.1%}':>7s} {imb:8.3f}")
 
 
+def with_shared_prefix(reqs: Sequence[ServingRequest], blocks: int) -> list[ServingRequest]:
+    """Every prompt behind the same ``blocks``-block system prompt (a stress shape, not a trace).
+
+    The trace's own hashes are moved past the new ones, so chains stay distinct; every request then
+    matches at least ``blocks`` blocks on any replica that served one, so a router's "new
+    conversation" test never fires on the shared block alone.
+    """
+    if blocks <= 0:
+        return list(reqs)
+    base = 1 + max((h for r in reqs for h in r.hash_ids), default=0)
+    head = tuple(range(base, base + blocks))
+    return [ServingRequest(r.request_id, r.arrival_s, r.prompt_tokens + blocks * BLOCK_TOKENS, r.output_tokens,
+                           head + tuple(h + base + blocks for h in r.hash_ids)) for r in reqs]
+
+
 def run(trace: Path, part: str, replicas: int, label: str, capacity: int,
-        engine: bool = False) -> list[dict[str, object]]:
+        engine: bool = False, shared_blocks: int = 0) -> list[dict[str, object]]:
     scale = 8.0 / replicas
-    reqs = split(load_mooncake(trace, time_scale=scale), SPLIT_S * scale)[part]
+    reqs = with_shared_prefix(split(load_mooncake(trace, time_scale=scale), SPLIT_S * scale)[part], shared_blocks)
     profile = load_catalog().profile("llama-2-70b", "h100-80gb")
     cfg = EngineConfig(load_operator_profile("llama-2-70b", "h100-80gb")) if engine else None
     spec = ReplicaSpec(profile, capacity, engine=cfg)
@@ -217,12 +233,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--trace", default=str(_default_trace()))
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--quick", action="store_true", help="the check plus 8 replicas at the issue's capacity")
+    ap.add_argument("--shared-prefix-blocks", type=int, default=0, metavar="K",
+                    help="stress shape: put every prompt behind one K-block system prompt (consistent hashing's "
+                         "two-block key then sends everything to one replica)")
     ap.add_argument("--engine", action="store_true",
                     help="calibrated engine replicas (chunked prefill, operator profile) instead of Splitwise's tables")
     args = ap.parse_args(argv)
     trace = Path(args.trace)
     if not trace.is_file():
         print(f"Mooncake trace not found: {trace} (pass --trace PATH)", file=sys.stderr)
+        return 2
+    if args.shared_prefix_blocks < 0:
+        print(f"--shared-prefix-blocks must be >= 0, got {args.shared_prefix_blocks}", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -238,12 +260,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\nphysical capacity: Llama-3-8B on 80 GB x 0.9 - 16 GB weights = {physical} blocks of 512; "
           f"timing: Llama2-70B TP=8 H100 "
           f"({'engine replicas, Vidur operator profile' if args.engine else 'Splitwise'}); "
-          f"trace A = minutes 0-30 (tuning), B = minutes 30-60 (report), each from cold")
+          f"trace A = minutes 0-30 (tuning), B = minutes 30-60 (report), each from cold"
+          + (f"; stress: every prompt behind one {args.shared_prefix_blocks}-block system prompt"
+             if args.shared_prefix_blocks else ""))
     hdr = (f"{'trace':5s} {'cap':8s} {'n':>3s} {'router':20s} {'hit':>6s} {'pooled':>6s} {'unbnd':>6s} {'ttft50':>7s} "
            f"{'ttft99':>7s} {'tpot50':>7s} {'tpot99':>7s} {'max/mean':>8s} {'SLO%':>6s}  goals(hit,bal,p99)")
     print(hdr)
     for part, (label, cap), n in itertools.product(parts, caps, counts):
-            for r in run(trace, part, n, label, cap, args.engine):
+            for r in run(trace, part, n, label, cap, args.engine, args.shared_prefix_blocks):
                 rows.append(r)
                 goals = "".join("Y" if r[g] else "n" for g in GOALS)
                 print(f"{part:5s} {label:8s} {n:3d} {r['router']!s:20s} {float(str(r['hit_ratio'])):6.1%} "
