@@ -64,7 +64,12 @@ class Variant(AdaptiveCacheAware):
         m = {r.replica_id: self.tracked(r.replica_id).match(hash_ids) for r in ok}
         best = min(ok, key=lambda r: (-m[r.replica_id], r.outstanding, r.replica_id))
         least = self._free(ok, replicas)
-        new = m[best.replica_id] <= (m[least.replica_id] if self.relative else self.min_match_blocks)
+        if self.relative:  # affinity only when the free placement would lose blocks
+            new = m[best.replica_id] <= m[least.replica_id]
+        elif self.place == "queue<=mean":  # AdaptiveCacheAware's: ... and more than one block
+            new = m[best.replica_id] <= max(self.min_match_blocks, m[least.replica_id])
+        else:
+            new = m[best.replica_id] <= self.min_match_blocks
         ch = least if new else best
         if not new and self.load == "queue-divert" and self._unc_n:
             mu = self._unc_sum / self._unc_n  # mean uncached blocks per request, measured
@@ -93,7 +98,7 @@ class Variant(AdaptiveCacheAware):
         elif self.place == "queue==min":
             calm = [r for r in ok if (r.waiting or 0) == min_wait]
             pool = [r for r in calm if r.outstanding <= mean_out] or calm
-        else:  # "queue<=mean": AdaptiveCacheAware's
+        else:  # "queue<=mean" (AdaptiveCacheAware's) and its first form
             calm = [r for r in ok if (r.waiting or 0) <= mean_wait]
             pool = [r for r in calm if r.outstanding <= mean_out] or calm or list(ok)
         return min(pool, key=lambda r: (counts[r.replica_id], r.outstanding, r.replica_id))
@@ -107,6 +112,7 @@ def variants(capacity: int) -> list[Callable[[], Router]]:
         lambda: Variant(capacity, "none", "fewest-routed"),
         lambda: Variant(capacity, "none", "out<=mean"),
         lambda: Variant(capacity, "none", "queue==min"),
+        lambda: Variant(capacity, "none", "queue<=mean-only-1-block"),
         lambda: Variant(capacity, "none", "queue<=mean"),
         lambda: Variant(capacity, "none", "queue<=mean", relative_match=True),
     ]

@@ -15,16 +15,18 @@ For each request, with ``n`` replicas that can take it now:
    term rules, so max/mean stays at most ``c`` over every run the router has routed.  A replica
    seen for the first time starts at the mean count of the others (neither flooded to catch up
    nor starved).
-2. **Cache affinity**: among eligible replicas, the one whose tracked prefix matches the most
-   leading blocks (ties: fewest outstanding, then lowest id).  If it matches more than
-   ``min_match_blocks`` (default 1: a prefix every request shares, a system prompt, is no reason
-   to go anywhere), the request goes there, whatever the replica's momentary load: a continuation
-   is never moved for latency, only when the count cap says so.
-3. **Free placement** otherwise (a new conversation): among eligible replicas whose outstanding
-   requests and queue (``ReplicaLoad.waiting``, when every replica reports it) are at most the
-   mean over all replicas, the one with the fewest routed requests (then fewest outstanding, then
-   lowest id).  New conversations cost no cache, so they are what keeps counts level and steer
-   around a queue; continuations then rarely meet the cap.
+2. **Free placement** candidate: among eligible replicas whose outstanding requests and queue
+   (``ReplicaLoad.waiting``, when every replica reports it) are at most the mean over all
+   replicas, the one with the fewest routed requests (then fewest outstanding, then lowest id).
+3. **Cache affinity**: among eligible replicas, the one whose tracked prefix matches the most
+   leading blocks (ties: fewest outstanding, then lowest id).  The request goes there if it
+   matches more than ``min_match_blocks`` (default 1: one block every request shares is no reason
+   to go anywhere) *and* more than the free-placement candidate; otherwise placing it freely costs
+   no cache, and the candidate takes it.  So a continuation stays with its cache whatever the
+   replica's momentary load (it is moved only when the count cap says so), while a new
+   conversation, even behind a long system prompt that every replica already holds, is placed
+   freely: free placements keep counts level (continuations then rarely meet the cap) and steer
+   around queues.
 
 A replica that was away (a breaker open, a health check failing) and comes back keeps its count,
 so it is behind: free placements prefer it until it catches up, but only while its outstanding
@@ -108,9 +110,10 @@ class AdaptiveCacheAware:
         eligible = [r for r in replicas if counts[r.replica_id] + 1 <= cap]  # never empty: see cap()
         match = {r.replica_id: self.tracked(r.replica_id).match(hash_ids) for r in eligible}
         best = min(eligible, key=lambda r: (-match[r.replica_id], r.outstanding, r.replica_id))
-        # a continuation stays with its cache; a new conversation is placed freely
-        affine = match[best.replica_id] > self.min_match_blocks
-        rid = best.replica_id if affine else self._place(eligible, replicas)
+        placed = self._place(eligible, replicas)
+        # a continuation stays with its cache; a request the free placement loses nothing on is placed
+        affine = match[best.replica_id] > max(self.min_match_blocks, match[placed])
+        rid = best.replica_id if affine else placed
         self.tracked(rid).use(hash_ids)
         counts[rid] += 1
         return rid
