@@ -115,3 +115,13 @@ def test_simulated_balance_holds_the_goal() -> None:
     assert res.complete
     assert res.imbalance() <= 1.05
     assert res.hit_ratio() > 0.3
+
+
+def test_a_new_conversation_behind_a_long_shared_prompt_is_still_placed_freely() -> None:
+    r = AdaptiveCacheAware(100)
+    shared = list(range(8))  # a system prompt of 8 blocks that every request carries
+    assert [r.route([*shared, 100 + i], loads(0, 0, 0)) for i in range(3)] == [0, 1, 2]  # the cap spreads it
+    assert r.route([*shared, 100, 101], loads(0, 0, 0)) == 0  # a continuation: 9 blocks only on replica 0
+    # a new conversation matches 8 blocks everywhere: replica 0 (fewest outstanding) gains nothing over
+    # the free placement, which takes the least routed of those at or under the mean load
+    assert r.route([*shared, 300], loads(0, 2, 1)) == 2
