@@ -98,8 +98,14 @@ class Mode:
         return f"{self.compute}_{self.memory}".lower()
 
 
+def _vendor(exc: AccelError) -> str | None:
+    """The ``amd.smi:<status>`` an error carries (``DriverError`` and kin), else ``None``."""
+    code = getattr(exc, "vendor_code", None)
+    return code if isinstance(code, str) else None
+
+
 def _status(exc: AccelError) -> int | None:
-    code = exc.vendor_code or ""
+    code = _vendor(exc) or ""
     tail = code.removeprefix("amd.smi:")
     return int(tail) if code.startswith("amd.smi:") and tail.isdigit() else None
 
@@ -150,9 +156,14 @@ class XcpCarver:
         total, units = dev.memory_total_bytes, dev.compute.units
         return tuple(
             PartitionProfile(
-                name=m.name, parent_id=dev.id, memory_bytes=total // m.count if total else None,
-                compute_units=units // m.count if units else None, compute_ratio=1.0 / m.count,
-                max_instances=m.count, placements=tuple(Placement(start=k, size=1) for k in range(m.count)))
+                name=m.name,
+                parent_id=dev.id,
+                memory_bytes=total // m.count if total else None,
+                compute_units=units // m.count if units else None,
+                compute_ratio=1.0 / m.count,
+                max_instances=m.count,
+                placements=tuple(Placement(start=k, size=1) for k in range(m.count)),
+            )
             for m in self.modes(dev.pci.bus_id, handle)
         )
 
@@ -211,18 +222,24 @@ class XcpCarver:
             names = ", ".join(m.name for m in offered) or "none: the product cannot be partitioned"
             raise PartitionProfileNotSupportedError(
                 f"profile {profile!r} is not offered by {dev.model} ({dev.id}); offered: {names}",
-                device_id=dev.id, profile=profile)
+                device_id=dev.id,
+                profile=profile,
+            )
         current = self._current(handles[0])
         if current != WHOLE:
             now = "_".join(current).lower()
             what = "all its partitions already exist" if now == profile else "destroy its partitions first"
-            raise PartitionNoPlacementError(f"{dev.id} is in {now} ({what}); a mode applies to the whole device",
-                                            device_id=dev.id, profile=profile)
+            raise PartitionNoPlacementError(
+                f"{dev.id} is in {now} ({what}); a mode applies to the whole device", device_id=dev.id, profile=profile
+            )
         pids = self._pids(handles)
         if pids:
             raise PartitionProcessesRunningError(
                 f"processes run on {dev.id} (pid {', '.join(map(str, sorted(set(pids))[:8]))}): a compute / memory "
-                "mode change needs the device idle", device_id=dev.id, profile=profile)
+                "mode change needs the device idle",
+                device_id=dev.id,
+                profile=profile,
+            )
         try:
             self._set(dev, "compute", mode.compute)
         except AccelError as exc:
@@ -244,12 +261,18 @@ class XcpCarver:
             return PermissionDeniedError(f"{where}: changing a partition mode needs root (amdsmi status 10)")
         if code in (BUSY, AMDGPU_RESTART_ERR):
             return PartitionProcessesRunningError(
-                f"{where}: processes hold the device (amdsmi status {code})", device_id=dev.id, profile=profile,
-                vendor_code=exc.vendor_code)
+                f"{where}: processes hold the device (amdsmi status {code})",
+                device_id=dev.id,
+                profile=profile,
+                vendor_code=_vendor(exc),
+            )
         if isinstance(exc, NotSupportedError) or code in (SETTING_UNAVAILABLE, INVAL):
             return PartitionProfileNotSupportedError(
-                f"{where}: the driver does not offer it on this product now ({exc})", device_id=dev.id,
-                profile=profile, vendor_code=exc.vendor_code)
+                f"{where}: the driver does not offer it on this product now ({exc})",
+                device_id=dev.id,
+                profile=profile,
+                vendor_code=_vendor(exc),
+            )
         return exc
 
     def _undo(self, dev: Device, mode: Mode, cause: AccelError) -> PartitionError | AccelError:
@@ -263,11 +286,19 @@ class XcpCarver:
             return PartitionCreateFailedError(
                 f"creating {mode.name} on {dev.id} failed at its memory mode ({refusal}) and setting the compute "
                 f"mode back to SPX failed too ({exc}): {dev.id} is left in {mode.compute} + NPS1 with its "
-                f"{mode.count} partitions (destroy one, or `accel partition clear`)", left_behind=left,
-                device_id=dev.id, profile=mode.name, vendor_code=cause.vendor_code)
+                f"{mode.count} partitions (destroy one, or `accel partition clear`)",
+                left_behind=left,
+                device_id=dev.id,
+                profile=mode.name,
+                vendor_code=_vendor(cause),
+            )
         return PartitionCreateFailedError(
             f"creating {mode.name} on {dev.id} failed at its memory mode ({refusal}); the compute mode was set "
-            "back to SPX, nothing is left", device_id=dev.id, profile=mode.name, vendor_code=cause.vendor_code)
+            "back to SPX, nothing is left",
+            device_id=dev.id,
+            profile=mode.name,
+            vendor_code=_vendor(cause),
+        )
 
     # -- destroy ----------------------------------------------------------------------------
     def destroy(self, dev: Device, part: Partition) -> None:
@@ -278,13 +309,18 @@ class XcpCarver:
         handles = self._handles(dev)
         compute, memory = self._current(handles[0])
         if (compute, memory) == WHOLE:
-            raise PartitionNotFoundError(f"no partition {part.id!r}: {dev.id} is whole (SPX + NPS1)",
-                                         device_id=dev.id, partition_id=part.id)
+            raise PartitionNotFoundError(
+                f"no partition {part.id!r}: {dev.id} is whole (SPX + NPS1)", device_id=dev.id, partition_id=part.id
+            )
         pids = self._pids(handles)
         if pids:
             raise PartitionBusyError(
                 f"{part.id} is in use (processes run on {dev.id}: pid {', '.join(map(str, sorted(set(pids))[:8]))}): "
-                "not destroyed", device_id=dev.id, partition_id=part.id, profile=part.profile)
+                "not destroyed",
+                device_id=dev.id,
+                partition_id=part.id,
+                profile=part.profile,
+            )
         changed = False
         for kind, value, now in (("memory", WHOLE[1], memory), ("compute", WHOLE[0], compute)):
             if now == value:
@@ -296,17 +332,22 @@ class XcpCarver:
             changed = True
             self._r = self._reenumerate()  # the logical GPUs changed: every handle is stale
 
-    def _destroy_refusal(self, exc: AccelError, dev: Device, part: Partition, kind: str, value: str,
-                         changed: bool) -> AccelError:
+    def _destroy_refusal(
+        self, exc: AccelError, dev: Device, part: Partition, kind: str, value: str, changed: bool
+    ) -> AccelError:
         code = _status(exc)
         left = f"; {dev.id} is left in its compute mode with NPS1, its partitions still exist" if changed else ""
         where = f"{dev.id} refused {kind} mode {value}{left}"
         if isinstance(exc, PermissionDeniedError):
             return PermissionDeniedError(f"{where}: changing a partition mode needs root (amdsmi status 10)")
         if code in (BUSY, AMDGPU_RESTART_ERR):
-            return PartitionBusyError(f"{part.id} is in use: {where} (amdsmi status {code}); not destroyed",
-                                      device_id=dev.id, partition_id=part.id, profile=part.profile,
-                                      vendor_code=exc.vendor_code)
+            return PartitionBusyError(
+                f"{part.id} is in use: {where} (amdsmi status {code}); not destroyed",
+                device_id=dev.id,
+                partition_id=part.id,
+                profile=part.profile,
+                vendor_code=_vendor(exc),
+            )
         return exc
 
 

@@ -16,7 +16,9 @@ enums are written here from the reference (``shared/reference/nvml-amd.md`` sect
   no value (power on CPX partitions other than the first), a BDF *string* from
   ``amdsmi_get_gpu_device_bdf``, ``"No bad pages found."`` instead of an empty list;
 * every call before ``amdsmi_init()`` raises NOT_INIT (32); inits are counted;
-* ``AmdSmiEventReader.read`` returns ``[]`` on timeout, never raises.
+* ``AmdSmiEventReader.read`` returns ``[]`` on timeout, never raises;
+* the partition-mode setters enforce the amdgpu driver's rules (:mod:`._fake_partition`), and a
+  mode change re-enumerates the processors: handles of before answer ``NOT_FOUND``.
 """
 
 from __future__ import annotations
@@ -334,7 +336,7 @@ class _State:
         self.lost: set[int] = set()
         self.health_unsupported: set[int] = set()
         self.privileged = True
-        self.faults: dict[str, list[str]] = {}
+        self.faults: dict[str, list[str | None]] = {}
 
     def enumerate(self) -> None:
         """Build the processors from ``live`` (a new generation: older handles go stale)."""
@@ -360,11 +362,12 @@ class _State:
         self.live[index] = replace(self.live[index], processes=())
         self.flat = [(self.live[i], i, k) for _g, i, k in self.flat]
 
-    def fail_next(self, fn: str, status: str) -> None:
-        """The next call of ``fn`` answers ``AmdSmiLibraryException(STATUS[status])``."""
+    def fail_next(self, fn: str, status: str, *, skip: int = 0) -> None:
+        """A later call of ``fn`` answers ``AmdSmiLibraryException(STATUS[status])``: the next
+        one, or the one after ``skip`` more that succeed (faults queue up per function)."""
         if status not in STATUS:
             raise KeyError(f"no amdsmi status {status!r}")
-        self.faults.setdefault(fn, []).append(status)
+        self.faults.setdefault(fn, []).extend([None] * skip + [status])
 
     def lose_gpu(self, index: int) -> None:
         """GPU ``index`` falls off the bus: every call on its handles (all partitions) fails.
@@ -402,7 +405,9 @@ class _Ctx:
             raise self.fail("NOT_INIT")
         queued = self.st.faults.get(fn)
         if queued:
-            raise self.fail(queued.pop(0))
+            status = queued.pop(0)
+            if status is not None:
+                raise self.fail(status)
 
     def dev(self, fn: str, handle: Any) -> tuple[FakeGpu, int, int]:
         st = self.st
