@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
+import importlib.machinery
 import inspect
 import json
 from collections.abc import Iterator
@@ -268,10 +268,8 @@ def test_the_fake_enforces_the_driver_rules() -> None:
 def _real_interface() -> dict[str, list[str]] | None:
     """Parameter names of the installed amdsmi's functions, read without importing it (the real
     package does not import without ``libamd_smi.so``)."""
-    try:
-        spec = importlib.util.find_spec("amdsmi")
-    except (ImportError, ValueError):
-        return None
+    # The path finder, not importlib.util.find_spec: a fake installed in sys.modules has no spec.
+    spec = importlib.machinery.PathFinder.find_spec("amdsmi")
     for location in (spec.submodule_search_locations or []) if spec is not None else []:
         path = Path(location) / "amdsmi_interface.py"
         if path.is_file():
