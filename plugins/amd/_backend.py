@@ -139,7 +139,8 @@ class AmdBackend(Backend):
         self._lost_since: dict[str, datetime] = {}
         self._handle_bus: dict[int, str] = {}
         self._carver: XcpCarver | None = None
-        self._carve_lock = threading.Lock()
+        #: Held by a mode change and by every read: a read never sees the layers half re-opened.
+        self._carve_lock = threading.RLock()
         name = config.option("scenario")
         if name:
             from .testing import SCENARIOS, Installation
@@ -270,6 +271,10 @@ class AmdBackend(Backend):
 
     # -- reading ------------------------------------------------------------------------------
     def _snapshot(self) -> _Snapshot:
+        with self._carve_lock:
+            return self._read_snapshot()
+
+    def _read_snapshot(self) -> _Snapshot:
         self._check_open()
         amd, handles, lost_codes = self._read_amdsmi()
         py: dict[str, list[GpuReading]] = {}

@@ -314,3 +314,14 @@ def test_cli_profiles_create_and_refusals(capsys: pytest.CaptureFixture[str]) ->
     code, out, _ = _cli(capsys, "partition", "clear", "0", "--backend", "amd", "-o", "scenario=mi300x-8-cpx", "--json")
     cleared = json.loads(out)
     assert code == 0 and len(cleared["destroyed"]) == 1 and cleared["refused"] == []  # its siblings went with it
+
+
+def test_without_amdsmi_nothing_is_offered_and_create_says_why() -> None:
+    backend = AmdBackend(BackendConfig(options={"scenario": "amdsmi-absent"}))
+    try:
+        inv = backend.inventory()
+        assert inv.partition_profiles == ()
+        with pytest.raises(errors.NotSupportedError, match="through amdsmi, which is not loaded"):
+            backend.create_partition(inv.devices[0].id, "cpx_nps4")
+    finally:
+        backend.close()
