@@ -513,8 +513,7 @@ class AmdBackend(Backend):
         partitions are made at once; the first is returned as the next inventory shows it."""
         with self._carve_lock:
             carver = self._carving()
-            snap = self._snapshot()
-            dev = self._device(snap, device_id)
+            dev = self._known_device(device_id)
             if placement_start not in (None, 0):
                 raise PartitionNoPlacementError(
                     f"{profile} takes the whole of {device_id}: it has no slot {placement_start} to start at",
@@ -541,6 +540,16 @@ class AmdBackend(Backend):
             if part is None:
                 raise PartitionNotFoundError(f"no partition {partition_id!r}", partition_id=partition_id)
             carver.destroy(self._device(snap, part.parent_id), part)
+
+    def _known_device(self, device_id: str) -> Device:
+        """The device as last read (its identity, memory and units do not change with a mode),
+        without a full read when one was made before; a lost one is refused."""
+        dev = next((d for d in self._known.values() if d.id == device_id), None)
+        if dev is None:
+            return self._device(self._snapshot(), device_id)
+        if dev.pci is not None and dev.pci.bus_id in self._lost_since:
+            raise DeviceLostError(f"amd device {device_id} is lost (fell off the bus)", device_id=device_id)
+        return dev
 
     def _device(self, snap: _Snapshot, device_id: str) -> Device:
         for dev in snap.devices:
