@@ -167,35 +167,43 @@ def setup(work: Path) -> frozenset[str]:
     return kept
 
 
-def worker(work: Path, seed: int, kill_between: bool) -> None:
-    """Allocate + prepare, unprepare + deallocate, at random, forever (until killed)."""
+def step(plugin: Any, rng: random.Random, tag: str) -> str:
+    """One thing a cluster does: allocate a free device to a new claim and prepare it, or
+    unprepare a claim and then deallocate it.  Returns what it did (``prepared``,
+    ``prepare-failed``, ``unprepared``, ``unprepare-failed``, ``full``)."""
     from accel.integrations.k8s._kubelet import ClaimFailure, ClaimRef
 
+    plugin.refresh()
+    api: FileApi = plugin.api
+    claims = api.claims()
+    if claims and rng.random() < 0.45:
+        name = rng.choice(sorted(claims))
+        ref = ClaimRef("default", claims[name]["metadata"]["uid"], name)
+        if plugin.unprepare([ref])[ref.uid] is not None:
+            return "unprepare-failed"
+        api.delete_claim(name)  # deallocated only once unprepared, as the kubelet orders it
+        return "unprepared"
+    pool = Allocator(plugin.view.slices)
+    taken = [r["device"] for c in claims.values() for r in c["status"]["allocation"]["devices"]["results"]]
+    free = [d for d in pool.devices if pool.fits([*taken, d])]
+    if not free:
+        return "full"
+    name = f"c{tag}-{len(claims)}-{rng.randrange(10**6)}"
+    uid = api.add_claim(name, [rng.choice(free)])
+    outcome = plugin.prepare([ClaimRef("default", uid, name)])[uid]
+    if isinstance(outcome, ClaimFailure):
+        print(f"prepare failed: {outcome.message}", file=sys.stderr, flush=True)
+        return "prepare-failed"
+    return "prepared"
+
+
+def worker(work: Path, seed: int, kill_between: bool) -> None:
+    """:func:`step` forever (until killed)."""
     rng = random.Random(seed)
     _backend, plugin = _open(work, "partition_kill:0" if kill_between else "")
-    api: FileApi = plugin.api
     print("ready", flush=True)
-    n = 0
     while True:
-        plugin.refresh()
-        claims = api.claims()
-        if claims and rng.random() < 0.45:
-            name = rng.choice(sorted(claims))
-            ref = ClaimRef("default", claims[name]["metadata"]["uid"], name)
-            if plugin.unprepare([ref])[ref.uid] is None:
-                api.delete_claim(name)  # deallocated only once unprepared, as the kubelet orders it
-            continue
-        pool = Allocator(plugin.view.slices)
-        taken = [r["device"] for c in claims.values() for r in c["status"]["allocation"]["devices"]["results"]]
-        free = [d for d in pool.devices if pool.fits([*taken, d])]
-        if not free:
-            continue
-        n += 1
-        name = f"c{seed}-{n}"
-        uid = api.add_claim(name, [rng.choice(free)])
-        outcome = plugin.prepare([ClaimRef("default", uid, name)])[uid]
-        if isinstance(outcome, ClaimFailure):
-            print(f"prepare failed: {outcome.message}", file=sys.stderr, flush=True)
+        step(plugin, rng, str(seed))
 
 
 def violations(work: Path, foreign: frozenset[str]) -> tuple[list[str], int]:
@@ -254,6 +262,7 @@ def chain(rounds: int, work: Path, seed: int = 0, max_delay_s: float = 0.6) -> d
     killed = 0
     found: list[str] = []
     owned_max = 0
+    kinds = {True: 0, False: 0}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
                                                          os.environ.get("PYTHONPATH", "")])}
     for r in range(rounds):
@@ -271,11 +280,14 @@ def chain(rounds: int, work: Path, seed: int = 0, max_delay_s: float = 0.6) -> d
         except subprocess.TimeoutExpired:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
+        proc.stdout.close()
         killed += proc.returncode == -signal.SIGKILL
+        kinds[between] += 1
         bad, owned = violations(work, foreign)
         found += [f"round {r}: {line}" for line in bad]
         owned_max = max(owned_max, owned)
-    return {"rounds": rounds, "killed": killed, "violations": found, "owned_max": owned_max}
+    return {"rounds": rounds, "killed": killed, "violations": found, "owned_max": owned_max,
+            "between_steps": kinds[True], "at_random": kinds[False]}
 
 
 def main() -> int:
@@ -291,7 +303,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         start = time.monotonic()
         out = chain(args.rounds, Path(tmp), seed=args.seed)
-        print(f"rounds {out['rounds']}  killed {out['killed']}  most partitions owned at a check {out['owned_max']}  "
+        print(f"rounds {out['rounds']} ({out['between_steps']} killed between a create's or destroy's two steps)  "
+              f"killed {out['killed']}  most partitions owned at a check {out['owned_max']}  "
               f"violations {len(out['violations'])}  ({time.monotonic() - start:.1f} s)")
         for line in out["violations"][:20]:
             print(" ", line)
