@@ -226,3 +226,15 @@ def test_the_command_with_dynamic_partitions(fake: FakeApiServer, short_dir: Pat
     finally:
         stop(proc)
     assert [p.profile for p in empty.mine().values()] == ["2g.20gb"]  # a stop is not an unprepare
+
+
+def test_a_checkpoint_that_owns_partitions_needs_the_flag(start: Start, fake: FakeApiServer, empty: Node) -> None:
+    from accel.errors import ConfigError
+
+    r = start(empty.backend.inventory, actuator=empty.backend)
+    uid = fake.add_claim("default", "own", [result(f"{GPU}-1g10gb-0")])
+    assert not prepare(r.v1(), dra_v1_pb2, (uid, "own")).claims[uid].error
+    r.stop()
+    with pytest.raises(ConfigError, match="--dynamic-partitions"):
+        start(empty.backend.inventory)  # without it, an unprepare would orphan the partition
+    assert len(empty.mine()) == 1

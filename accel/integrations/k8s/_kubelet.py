@@ -212,6 +212,11 @@ class KubeletPlugin:
         for path in restored:
             self._log(f"restored {path}: its claim is in the checkpoint")
         self.dynamic: DynamicPartitions | None = None
+        if actuator is None and (self.store.owned() or self.store.pending()):
+            # Unpreparing those claims without destroying their partitions would orphan them.
+            self.store.close()
+            raise ConfigError(f"the checkpoint {self.store.path} owns partitions made for claims: start the plugin "
+                              "with --dynamic-partitions and a backend that can destroy them")
         if actuator is not None:
             self.dynamic = DynamicPartitions(actuator, self.store, self._log)
             try:
@@ -463,16 +468,22 @@ class KubeletPlugin:
         Returns whether it published.  An inventory with a backend missing keeps the last
         view (a device must not be withdrawn because its backend failed to answer once).
         """
-        inv = self._inventory()
+        if self.dynamic is None:
+            inv = self._inventory()
+        else:
+            # Not while a claim's partition is being made (it would look foreign until its id is recorded).
+            with self.dynamic.lock:
+                if self.store.pending():
+                    for line in self.dynamic.reconcile():  # an unprepare refused while busy, tried again
+                        self._log(line)
+                inv = self._inventory()
+                owned = self.store.owned()
         missing = [p for p in inv.problems if p.kind is ProblemKind.BACKEND]
         if missing:
             self._log(f"inventory incomplete ({missing[0].message}); keeping the last publication")
             return False
-        if self.dynamic is not None and self.store.pending():
-            for line in self.dynamic.reconcile():  # an unprepare refused while busy, tried again
-                self._log(line)
-            inv = self._inventory()
-        view = self._make_view(inv)
+        view = self._make_view(inv) if self.dynamic is None else _view(
+            inv, self.driver, self.node, self.domain, self.partitionable, dynamic=True, owned=owned)
         changed = [s["spec"] for s in view.slices] != [s["spec"] for s in self.view.slices]
         self.view = view
         if changed or self._published is None:
