@@ -204,28 +204,25 @@ def test_without_the_flag_nothing_is_made(start: Start, fake: FakeApiServer, emp
     assert err.value.code() == grpc.StatusCode.NOT_FOUND and empty.mine() == {}
 
 
-def test_the_command_with_dynamic_partitions(fake: FakeApiServer, short_dir: Path, empty: Node) -> None:
-    """``accel k8s kubelet-plugin --dynamic-partitions`` over the simulator's state file, as a process."""
-    from tests._helpers import stop
-    from tests.k8s_kubelet.test_cli import _command, _start
+def test_the_command_line_wiring(short_dir: Path, empty: Node) -> None:
+    """``--dynamic-partitions`` parses, finds the actuating backend, and is refused without one
+    (the process itself: tests/k8s_kubelet/test_cli.py)."""
+    from accel.cli._commands import _session
+    from accel.cli._kubelet import _actuator
+    from accel.cli._parser import parse
+    from accel.errors import ConfigError
+    from accel.integrations.k8s._kubelet import main as plugin_main
+    from accel.plugin import SupportsPartitionActuation
 
-    empty.backend.close()
-    cmd = _command(short_dir, fake.kubeconfig(short_dir / "kubeconfig"), "--dynamic-partitions",
-                   "-o", f"state={empty.state}")
-    cmd[cmd.index("dgx-h100")] = "a100-mig"
-    proc = _start(cmd)
-    try:
-        uid = fake.add_claim("default", "cli", [result(f"{GPU}-2g20gb-2")])
-        channel = grpc.insecure_channel(f"unix://{short_dir / 'plugin' / 'dra.sock'}")
-        from accel.integrations.k8s._proto import dra_v1_pb2_grpc
-
-        out = prepare(dra_v1_pb2_grpc.DRAPluginStub(channel), dra_v1_pb2, (uid, "cli"))
-        assert not out.claims[uid].error
-        assert [(p.profile, p.placement.start if p.placement else None) for p in empty.mine().values()] == [
-            ("2g.20gb", 2)]
-    finally:
-        stop(proc)
-    assert [p.profile for p in empty.mine().values()] == ["2g.20gb"]  # a stop is not an unprepare
+    args = parse(["k8s", "kubelet-plugin", "--sim", "a100-mig", "-o", f"state={empty.state}", "--dynamic-partitions",
+                  "--node-name", "node-1", "--plugin-dir", str(short_dir / "p"), "--cdi-dir", str(short_dir / "c")])
+    assert args.dynamic_partitions is True
+    with _session(args) as session:
+        found = _actuator(session)
+        assert isinstance(found, SupportsPartitionActuation)
+        assert {p.name for p in found.partition_profiles()} >= {"1g.10gb", "7g.80gb"}
+        with pytest.raises(ConfigError, match="--dynamic-partitions needs"):
+            plugin_main(args, session.inventory, None)
 
 
 def test_a_checkpoint_that_owns_partitions_needs_the_flag(start: Start, fake: FakeApiServer, empty: Node) -> None:
@@ -238,3 +235,22 @@ def test_a_checkpoint_that_owns_partitions_needs_the_flag(start: Start, fake: Fa
     with pytest.raises(ConfigError, match="--dynamic-partitions"):
         start(empty.backend.inventory)  # without it, an unprepare would orphan the partition
     assert len(empty.mine()) == 1
+
+
+def test_a_busy_partition_keeps_the_unprepare_until_it_can_be_destroyed(start: Start, fake: FakeApiServer,
+                                                                        empty: Node) -> None:
+    busy = SimPlugin().open(BackendConfig(options={"profile": "a100-mig", "state": str(empty.state),
+                                                   "faults": "partition_busy:0"}))
+    r = start(busy.inventory, actuator=busy)
+    uid = fake.add_claim("default", "busy", [result(f"{GPU}-2g20gb-0")])
+    assert not prepare(r.v1(), dra_v1_pb2, (uid, "busy")).claims[uid].error
+    with pytest.raises(grpc.RpcError) as err:
+        unprepare(r.v1(), dra_v1_pb2, (uid, "busy"))
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "in use" in (err.value.details() or "")
+    # No longer a prepared claim (its spec is gone), but the intent keeps the partition owned.
+    assert r.plugin.store.claims() == {} and list(r.plugin.store.pending()) == [uid]
+    assert not r.plugin.store.spec_path(uid).exists() and len(empty.mine()) == 1
+    r.stop()
+    busy.close()
+    r2 = start(empty.backend.inventory, actuator=empty.backend)  # idle now: the restart finishes it
+    assert r2.plugin.store.pending() == {} and empty.mine() == {}
