@@ -336,7 +336,7 @@ class KubeletPlugin:
                 return known
             pending = self.store.pending().get(ref.uid)
             if pending is not None:  # an unprepare not finished (busy): the claim cannot come back yet
-                raise _Failed("FAILED_PRECONDITION", f"{where}: an {pending.op} of it is not finished")
+                raise _Failed("FAILED_PRECONDITION", f"{where}: its {pending.op} is not finished (a partition is busy)")
             try:
                 intent, made = self.dynamic.create(ref.uid, ref.namespace, ref.name, targets)
             except PartitionError as exc:
