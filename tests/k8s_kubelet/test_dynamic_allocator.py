@@ -171,3 +171,31 @@ def test_created_partitions_appear_in_the_slices_and_allocations_never_overlap(c
     bad, _owned = chain.violations(short_dir, foreign)
     assert bad == []
     assert done.get("prepared", 0) >= 5 and done.get("unprepared", 0) >= 5, done
+
+
+def test_eight_gpus_fit_the_slice_limits() -> None:
+    """8 A100s: 144 placements and 8 counter sets, split within DRA's per-slice limits."""
+    import json
+
+    from accel.model import validate
+
+    data = _backend([]).inventory().model_dump(mode="json")
+    dev, profiles = data["devices"][0], data["partition_profiles"]
+    data["devices"], data["partition_profiles"] = [], []
+    for i in range(8):
+        d = json.loads(json.dumps(dev))
+        d["id"] = d["id"][:-2] + f"{i:02d}"
+        d["uuid"] = d["id"].split(":", 1)[1]
+        d["pci"]["bus_id"] = f"0000:{0x07 + i:02x}:00.0"
+        data["devices"].append(d)
+        data["partition_profiles"] += [{**p, "parent_id": d["id"]} for p in profiles]
+    projection = resource_slices(validate(HostInventory, data), dynamic=True)
+    assert len(list(projection.devices)) == 144 and len(projection.placements) == 144
+    for s in projection.slices:
+        spec = s["spec"]
+        assert "devices" not in spec or "sharedCounters" not in spec
+        assert len(spec.get("devices", [])) <= 64
+        assert len(spec.get("sharedCounters", [])) <= 8
+        assert sum(len(c["counters"]) for c in spec.get("sharedCounters", [])) <= 32
+        assert spec["pool"]["resourceSliceCount"] == len(projection.slices)
+    assert sum(len(s["spec"].get("sharedCounters", [])) for s in projection.slices) == 8
