@@ -11,7 +11,8 @@ id rules: Ascend mind-cluster ``docs/zh/scheduling/usage/virtual_instance.md`` (
   (``set_chip_create_vdevice`` of npu-smi's ``npu_chip_set.c``, repository
   ``verylucky01/driver`` at ``e29d066fd6ee84cae705e2000a0387d721d3aaa0``); any other chip
   (310, 910C / A3, 950) offers no profile.
-* A profile is a template: ``memory_bytes`` its whole GiB (the tool prints ``MB >> 10``),
+* A profile is a template: ``memory_bytes`` its whole GiB (the tool prints ``MB >> 10``; scaled
+  down where the chip shows less memory than its vNPU pool, see :func:`_memory`),
   ``compute_units`` its AI cores, ``compute_ratio`` AI cores / the chip's AI cores (the
   ``AICORE`` total of info-vnpu), ``max_instances`` min(vNPUs a chip holds, cores / template
   cores): 7 on 310P, 16 on training chips (the id range below).
@@ -106,6 +107,12 @@ class VnpuChip:
         return range(self.phy_id * 16 + 100, self.phy_id * 16 + last + 1)
 
     @property
+    def most(self) -> int:
+        """vNPUs one chip holds: 7 on 310P (its 7 AI CPUs), 16 on training chips (mind-cluster
+        virtual_instance.md: "1个昇腾AI处理器最大支持切分7个虚拟化实例"; 15 / 16 on 30 / 32 cores)."""
+        return 7 if self.family == "310P" else 16
+
+    @property
     def where(self) -> tuple[str, ...]:
         return ("-i", str(self.npu_id), "-c", str(self.chip_id))
 
@@ -126,16 +133,29 @@ def _family(chip: VnpuChip, template: str) -> PartitionFamily:
     return PartitionFamily.HARDWARE_ISOLATED
 
 
+def _memory(chip: VnpuChip, template_gib: int, info: VnpuInfo | None) -> int:
+    """A template's memory as the vNPU's workload sees it: the template's GiB, scaled by the
+    chip's visible memory over its vNPU pool where the chip shows less than the pool (a 310P3
+    shows 21527 MiB of its 24 GiB: a ``vir01`` of 3 GiB gives 2690 MiB in its container, a
+    ``vir04`` 10763 MiB; Project-HAMi/website ``tutorials/labs/hami-ascend-vnpu-slicing.md``)."""
+    size = template_gib * GIB
+    pool = info.total("Memory") if info is not None else None
+    visible = chip.device.memory_total_bytes
+    if pool and visible and visible < pool * GIB:
+        return size * visible // (pool * GIB)
+    return size
+
+
 def profiles_of(chip: VnpuChip, templates: Sequence[VnpuTemplate], info: VnpuInfo | None) -> list[PartitionProfile]:
     """The chip's templates as profiles (module docstring)."""
     cores = info.total("AICORE") if info is not None else None
-    most = len(chip.ids)
+    most = chip.most
     return [
         PartitionProfile(
             name=t.name,
             parent_id=chip.device.id,
             family=_family(chip, t.name),
-            memory_bytes=t.memory_gib * GIB,
+            memory_bytes=_memory(chip, t.memory_gib, info),
             compute_units=t.aicore,
             compute_ratio=round(t.aicore / cores, 6) if cores else None,
             max_instances=min(most, cores // t.aicore) if cores and t.aicore else most,
@@ -158,7 +178,7 @@ def partitions_of(chip: VnpuChip, templates: Sequence[VnpuTemplate], info: VnpuI
                 parent_id=dev.id,
                 profile=row.template or "unknown",
                 family=_family(chip, row.template or ""),
-                memory_bytes=t.memory_gib * GIB if t is not None else None,
+                memory_bytes=_memory(chip, t.memory_gib, info) if t is not None else None,
                 compute_units=t.aicore if t is not None else None,
                 compute_ratio=round(t.aicore / cores, 6) if t is not None and cores else None,
                 binding=Binding(
@@ -248,7 +268,7 @@ class VnpuCarver:
         free_cores = info.free("AICORE")
         used = {r.vnpu_id for r in info.vnpus}
         vid = next((v for v in chip.ids if v not in used), None)
-        if vid is None:
+        if vid is None or len(used) >= chip.most:
             raise PartitionNoPlacementError(
                 f"{dev.id} already holds {len(used)} vNPUs (the most its ids allow)", device_id=dev.id, profile=profile
             )

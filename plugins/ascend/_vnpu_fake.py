@@ -23,6 +23,7 @@ state byte for byte.  The rules it enforces are that source's and the documentat
 * the vNPU id (``-v``) must lie in ``[phy_id*16 + 100, phy_id*16 + 107]`` (310P) or ``+115``
   (training chips) and be unused on the server (mind-cluster virtual_instance.md); an id not
   given takes the lowest free one;
+* at most 7 vNPUs on a 310P chip, 16 on a training chip (mind-cluster virtual_instance.md);
 * destroy needs an existing id (``Error parameter of -v.``) and, as the documentation requires
   ("ensure the device is not in use"), refuses one a container uses (``destroy vnpu N failed.``).
 
@@ -38,8 +39,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from accel.tools import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_S, Runner, ToolResult
-from accel.tools._result import StrPath
+from accel.tools import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_S, Runner, StrPath, ToolResult
 
 from ._vnpu_parse import VnpuTemplate
 
@@ -317,6 +317,8 @@ class FakeVnpuNpuSmi:
                 "VPC:%f, VENC:%f, VDEC:%f, JPEGD:%f, JPEGE:%f.\n" % tuple(free)
             ), EXIT_NOT_SUPPORT
         if chip.memory_gib - chip.used("memory_gib") < tmpl.memory_gib:
+            return "create vnpu failed.\n", EXIT_RESOURCE_OCCUPIED
+        if len(chip.vnpus) >= (7 if chip.family == "310P" else 16):
             return "create vnpu failed.\n", EXIT_RESOURCE_OCCUPIED
         taken = {vid for c in self.chips.values() for vid in c.vnpus}
         raw = opts.get("-v")
