@@ -18,9 +18,10 @@ Per snapshot the backend runs (``tool_invocations`` in the inventory's source sa
    vNPU templates become partition profiles and the live vNPUs partitions of the inventory
    (:mod:`._vnpu`; off by default, like ``board``).
 
-Partition actuation (``create_partition`` / ``destroy_partition``, and the live
-``partitions()`` / ``partition_profiles()`` they answer from) runs ``npu-smi set -t
-create-vnpu`` / ``destroy-vnpu`` and the two vNPU views whatever the option says (:mod:`._vnpu`).
+Partition actuation (``create_partition`` / ``destroy_partition``) runs ``npu-smi set -t
+create-vnpu`` / ``destroy-vnpu`` (:mod:`._vnpu`) and needs option ``vnpu`` (without it it raises
+:class:`~accel.errors.NotSupportedError`): what it makes must be in every next inventory, and
+``partitions()`` / ``partition_profiles()`` are the snapshot's.
 
 So a healthy 8x 910B host costs 3 runs.  What could not be read is a typed
 :class:`~accel.model.Problem` of the inventory (``inventory.problems``): a chip record that did
@@ -93,7 +94,7 @@ from ._parse import (
     parse_mapping,
     parse_topo,
 )
-from ._vnpu import VnpuCarver, VnpuChip, partitions_of, profiles_of, vnpu_chip
+from ._vnpu import VnpuCarver, partitions_of, profiles_of, vnpu_chip
 from ._vnpu_parse import VnpuTemplate, parse_info_vnpu, parse_template_info
 
 __all__ = ["AscendBackend"]
@@ -263,29 +264,28 @@ class AscendBackend(ProcessesSurface, NativeEventsSurface):
             )
         return self._vnpu_carver
 
-    def _vnpu_chips(self, snap: Snapshot) -> list[VnpuChip]:
-        return [c for d in snap.devices if (c := vnpu_chip(d)) is not None]
+    def _vnpu_option(self) -> None:
+        if not _truthy(self.config.option("vnpu", False)):
+            from accel.errors import NotSupportedError
+
+            raise NotSupportedError(
+                "ascend: vNPU actuation needs option vnpu=1 (-o vnpu=1), so that every inventory lists the "
+                "vNPUs it makes"
+            )
 
     def partitions(self) -> tuple[Partition, ...]:
-        """Live vNPUs of every chip that can hold them (read now: ``info-vnpu`` per chip)."""
-        carver = self._carver()
-        out: list[Partition] = []
-        for chip in self._vnpu_chips(self.snapshot()):
-            out += carver.read(chip)[1]
-        return tuple(out)
+        """Live vNPUs, from the same read as the inventory (none without option ``vnpu``)."""
+        return self.snapshot().partitions
 
     def partition_profiles(self) -> tuple[PartitionProfile, ...]:
-        """Each vNPU-capable chip's templates (``template-info``) as profiles."""
-        carver = self._carver()
-        out: list[PartitionProfile] = []
-        for chip in self._vnpu_chips(self.snapshot()):
-            out += carver.read(chip)[0]
-        return tuple(out)
+        """vNPU templates as profiles, from the same read as the inventory (option ``vnpu``)."""
+        return self.snapshot().profiles
 
     def create_partition(self, device_id: str, profile: str, *, placement_start: int | None = None) -> Partition:
         """Cut one vNPU of template ``profile`` from chip ``device_id`` (``npu-smi set -t create-vnpu``)."""
         from accel.errors import DeviceError
 
+        self._vnpu_option()
         carver = self._carver()
         with self._vnpu_lock:
             snap = self.snapshot()
@@ -298,6 +298,7 @@ class AscendBackend(ProcessesSurface, NativeEventsSurface):
         """Destroy vNPU ``partition_id`` (``<device id>/vnpu<N>``) with ``npu-smi set -t destroy-vnpu``."""
         from accel.errors import PartitionNotFoundError
 
+        self._vnpu_option()
         carver = self._carver()
         with self._vnpu_lock:
             parent, _, _ = partition_id.rpartition("/vnpu")

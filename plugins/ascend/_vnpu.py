@@ -224,12 +224,6 @@ class VnpuCarver:
         result.check()
         return parse_info_vnpu(result.stdout, command=f"npu-smi info -t info-vnpu {' '.join(chip.where)}")
 
-    def read(self, chip: VnpuChip) -> tuple[list[PartitionProfile], list[Partition]]:
-        s = self._session()
-        templates = self.templates(s, chip)
-        info = self.info(s, chip)
-        return profiles_of(chip, templates, info), partitions_of(chip, templates, info)
-
     # -- create ------------------------------------------------------------------------------
     def create(
         self, dev: Device, profile: str, processes: Sequence[ProcessUsage], placement_start: int | None = None

@@ -11,6 +11,7 @@ import pytest
 
 from accel.cli import main
 from accel.errors import (
+    NotSupportedError,
     ParseError,
     PartitionBusyError,
     PartitionCreateFailedError,
@@ -356,20 +357,23 @@ def test_ids_run_out_before_cores_on_a_full_chip(backend: SupportsPartitionActua
 
 
 def test_products_without_vnpus_and_busy_parents() -> None:
-    with PLUGIN.open(BackendConfig(options={"scenario": "910c-16"})) as be:
+    with PLUGIN.open(BackendConfig(options={"scenario": "910c-16", "vnpu": True})) as be:
         d = be.inventory().devices[0]
         with pytest.raises(PartitionProfileNotSupportedError, match="offers no vNPU templates"):
             be.create_partition(d.id, "vir05_1c_16g")  # type: ignore[attr-defined]
         assert be.partitions() == () and be.partition_profiles() == ()  # type: ignore[attr-defined]
-    with PLUGIN.open(BackendConfig(options={"scenario": "910a-8"})) as be:
+    with PLUGIN.open(BackendConfig(options={"scenario": "910a-8", "vnpu": True})) as be:
         d = be.inventory().devices[0]  # the 910A with processes 37656 ... in its table
         with pytest.raises(PartitionProcessesRunningError, match="37640"):
             be.create_partition(d.id, "vir02")  # type: ignore[attr-defined]
 
 
-def test_inventory_without_the_option_runs_no_vnpu_view(fake: FakeVnpuNpuSmi) -> None:
+def test_without_the_option_no_vnpu_view_runs_and_actuation_is_refused(fake: FakeVnpuNpuSmi) -> None:
     with PLUGIN.open(BackendConfig(runner=fake)) as be:
         inv = be.inventory()
+        with pytest.raises(NotSupportedError, match="vnpu=1"):
+            be.create_partition(inv.devices[0].id, "vir05_1c_16g")  # type: ignore[attr-defined]
+        assert be.partitions() == ()  # type: ignore[attr-defined]
     assert inv.partitions == () and inv.partition_profiles == () and fake.calls == []
 
 
