@@ -60,7 +60,7 @@ from accel.model import (
     Subsystem,
     Telemetry,
 )
-from accel.plugin import DeviceEvent
+from accel.plugin import BackendConfig, DeviceEvent
 from accel.toolkit import (
     TABLE_NEVER_PRINTS,
     Collection,
@@ -254,15 +254,15 @@ class AscendBackend(ProcessesSurface, NativeEventsSurface):
         return col.snapshot(built, samples, links=links, domains=domains)
 
     # -- vNPU actuation (SupportsPartitionActuation; see ._vnpu) ----------------------------------
-    def _carver(self) -> VnpuCarver:
-        if getattr(self, "_vnpu_carver", None) is None:
-            self._vnpu_lock = threading.Lock()
-            self._vnpu_carver = VnpuCarver(
-                lambda: ToolSession(
-                    self.runner, self.tool_name(), search_path=self._search, timeout_s=self.config.tool_timeout_s
-                )
+    def __init__(self, config: BackendConfig, runner: Runner) -> None:
+        super().__init__(config, runner)
+        #: One create / destroy at a time: each reads the chip, then changes it.
+        self._vnpu_lock = threading.Lock()
+        self._vnpu_carver = VnpuCarver(
+            lambda: ToolSession(
+                self.runner, self.tool_name(), search_path=self._search, timeout_s=self.config.tool_timeout_s
             )
-        return self._vnpu_carver
+        )
 
     def _vnpu_option(self) -> None:
         if not _truthy(self.config.option("vnpu", False)):
@@ -286,7 +286,7 @@ class AscendBackend(ProcessesSurface, NativeEventsSurface):
         from accel.errors import DeviceError
 
         self._vnpu_option()
-        carver = self._carver()
+        carver = self._vnpu_carver
         with self._vnpu_lock:
             snap = self.snapshot()
             dev = next((d for d in snap.devices if d.id == device_id), None)
@@ -299,7 +299,7 @@ class AscendBackend(ProcessesSurface, NativeEventsSurface):
         from accel.errors import PartitionNotFoundError
 
         self._vnpu_option()
-        carver = self._carver()
+        carver = self._vnpu_carver
         with self._vnpu_lock:
             parent, _, _ = partition_id.rpartition("/vnpu")
             dev = next((d for d in self.snapshot().devices if d.id == parent), None)
