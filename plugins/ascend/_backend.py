@@ -13,7 +13,7 @@ Per snapshot the backend runs (``tool_invocations`` in the inventory's source sa
 5. only with ``options["board"]`` true: ``npu-smi info -t board -i N -c C`` per chip for the
    VDie ID, which then becomes the stable id (one run per chip, so off by default; without it
    the id is the PCI address);
-6. only with ``options["vnpu"]`` true: ``npu-smi info -t template-info -i N`` per NPU and
+6. only with ``options["vnpu"]`` true: ``npu-smi info -t template-info -i N`` once per chip model and
    ``npu-smi info -t info-vnpu -i N -c C`` per chip that can hold vNPUs (310P, 910, 910B): the
    vNPU templates become partition profiles and the live vNPUs partitions of the inventory
    (:mod:`._vnpu`; off by default, like ``board``).
@@ -391,20 +391,21 @@ class AscendBackend(ProcessesSurface, NativeEventsSurface):
 
 
 def _read_vnpus(col: Collection, devices: Iterable[Device]) -> tuple[list[PartitionProfile], list[Partition]]:
-    """Templates (once per NPU) and vNPUs (per chip) of the vNPU-capable chips, as secondary
+    """Templates (once per chip model) and vNPUs (per chip) of the vNPU-capable chips, as secondary
     views: a view that fails or is refused (vNPU mode off) is a ``command`` problem."""
     profiles: list[PartitionProfile] = []
     parts: list[Partition] = []
-    templates: dict[int, list[VnpuTemplate] | None] = {}
+    # Templates are per product (the chip's model and bin): one template-info per model printed.
+    templates: dict[str, list[VnpuTemplate] | None] = {}
     for dev in devices:
         chip = vnpu_chip(dev)
         if chip is None:
             continue
-        if chip.npu_id not in templates:
-            templates[chip.npu_id] = col.secondary(
+        if dev.model not in templates:
+            templates[dev.model] = col.secondary(
                 _by(parse_template_info), "info", "-t", "template-info", "-i", str(chip.npu_id)
             )
-        tmpl = templates[chip.npu_id]
+        tmpl = templates[dev.model]
         info = col.secondary(_by(parse_info_vnpu), "info", "-t", "info-vnpu", *chip.where)
         if tmpl is not None:
             profiles += profiles_of(chip, tmpl, info)

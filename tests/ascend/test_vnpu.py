@@ -433,3 +433,12 @@ def test_cli_create_list_destroy_and_refusal(
     code = main(["partition", "clear", *base])
     capsys.readouterr()
     assert code == 0 and all(not c.vnpus for c in fake.chips.values())
+
+
+def test_vnpu_views_cost_one_run_per_chip_and_one_per_model(fake: FakeVnpuNpuSmi) -> None:
+    """8x 910B3: npu-smi info, -m, -t topo, then one template-info and eight info-vnpu."""
+    for option, runs in ((False, 3), (True, 12)):
+        with PLUGIN.open(BackendConfig(runner=fake, options={"vnpu": option})) as be:
+            source = be.inventory().sources[0]
+        assert source.tool_invocations == runs
+    assert sum(1 for c in fake.calls if "template-info" in c) == 1
