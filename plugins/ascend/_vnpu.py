@@ -54,8 +54,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from accel.errors import (
+    AccelError,
     DriverError,
-    ParseError,
     PartitionBusyError,
     PartitionCreateFailedError,
     PartitionError,
@@ -319,7 +319,7 @@ class VnpuCarver:
         pid = f"{dev.id}/vnpu{vid}"
         try:
             left = any(r.vnpu_id == vid for r in self.info(s, chip, profile).vnpus)
-        except (PartitionError, ParseError, DriverError) as exc:
+        except AccelError as exc:  # a hung or failing read: the vNPU may be there
             return PartitionCreateFailedError(
                 f"creating {profile} on {dev.id} failed ({why}) and its vNPUs could not be read ({exc}); vNPU {vid} "
                 "may be left",

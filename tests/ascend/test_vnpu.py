@@ -442,3 +442,22 @@ def test_vnpu_views_cost_one_run_per_chip_and_one_per_model(fake: FakeVnpuNpuSmi
             source = be.inventory().sources[0]
         assert source.tool_invocations == runs
     assert sum(1 for c in fake.calls if "template-info" in c) == 1
+
+
+def test_a_failed_create_whose_aftermath_cannot_be_read_names_the_vnpu(
+    backend: SupportsPartitionActuation, fake: FakeVnpuNpuSmi
+) -> None:
+    parent = dev_id(backend, 5)
+    create = fake._create
+
+    def fail_then_hang(opts: dict[str, str]) -> tuple[str, int]:
+        fake.fail_create = fake.leave_behind = True
+        out = create(opts)
+        fake.hang = True  # the read after the failure hangs
+        return out
+
+    fake._create = fail_then_hang  # type: ignore[assignment]
+    with pytest.raises(PartitionCreateFailedError, match="may be left") as failed:
+        backend.create_partition(parent, "vir05_1c_16g")
+    assert failed.value.left_behind == (f"{parent}/vnpu180",)
+    assert [p.id for p in backend.partitions()] == [f"{parent}/vnpu180"]  # listed, so `clear` finds it
