@@ -113,6 +113,10 @@ def main(args: argparse.Namespace) -> int:
                            policy=default_policy(args.grace),
                            env_allow=EnvAllowlist(tuple(args.env_allow) or DEFAULT_ENV_ALLOW))
     holder["svc"] = service
+    from ._serving import ServingManager
+
+    # serving groups (/v1/serving): replicas get fake engines on the sim executor; elsewhere refused
+    service.serving = ServingManager(service, spawn=all(ex.name == "sim" for ex in executors))
     if args.attribution_dir:
         from ._attribution import AttributionWriter
 
@@ -140,6 +144,8 @@ def main(args: argparse.Namespace) -> int:
     # bounds that wait (benchmarks/service/README.md).
     sys.setswitchinterval(0.001)
     service.start_loop()
+    if service.serving.spawn:
+        service.serving.start()
     try:
         uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                                       lifespan="off")).run()
