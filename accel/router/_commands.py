@@ -27,6 +27,18 @@ def _router_arguments(parser: argparse.ArgumentParser, context: CommandContext) 
                         help=f"address to serve on (default {DEFAULT_LISTEN})")
     parser.add_argument("--backend", action="append", default=[], metavar="URL",
                         help="an engine's base URL (http://HOST:PORT, OpenAI-compatible; repeatable)")
+    parser.add_argument("--from-serve", default=None, metavar="URL",
+                        help="take the replicas from an accel serve: the ready replicas of its serving group "
+                        "--service, followed as it scales (instead of --backend)")
+    parser.add_argument("--service", default=None, metavar="NAME", help="with --from-serve: the serving group")
+    parser.add_argument("--token-file", default=None, metavar="FILE",
+                        help="with --from-serve: a token of the group's tenant (default $ACCEL_TOKEN_FILE, "
+                        "$ACCEL_TOKEN)")
+    parser.add_argument("--serve-interval", type=float, default=1.0, metavar="SECONDS",
+                        help="with --from-serve: how often the service is asked for the replicas (default 1)")
+    parser.add_argument("--scale-serve", action="store_true",
+                        help="with --from-serve: send the autoscaler's desired replica count to the service "
+                        "(set --min-replicas: the autoscaler may want 0)")
     parser.add_argument("--policy", default="cache-aware", choices=POLICIES, help="routing policy (default "
                         "cache-aware)")
     parser.add_argument("--model", default=None, help="the model of requests that name none (also seeds the block "
