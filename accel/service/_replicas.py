@@ -13,6 +13,7 @@ the engines also end by themselves when their parent is gone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal as _signal
@@ -70,7 +71,8 @@ class EngineProcs:
         return p is not None and _alive(p)
 
     # -- changing -------------------------------------------------------------------------------------
-    def spawn(self, job_id: str, attempt: int, engine: Mapping[str, Any], log_dir: Path, *, restarts: int = 0) -> EngineRow:
+    def spawn(self, job_id: str, attempt: int, engine: Mapping[str, Any], log_dir: Path, *,
+              restarts: int = 0) -> EngineRow:
         """Start the engine of ``job_id``'s attempt; its output goes to ``log_dir/engine.log``."""
         log_dir.mkdir(parents=True, exist_ok=True)
         ready = log_dir / f"engine-ready-{attempt}-{restarts}.json"
@@ -134,10 +136,8 @@ class EngineProcs:
         for p in list(self._procs.values()):
             _send(p, _signal.SIGKILL)
             if p.popen is not None:
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     p.popen.wait(timeout=2)
-                except subprocess.TimeoutExpired:
-                    pass
         self.step()
 
     def stop_leftovers(self) -> int:
@@ -165,10 +165,8 @@ def _alive(p: _Proc) -> bool:
 def _send(p: _Proc, signum: int) -> None:
     if not _alive(p):
         return
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(p.row.pid, signum)
-    except ProcessLookupError:
-        pass
 
 
 def _read_ready(path: Path, pid: int) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal as _signal
 import sys
 from pathlib import Path
 
@@ -146,9 +147,17 @@ def main(args: argparse.Namespace) -> int:
     service.start_loop()
     if service.serving.spawn:
         service.serving.start()
+    # uvicorn (0.29 and later) raises the SIGTERM / SIGINT that stopped it again once it has shut down,
+    # with the handler found at its start: the default one would end the process before the
+    # ``finally`` below closes the service (and stops its replicas' engines).  Noted instead.
+    stopped_by: list[int] = []
+    previous = {s: _signal.signal(s, lambda signum, frame: stopped_by.append(signum))
+                for s in (_signal.SIGTERM, _signal.SIGINT)}
     try:
         uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                                       lifespan="off")).run()
     finally:
         service.close()
+        for s, handler in previous.items():
+            _signal.signal(s, handler)
     return 0

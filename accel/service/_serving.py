@@ -21,12 +21,14 @@ failing before their engine is ready stop the group (``failed``) after :data:`MA
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from accel.errors import AccelError
 from accel.scheduler import SchedulerStateError
 
 from ._auth import Principal
@@ -35,8 +37,15 @@ from ._jobreq import NAME_RE, EnvAllowlist, JobRequest, RequestError, parse_requ
 from ._replicas import EngineProcs, engine_argv
 from ._serving_store import GroupRow, ServingStore
 
-__all__ = ["MAX_FAILURES", "MAX_GROUPS", "MAX_REPLICAS", "ServingManager", "parse_engine", "parse_serving",
-           "parse_replicas"]
+__all__ = [
+    "MAX_FAILURES",
+    "MAX_GROUPS",
+    "MAX_REPLICAS",
+    "ServingManager",
+    "parse_engine",
+    "parse_replicas",
+    "parse_serving",
+]
 
 #: The most replicas one group may ask for.
 MAX_REPLICAS = 64
@@ -85,8 +94,8 @@ def parse_engine(value: Any) -> dict[str, Any]:
 
     try:
         load_catalog().profile(out["cost_model"], out["cost_device"])
-    except (KeyError, ValueError, LookupError) as exc:
-        raise RequestError(f"engine: no cost profile {out['cost_model']} on {out['cost_device']} ({exc})",
+    except (AccelError, ValueError, LookupError) as exc:
+        raise RequestError(f"engine: {exc}",
                            "engine.cost_model") from None
     return out
 
@@ -244,12 +253,9 @@ class ServingManager:
                 used.add(idx)
                 self._submit(g, idx)
         elif len(live) > g.desired:
-            # queued ones first, then the newest
-            order = sorted(live, key=lambda r: (self._running(r[0]), r[1]), reverse=False)
-            extra = len(live) - g.desired
-            queued = [r for r in order if not self._running(r[0])]
-            running = sorted((r for r in order if self._running(r[0])), key=lambda r: -r[1])
-            for job_id, _idx in (queued + running)[:extra]:
+            # those not running first, then the running ones; the highest index first in each
+            order = sorted(live, key=lambda r: (self._running(r[0]), -r[1]))
+            for job_id, _idx in order[:len(live) - g.desired]:
                 self._cancel_job(g, job_id, f"scaled to {g.desired}")
 
     def _failed_once(self, g: GroupRow, job_id: str, state: str) -> GroupRow:
@@ -277,10 +283,8 @@ class ServingManager:
                        engine_pid=None)
 
     def _cancel_job(self, g: GroupRow, job_id: str, why: str) -> None:
-        try:
+        with contextlib.suppress(SchedulerStateError, NotFoundError):  # ended meanwhile
             self.service.cancel(self._principal(g), job_id)
-        except (SchedulerStateError, NotFoundError):
-            pass  # ended meanwhile
         if self.engines.get(job_id) is not None:
             self.engines.stop(job_id)
         self._set_info(job_id, state="cancelled", address=None, ready=False, engine_pid=None, why=why)

@@ -32,8 +32,8 @@ class Served:
         return self.log.read_text(errors="replace")[-4000:]
 
 
-def start_serve(state: Path, profiles: str = "dgx-h100") -> Served:
-    port = free_port()
+def start_serve(state: Path, profiles: str = "dgx-h100", port: int | None = None) -> Served:
+    port = free_port() if port is None else port
     log = state.parent / f"{state.name}-serve.log"
     cmd = [sys.executable, "-m", "accel", "serve", "--sim", profiles, "--state", str(state),
            "--listen", f"127.0.0.1:{port}"]

@@ -1,0 +1,94 @@
+"""Serving groups through the API: every refused body names its field, groups are per tenant, their
+replicas are jobs, a scale down cancels the replicas not running first, a service without the sim
+executor refuses them.  (The engines' processes, restarts and clean-up: tests/router/test_from_serve.py.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+
+import httpx
+import pytest
+
+pytest.importorskip("starlette")
+
+from accel.scheduler import SchedulerStateError
+from accel.service._app import build_app
+from accel.service._auth import Principal, TokenBook
+from accel.service._serving import ServingManager
+from tests.service._servesim import auth
+from tests.service._svc import FakeWall, open_service, serving
+
+
+@contextmanager
+def _api(tmp_path: Path, *, spawn: bool) -> Iterator[tuple[httpx.Client, str, str, ServingManager]]:
+    """The app in this process over a sim service whose loop does not run (no job starts: no engine)."""
+    svc = open_service(tmp_path / "state", FakeWall(), profiles="dgx-h100")
+    svc.serving = ServingManager(svc, spawn=spawn)
+    tokens = TokenBook(svc.store)
+    alice, bob = tokens.create("team-a"), tokens.create("team-b")
+    try:
+        with serving(build_app(svc, tokens, rate=1000, burst=1000)) as url, \
+                httpx.Client(base_url=url, timeout=30) as client:
+            yield client, alice, bob, svc.serving
+    finally:
+        svc.close()
+
+
+def test_bad_bodies_name_their_field(tmp_path: Path) -> None:
+    with _api(tmp_path, spawn=True) as (client, alice, _bob, _m):
+        ok = {"name": "chat", "replicas": 1, "engine": {"model": "m"}}
+        for body, field in (({**ok, "replicas": 65}, "replicas"), ({**ok, "replicas": -1}, "replicas"),
+                            ({**ok, "replicas": "2"}, "replicas"), ({**ok, "name": "a/b"}, "name"),
+                            ({**ok, "name": "x" * 49}, "name"), ({k: v for k, v in ok.items() if k != "name"}, "name"),
+                            ({**ok, "command": ["vllm"]}, "command"), ({**ok, "engine": {"gpu": 1}}, "engine"),
+                            ({**ok, "engine": {"time_scale": 0}}, "engine.time_scale"),
+                            ({**ok, "engine": {"max_num_seqs": 10**6}}, "engine.max_num_seqs"),
+                            ({**ok, "engine": {"cost_model": "no-such-model"}}, "engine.cost_model"),
+                            ({**ok, "labels": {"serving": "x"}}, "labels"), ({**ok, "devices": 0}, "devices"),
+                            ({**ok, "model": "no-such-device"}, "model"), ([1], "body")):
+            r = client.post("/v1/serving", json=body, headers=auth(alice))
+            assert r.status_code == 400, (body, r.text)
+            assert r.json()["error"].get("field") == field, (body, r.text)
+        assert client.get("/v1/serving/a..b", headers=auth(alice)).status_code == 404
+        assert client.get("/v1/serving/nothing", headers=auth(alice)).status_code == 404
+        assert client.get("/v1/serving", headers={"Authorization": "Bearer nope"}).status_code == 401
+        assert client.get("/v1/jobs", headers=auth(alice)).json()["jobs"] == []  # nothing was submitted
+
+
+def test_groups_are_per_tenant_and_replicas_are_jobs(tmp_path: Path) -> None:
+    with _api(tmp_path, spawn=True) as (client, alice, bob, _m):
+        body = {"name": "chat", "replicas": 3, "engine": {"model": "m"}, "labels": {"team": "x"}}
+        assert client.post("/v1/serving", json=body, headers=auth(alice)).status_code == 201
+        assert client.post("/v1/serving", json=body, headers=auth(bob)).status_code == 201  # bob's own "chat"
+        a = client.get("/v1/serving/chat", headers=auth(alice)).json()
+        b = client.get("/v1/serving/chat", headers=auth(bob)).json()
+        assert a["id"] != b["id"] and a["tenant"] == "team-a" and b["tenant"] == "team-b"
+        assert [r["index"] for r in a["replicas"]] == [0, 1, 2]
+        jobs = {j["id"]: j for j in client.get("/v1/jobs", headers=auth(alice)).json()["jobs"]}
+        assert set(jobs) == {r["job"] for r in a["replicas"]}
+        job = client.get(f"/v1/jobs/{a['replicas'][2]['job']}", headers=auth(alice)).json()
+        assert job["name"] == "chat-r2" and job["request"]["labels"] == {"team": "x", "serving": "chat", "replica": "2"}
+        assert job["serving"]["group"] == "chat" and job["serving"]["address"] is None  # not running yet
+        # scale down: queued replicas go first, the newest first
+        r = client.post("/v1/serving/chat/scale", json={"replicas": 1}, headers=auth(alice))
+        assert r.status_code == 200 and [x["index"] for x in r.json()["replicas"]] == [0]
+        assert r.json()["replicas_ended"] == 2
+        assert len(client.get("/v1/serving/chat", headers=auth(bob)).json()["replicas"]) == 3  # bob's untouched
+        assert client.post("/v1/serving/chat/cancel", headers=auth(alice)).json()["state"] == "cancelled"
+        assert client.post("/v1/serving/chat/cancel", headers=auth(alice)).status_code == 409
+        # a cancelled name may be created again: a new group
+        r = client.post("/v1/serving", json={**body, "replicas": 0}, headers=auth(alice))
+        assert r.status_code == 201 and r.json()["id"] != a["id"] and r.json()["replicas"] == []
+
+
+def test_refused_without_the_sim_executor(tmp_path: Path) -> None:
+    # the refusal comes first: nothing of the service is read (the only part a manager opens is its state)
+    manager = ServingManager(SimpleNamespace(state=tmp_path), spawn=False)
+    try:
+        with pytest.raises(SchedulerStateError, match="--sim"):
+            manager.create(Principal("t", "team-a", False), {"name": "chat"})
+    finally:
+        manager.close()
