@@ -108,6 +108,8 @@ def parse_serving(body: Any, allow: EnvAllowlist) -> tuple[str, int, JobRequest,
     rest = dict(body)
     if "command" in rest:
         raise RequestError("a serving group's command is its engine's (set engine, not command)", "command")
+    if "checkpoint" in rest:
+        raise RequestError("a serving replica does not checkpoint (it is replaced when it stops)", "checkpoint")
     name = rest.get("name")
     if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > _NAME_CHARS:
         raise RequestError(f"name: 1 to {_NAME_CHARS} of A-Z, a-z, 0-9, '.', '_', '-', starting with a letter or "

@@ -12,7 +12,7 @@ A group is looked up by name in the caller's tenant: another tenant's group is a
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -39,17 +39,25 @@ def _name_of(request: Request) -> str:
     return name
 
 
-def serving_routes(serving: ServingManager, gate: Gate, max_body_bytes: int) -> list[Route]:
+def serving_routes(manager: Callable[[], ServingManager | None], gate: Gate, max_body_bytes: int) -> list[Route]:
+    """The routes over the service's manager (``manager()``; ``None``: the service keeps no groups, 409)."""
+
+    def serving_of() -> ServingManager:
+        m = manager()
+        if m is None:
+            raise HTTPError(409, "conflict", "this service keeps no serving groups")
+        return m
+
     async def create(request: Request, who: Principal) -> Response:
         body = await read_json(request, max_body_bytes)
-        view = await run_in_threadpool(serving.create, who, body)
+        view = await run_in_threadpool(serving_of().create, who, body)
         return JSONResponse(view, status_code=201, headers={"Location": f"/v1/serving/{view['name']}"})
 
     async def listing(request: Request, who: Principal) -> Response:
-        return JSONResponse({"serving": await run_in_threadpool(serving.groups, who)})
+        return JSONResponse({"serving": await run_in_threadpool(serving_of().groups, who)})
 
     async def show(request: Request, who: Principal) -> Response:
-        return JSONResponse(await run_in_threadpool(serving.view, who, _name_of(request)))
+        return JSONResponse(await run_in_threadpool(serving_of().view, who, _name_of(request)))
 
     async def scale(request: Request, who: Principal) -> Response:
         name = _name_of(request)
@@ -57,10 +65,10 @@ def serving_routes(serving: ServingManager, gate: Gate, max_body_bytes: int) -> 
         if not isinstance(body, Mapping) or set(body) != {"replicas"}:
             raise RequestError('the body must be {"replicas": N}', "replicas")
         replicas: Any = body["replicas"]
-        return JSONResponse(await run_in_threadpool(serving.scale, who, name, replicas))
+        return JSONResponse(await run_in_threadpool(serving_of().scale, who, name, replicas))
 
     async def cancel(request: Request, who: Principal) -> Response:
-        return JSONResponse(await run_in_threadpool(serving.cancel, who, _name_of(request)))
+        return JSONResponse(await run_in_threadpool(serving_of().cancel, who, _name_of(request)))
 
     return [
         Route("/v1/serving", guarded(gate, create), methods=["POST"]),
