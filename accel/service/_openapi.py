@@ -119,7 +119,8 @@ def openapi(version: str) -> dict[str, Any]:
                     "replicas": {"type": "array", "items": {"type": "object", "properties": {
                         "job": {"type": "string"}, "index": {"type": "integer"}, "state": {"type": "string"},
                         "ready": {"type": "boolean"}, "address": {"type": ["string", "null"]},
-                        "engine_pid": {"type": ["integer", "null"]}, "role": {"enum": ["both", "prefill", "decode"]}}}}}},
+                        "engine_pid": {"type": ["integer", "null"]},
+                        "role": {"enum": ["both", "prefill", "decode"]}}}}}},
                 "ServingList": {"type": "object", "properties": {"serving": {"type": "array",
                                                                              "items": _ref("Serving")}}},
             },

@@ -92,3 +92,57 @@ def test_refused_without_the_sim_executor(tmp_path: Path) -> None:
             manager.create(Principal("t", "team-a", False), {"name": "chat"})
     finally:
         manager.close()
+
+
+def test_the_routers_autoscaler_sets_the_count_and_the_router_follows(tmp_path: Path) -> None:
+    from accel.router import BackendSet
+    from accel.router._fromserve import ServeDiscovery, ServeSource
+
+    with _api(tmp_path, spawn=True) as (client, alice, bob, _m):
+        assert client.post("/v1/serving", json={"name": "chat", "replicas": 1, "engine": {"model": "m"}},
+                           headers=auth(alice)).status_code == 201
+        url = str(client.base_url)
+        want: list[int | None] = [None]
+        backends = BackendSet()
+        found = ServeDiscovery(ServeSource(url, alice, "chat", scale=True), backends, desired=lambda: want[0])
+        try:
+            found.poll_once()
+            assert found.wanted == 1 and found.error is None and len(backends) == 0  # queued: no address yet
+            want[0] = 3  # the autoscaler wants 3: sent to the service, which queues two more replica jobs
+            found.poll_once()
+            view = client.get("/v1/serving/chat", headers=auth(alice)).json()
+            assert view["replicas_wanted"] == 3 and len(view["replicas"]) == 3 and found.wanted == 3
+            want[0] = 3
+            found.poll_once()  # no change: no request
+            # another tenant's token: the group is not there for it; nothing is scaled
+            other = ServeDiscovery(ServeSource(url, bob, "chat", scale=True), BackendSet(), desired=lambda: 0)
+            try:
+                other.poll_once()
+                assert other.error is not None and "no serving group" in other.error
+            finally:
+                other.close()
+            assert client.get("/v1/serving/chat", headers=auth(alice)).json()["replicas_wanted"] == 3
+            # a bad count from an autoscaler is refused by the service and reported, nothing changes
+            want[0] = 500
+            found.poll_once()
+            assert found.error is not None and "HTTP 400" in found.error
+            assert client.get("/v1/serving/chat", headers=auth(alice)).json()["replicas_wanted"] == 3
+        finally:
+            found.close()
+
+
+def test_backend_set_follows_a_source(tmp_path: Path) -> None:
+    from accel.router import BackendSet
+
+    forgotten: list[int] = []
+    s = BackendSet(on_removed=lambda b: forgotten.append(b.id))
+    added, removed = s.sync({"http://127.0.0.1:1": "both", "http://127.0.0.1:2": "both"})
+    assert [b.id for b in added] == [0, 1] and removed == [] and s.version == 1
+    assert s.sync({"http://127.0.0.1:1": "both", "http://127.0.0.1:2": "both"}) == ([], []) and s.version == 1
+    added, removed = s.sync({"http://127.0.0.1:2": "both", "http://127.0.0.1:1": "decode"})
+    assert [b.id for b in removed] == [0] and [(b.id, b.role) for b in added] == [(2, "decode")]  # a new replica
+    assert forgotten == [0] and s.by_id(0) is None and s.by_id(2) is not None
+    s.sync({})
+    assert len(s) == 0 and sorted(forgotten) == [0, 1, 2]
+    s.sync({"http://127.0.0.1:1": "both"})
+    assert [b.id for b in s] == [3]  # ids are never reused
