@@ -17,7 +17,7 @@ pytest.importorskip("starlette")
 from accel.scheduler import SchedulerStateError
 from accel.service._app import build_app
 from accel.service._auth import Principal, TokenBook
-from accel.service._serving import ServingManager
+from accel.service._serving import MAX_FAILURES, ServingManager
 from tests.service._servesim import auth
 from tests.service._svc import FakeWall, open_service, serving
 
@@ -146,3 +146,26 @@ def test_backend_set_follows_a_source(tmp_path: Path) -> None:
     assert len(s) == 0 and sorted(forgotten) == [0, 1, 2]
     s.sync({"http://127.0.0.1:1": "both"})
     assert [b.id for b in s] == [3]  # ids are never reused
+
+
+def test_replicas_that_keep_failing_end_the_group(tmp_path: Path) -> None:
+    # the live loop is driven by hand; the manager looks only between a replica's start and its end,
+    # so no engine is ever started: each replica job fails (exit code 1) before an engine served
+    wall = FakeWall()
+    svc = open_service(tmp_path / "state", wall, profiles="dgx-h100")
+    manager = svc.serving = ServingManager(svc, spawn=True)
+    try:
+        who = Principal("t", "team-a", False)
+        manager.create(who, {"name": "bad", "replicas": 1, "duration_s": 1, "env": {"ACCEL_SIM_EXIT_CODE": "1"},
+                             "engine": {"model": "m"}})
+        for _ in range(MAX_FAILURES):
+            svc.tick()  # placed and started
+            wall.advance(2.0)
+            svc.tick()  # ended: exit code 1
+            manager.step()  # one more failure; a replacement while the group lives
+        view = manager.view(who, "bad")
+        assert view["state"] == "failed" and f"{MAX_FAILURES} replica jobs in a row" in view["reason"]
+        assert view["replicas"] == [] and view["replicas_ended"] == MAX_FAILURES
+        assert manager.engines.jobs() == []
+    finally:
+        svc.close()
