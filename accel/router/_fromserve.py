@@ -110,12 +110,15 @@ class ServeDiscovery:
 
     def _get(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
         """One bounded request: (status, decoded JSON or None)."""
+        deadline = time.monotonic() + 2 * self.source.timeout_s  # a slow drip is cut too, not only silence
         with self._http.stream(method, path, json=body) as resp:
             chunks, size = [], 0
             for chunk in resp.iter_bytes():
                 size += len(chunk)
                 if size > MAX_ANSWER_BYTES:
                     raise ValueError(f"answer over {MAX_ANSWER_BYTES} bytes")
+                if time.monotonic() > deadline:
+                    raise ValueError(f"answer took over {2 * self.source.timeout_s:g} s")
                 chunks.append(chunk)
             status = resp.status_code
         try:

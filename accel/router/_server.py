@@ -105,8 +105,9 @@ def start_router(backends: Sequence[str], *, listen: str = "127.0.0.1", port: in
     :mod:`accel.router`."""
     from ._serve import serve
 
-    if from_serve is not None and (backends or kv_events):
-        raise RouterError("--from-serve takes the replicas from the service: no --backend or --kv-events with it")
+    if from_serve is not None and (backends or kv_events or roles):
+        raise RouterError("--from-serve takes the replicas (and their roles) from the service: no --backend, "
+                          "--kv-events or --role with it")
     if not backends and from_serve is None:
         raise RouterError("name at least one --backend URL, or --from-serve")
     urls = [_check_url(u) for u in backends]

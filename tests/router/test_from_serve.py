@@ -185,3 +185,54 @@ def test_from_serve_arguments_are_checked() -> None:
         ServeSource("ftp://x", "t", "chat")
     with pytest.raises(RouterError, match="--service"):
         ServeSource("http://127.0.0.1:1", "t", "a/b")
+
+
+def test_a_bad_answer_keeps_the_last_set_and_is_reported() -> None:
+    """A service answer that is too large, not JSON, an error, or with bad replica entries: the set stays as it
+    was (or takes only the well-formed ready replicas), and the error is kept for /health."""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    from accel.router import BackendSet
+    from accel.router._fromserve import ServeDiscovery
+    from tests.service._svc import serving
+
+    answer: list[Any] = [None]
+
+    async def group(request: Any) -> Any:
+        assert request.headers["authorization"] == "Bearer tok"
+        status, body = answer[0]
+        if isinstance(body, bytes):
+            return Response(body, status_code=status, media_type="application/json")
+        return JSONResponse(body, status_code=status)
+
+    app = Starlette(routes=[Route("/v1/serving/chat", group)])
+    good = {"state": "active", "replicas_wanted": 2, "replicas": [
+        {"ready": True, "address": "http://127.0.0.1:9001", "role": "both"},
+        {"ready": False, "address": None},
+        {"ready": True, "address": "ftp://127.0.0.1:9002"},
+        {"ready": True, "address": "http://127.0.0.1:9003", "role": "boss"},
+        {"ready": True, "address": 12},
+        "junk",
+        {"ready": True, "address": "http://127.0.0.1:9004/"}]}
+    with serving(app) as url:
+        backends = BackendSet()
+        found = ServeDiscovery(ServeSource(url, "tok", "chat", timeout_s=5), backends)
+        try:
+            answer[0] = (200, good)
+            found.poll_once()
+            assert sorted(backends.urls()) == ["http://127.0.0.1:9001", "http://127.0.0.1:9004"]
+            assert found.error is None and found.wanted == 2
+            for bad, why in (((200, b"x" * (1024 * 1024 + 10)), "over"), ((200, b"{not json"), "not JSON"),
+                             ((500, {"error": {"message": "boom"}}), "HTTP 500: boom"),
+                             ((200, {"state": "active"}), "no replica list")):
+                answer[0] = bad
+                found.poll_once()
+                assert found.error is not None and why in found.error, (bad, found.error)
+                assert sorted(backends.urls()) == ["http://127.0.0.1:9001", "http://127.0.0.1:9004"]
+            answer[0] = (404, {"error": {"message": "no serving group chat"}})
+            found.poll_once()
+            assert backends.urls() == [] and "no serving group" in (found.error or "")
+        finally:
+            found.close()
