@@ -107,6 +107,11 @@ def _router_arguments(parser: argparse.ArgumentParser, context: CommandContext) 
                       "(tcp://127.0.0.1:5557)")
     fake.add_argument("--kv-events-form", default="array", choices=("array", "map"),
                       help="event encoding: vLLM <= 0.23 arrays, or maps (vLLM PR #42892)")
+    fake.add_argument("--ready-file", default=None, metavar="FILE",
+                      help="once serving, write {\"url\", \"pid\"} to FILE (atomically; with --listen HOST:0, the "
+                      "port the kernel picked): how accel serve --sim learns a replica's address")
+    fake.add_argument("--exit-with-parent", type=int, default=None, metavar="PID",
+                      help="exit when the process PID (its parent, accel serve) is gone")
     _cost_arguments(fake)
 
 

@@ -206,7 +206,8 @@ def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
     return out
 
 
-def _wait_for_signal() -> None:
+def _wait_for_signal(parent_pid: int | None = None) -> None:
+    """Until SIGTERM / SIGINT, or until the process ``parent_pid`` is no longer this one's parent."""
     stop = threading.Event()
 
     def _terminate(signum: int, frame: FrameType | None) -> Any:
@@ -214,8 +215,9 @@ def _wait_for_signal() -> None:
 
     previous = {s: signal.signal(s, _terminate) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        while not stop.wait(3600):
-            pass
+        while not stop.wait(3600 if parent_pid is None else 0.5):
+            if parent_pid is not None and os.getppid() != parent_pid:
+                break  # the parent is gone (killed): so is this process, no orphan
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
@@ -281,11 +283,26 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_ready(path: str, data: dict[str, Any]) -> None:
+    """``data`` as JSON in ``path``: a reader sees the whole file or none (written aside, then renamed)."""
+    import json
+
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as out:
+            json.dump(data, out)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise RouterError(f"--ready-file {path}: {exc.strerror or exc}") from None
+
+
 def fake_main(args: argparse.Namespace) -> int:
     from ._fake import FakeEngine, FakeEngineConfig
     from ._serve import serve
 
     host, port = parse_listen(args.listen)
+    if args.exit_with_parent is not None and os.getppid() != args.exit_with_parent:
+        return 1  # started for a parent that is gone already
     engine = FakeEngine(FakeEngineConfig(
         model=args.model, profile_model=args.cost_model, profile_device=args.cost_device, time_scale=args.time_scale,
         max_num_seqs=args.max_num_seqs, default_max_tokens=args.default_max_tokens, tokenizer=args.tokenizer,
@@ -300,11 +317,14 @@ def fake_main(args: argparse.Namespace) -> int:
         engine.close()
         raise RouterError(f"cannot listen on {args.listen}: {exc.strerror or exc}") from None
     kv = f", KV events on {engine.kv_endpoint}" if engine.kv_endpoint else ""
-    print(f"accel router fake-engine: http://{host}:{server.port} serving {args.model} "
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{server.port}"
+    print(f"accel router fake-engine: {url} serving {args.model} "
           f"({args.cost_model} on {args.cost_device}, time scale {args.time_scale:g}){kv}", file=sys.stderr,
           flush=True)
     try:
-        _wait_for_signal()
+        if args.ready_file:
+            _write_ready(args.ready_file, {"url": url, "pid": os.getpid()})
+        _wait_for_signal(args.exit_with_parent)
     finally:
         server.close()
         engine.close()

@@ -78,6 +78,35 @@ _SERVING_REQUEST: dict[str, Any] = {
 }
 
 
+def _serving_paths(auth: list[dict[str, list[str]]]) -> dict[str, Any]:
+    """The serving groups' operations (:mod:`._serving_api`)."""
+    return {
+    "/v1/serving": {
+        "post": {"operationId": "serving_create", "summary": "a serving group: replica jobs kept at a count "
+                 "(under --sim each running replica is a fake vLLM engine on a loopback port)",
+                 "security": auth, "requestBody": {"required": True, "content": {"application/json": {
+                     "schema": _ref("ServingRequest")}}},
+                 "responses": {"201": _json("Serving", "the group"), "400": _ERR, "409": _ERR, **_COMMON}},
+        "get": {"operationId": "serving_list", "summary": "the caller's serving groups", "security": auth,
+                "responses": {"200": _json("ServingList", "the groups"), **_COMMON}}},
+    "/v1/serving/{name}": {"get": {
+        "operationId": "serving_show", "summary": "a serving group and its replicas' addresses (what accel "
+        "router --from-serve reads)", "security": auth, "parameters": [_SERVING_NAME],
+        "responses": {"200": _json("Serving", "the group"), "404": _ERR, **_COMMON}}},
+    "/v1/serving/{name}/scale": {"post": {
+        "operationId": "serving_scale", "summary": "set the replica count", "security": auth,
+        "parameters": [_SERVING_NAME], "requestBody": {"required": True, "content": {"application/json": {
+            "schema": {"type": "object", "additionalProperties": False, "required": ["replicas"],
+                       "properties": {"replicas": _REPLICAS}}}}},
+        "responses": {"200": _json("Serving", "the group"), "400": _ERR, "404": _ERR, "409": _ERR,
+                      **_COMMON}}},
+    "/v1/serving/{name}/cancel": {"post": {
+        "operationId": "serving_cancel", "summary": "cancel every replica; the group ends", "security": auth,
+        "parameters": [_SERVING_NAME],
+        "responses": {"200": _json("Serving", "the group"), "404": _ERR, "409": _ERR, **_COMMON}}},
+    }
+
+
 def openapi(version: str) -> dict[str, Any]:
     """The document; ``version`` is accel's version."""
     auth: list[dict[str, list[str]]] = [{"bearer": []}]
@@ -157,29 +186,7 @@ def openapi(version: str) -> dict[str, Any]:
                               **_COMMON}}},
             "/v1/bill": {"get": {"operationId": "bill", "summary": "usage priced from the stored price table",
                                  "security": auth, "responses": {"200": _json("Bill", "bill lines"), **_COMMON}}},
-            "/v1/serving": {
-                "post": {"operationId": "serving_create", "summary": "a serving group: replica jobs kept at a count "
-                         "(under --sim each running replica is a fake vLLM engine on a loopback port)",
-                         "security": auth, "requestBody": {"required": True, "content": {"application/json": {
-                             "schema": _ref("ServingRequest")}}},
-                         "responses": {"201": _json("Serving", "the group"), "400": _ERR, "409": _ERR, **_COMMON}},
-                "get": {"operationId": "serving_list", "summary": "the caller's serving groups", "security": auth,
-                        "responses": {"200": _json("ServingList", "the groups"), **_COMMON}}},
-            "/v1/serving/{name}": {"get": {
-                "operationId": "serving_show", "summary": "a serving group and its replicas' addresses (what accel "
-                "router --from-serve reads)", "security": auth, "parameters": [_SERVING_NAME],
-                "responses": {"200": _json("Serving", "the group"), "404": _ERR, **_COMMON}}},
-            "/v1/serving/{name}/scale": {"post": {
-                "operationId": "serving_scale", "summary": "set the replica count", "security": auth,
-                "parameters": [_SERVING_NAME], "requestBody": {"required": True, "content": {"application/json": {
-                    "schema": {"type": "object", "additionalProperties": False, "required": ["replicas"],
-                               "properties": {"replicas": _REPLICAS}}}}},
-                "responses": {"200": _json("Serving", "the group"), "400": _ERR, "404": _ERR, "409": _ERR,
-                              **_COMMON}}},
-            "/v1/serving/{name}/cancel": {"post": {
-                "operationId": "serving_cancel", "summary": "cancel every replica; the group ends", "security": auth,
-                "parameters": [_SERVING_NAME],
-                "responses": {"200": _json("Serving", "the group"), "404": _ERR, "409": _ERR, **_COMMON}}},
+            **_serving_paths(auth),
             "/v1/pools": {"get": {"operationId": "pools", "summary": "pools: devices, free, queue, price",
                                   "security": auth, "responses": {"200": _json("Pools", "pools"), **_COMMON}}},
         },

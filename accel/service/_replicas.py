@@ -1,14 +1,16 @@
 """The engine processes of ``accel serve --sim``'s serving replicas: started, found ready, stopped by pid.
 
-One process per running replica job (:mod:`._replica_main`: accel's fake vLLM engine on a
-loopback port the kernel picks).  Nothing here blocks: :meth:`EngineProcs.spawn` starts the
-process and returns; :meth:`EngineProcs.step` (each pass of the serving manager) reads the ready
-files of starting engines, reaps engines that exited and sends SIGKILL to those still there
-``stop_grace_s`` after their SIGTERM.  Every signal goes to a pid whose start time (clock ticks
-since boot, ``/proc/<pid>/stat``) is the one recorded at spawn, so a recycled pid is never hit.
-The processes are kept in :class:`~._serving_store.ServingStore`'s ``engines`` table: a service
-restarted after a crash stops what the crashed one left (:meth:`EngineProcs.stop_leftovers`);
-the engines also end by themselves when their parent is gone.
+One process per running replica job: ``accel router fake-engine --listen 127.0.0.1:0
+--ready-file F --exit-with-parent PID`` (accel's fake vLLM engine on a loopback port the kernel
+picks; it writes its URL to ``F`` once it serves, and ends when the service is gone).  Nothing
+here blocks: :meth:`EngineProcs.spawn` starts the process and returns; :meth:`EngineProcs.step`
+(each pass of the serving manager) reads the ready files of starting engines, reaps engines that
+exited and sends SIGKILL to those still there ``stop_grace_s`` after their SIGTERM.  Every
+signal goes to a pid whose start time (clock ticks since boot, ``/proc/<pid>/stat``) is the one
+recorded at spawn, so a recycled pid is never hit.  The processes are kept in
+:class:`~._serving_store.ServingStore`'s ``engines`` table: a service restarted after a crash
+stops what the crashed one left (:meth:`EngineProcs.stop_leftovers`); the engines also end by
+themselves when their parent is gone.
 """
 
 from __future__ import annotations
@@ -77,10 +79,9 @@ class EngineProcs:
         log_dir.mkdir(parents=True, exist_ok=True)
         ready = log_dir / f"engine-ready-{attempt}-{restarts}.json"
         ready.unlink(missing_ok=True)
-        argv = [self.python, "-m", "accel.service._replica_main", "--ready-file", str(ready),
-                "--parent-pid", str(os.getpid()), "--model", str(engine["model"]),
-                "--cost-model", str(engine["cost_model"]), "--cost-device", str(engine["cost_device"]),
-                "--time-scale", repr(float(engine["time_scale"])), "--max-num-seqs", str(int(engine["max_num_seqs"]))]
+        # accel router fake-engine (the ``accel`` of this interpreter), started by argv: never a shell
+        argv = [self.python, "-m", "accel", *engine_argv(engine)[1:], "--ready-file", str(ready),
+                "--exit-with-parent", str(os.getpid())]
         with open(log_dir / "engine.log", "ab") as log:
             # its own session: a Ctrl-C at the service's terminal reaches the service, which stops it
             popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

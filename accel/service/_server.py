@@ -8,6 +8,7 @@ import os
 import signal as _signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from accel._net import is_loopback
 from accel.errors import ConfigError
@@ -147,17 +148,24 @@ def main(args: argparse.Namespace) -> int:
     service.start_loop()
     if service.serving.spawn:
         service.serving.start()
-    # uvicorn (0.29 and later) raises the SIGTERM / SIGINT that stopped it again once it has shut down,
-    # with the handler found at its start: the default one would end the process before the
-    # ``finally`` below closes the service (and stops its replicas' engines).  Noted instead.
+    _run(uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                                       lifespan="off")), service)
+    return 0
+
+
+def _run(server: Any, service: Any) -> None:
+    """Serve until SIGTERM / SIGINT, then close the service.
+
+    uvicorn (0.29 and later) raises the signal that stopped it again once it has shut down, with
+    the handler found at its start: the default one would end the process before the ``finally``
+    closes the service (its journal, and its replicas' engines).  The signal is noted instead.
+    """
     stopped_by: list[int] = []
     previous = {s: _signal.signal(s, lambda signum, frame: stopped_by.append(signum))
                 for s in (_signal.SIGTERM, _signal.SIGINT)}
     try:
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
-                                      lifespan="off")).run()
+        server.run()
     finally:
         service.close()
         for s, handler in previous.items():
             _signal.signal(s, handler)
-    return 0
