@@ -1,6 +1,8 @@
 """The serving tables of ``accel serve``: serving groups, their replica jobs, the engine processes.
 
-``STATE/serving.sqlite`` (WAL, one connection guarded by the serving manager's lock):
+``STATE/serving.sqlite`` (WAL, ``synchronous=NORMAL``, an ``application_id`` and a
+``user_version`` as the service tables have: another program's file is refused, never changed;
+one connection, guarded by the serving manager's lock):
 
 - ``groups``: one row per serving group (a tenant's name, the replica count wanted, the job
   request every replica is submitted with, the engine's options, active / cancelled / failed);
@@ -18,9 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EngineRow", "GroupRow", "ServingStore"]
+from accel.errors import ConfigError
 
-_SCHEMA = """
+__all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "EngineRow", "GroupRow", "ServingStore"]
+
+APPLICATION_ID = 0x41435347  # "ACSG": accel serving groups
+SCHEMA_VERSION = 1
+
+_SCHEMA = f"""
+PRAGMA application_id = {APPLICATION_ID};
+PRAGMA user_version = {SCHEMA_VERSION};
 CREATE TABLE IF NOT EXISTS groups (
     id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL, desired INTEGER NOT NULL,
     state TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', request TEXT NOT NULL, engine TEXT NOT NULL,
@@ -66,10 +75,21 @@ class ServingStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        try:
+            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            app = int(self._db.execute("PRAGMA application_id").fetchone()[0])
+            version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+            tables = int(self._db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0])
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"serving state {path}: not an SQLite database or damaged ({exc})") from exc
+        if app == 0 and tables == 0:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(_SCHEMA)
+        elif (app, version) != (APPLICATION_ID, SCHEMA_VERSION):
+            self._db.close()
+            raise ConfigError(f"serving state {path}: not this accel's serving tables (application id {app:#x}, "
+                              f"schema version {version})")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
         self._db.close()

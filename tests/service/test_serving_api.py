@@ -169,3 +169,21 @@ def test_replicas_that_keep_failing_end_the_group(tmp_path: Path) -> None:
         assert manager.engines.jobs() == []
     finally:
         svc.close()
+
+
+def test_another_programs_file_is_refused_and_left_alone(tmp_path: Path) -> None:
+    import sqlite3
+
+    from accel.errors import ConfigError
+    from accel.service._serving_store import ServingStore
+
+    path = tmp_path / "serving.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE theirs (a)")
+    db.commit()
+    db.close()
+    with pytest.raises(ConfigError, match="not this accel's serving tables"):
+        ServingStore(path)
+    db = sqlite3.connect(path)
+    assert [r[0] for r in db.execute("SELECT name FROM sqlite_master")] == ["theirs"]
+    db.close()
