@@ -15,11 +15,14 @@ import pytest
 
 pytest.importorskip("starlette")
 
-from accel.router import RouterError, start_router
+from accel.router import MonitorConfig, RouterError, start_router
 from accel.router._fromserve import ServeSource
 from accel.service.executors._wrap import read_start_ticks
-from tests.router._engines import FAST
 from tests.service._servesim import auth, engine_alive, ready_view, start_serve, stop_serve, token, wait_for
+
+# Replicas from the service are routable at once (it saw them serve): the checks run, rarely (their CPU is the
+# test's cost on a loaded machine).
+CHECKS = MonitorConfig(health_interval_s=1.0, health_timeout_s=3.0, unhealthy_after=3, scrape_interval_s=10.0)
 
 
 def _requests_by_backend(router: object) -> dict[str, float]:
@@ -54,7 +57,7 @@ def test_whole_path_on_loopback(tmp_path: Path) -> None:
             assert job["serving"]["group"] == "chat" and job["serving"]["address"] == view["replicas"][0]["address"]
             assert job["quote"]["pool"] and len(job["allocation"]["devices"]) == 1 and job["state"] == "running"
 
-            router = start_router([], policy="round-robin", monitor_config=FAST,
+            router = start_router([], policy="round-robin", monitor_config=CHECKS,
                                   from_serve=ServeSource(served.url, alice, "chat", interval_s=0.1))
             routers.append(router)
             assert sorted(router.picker.backends.urls()) == sorted(x["address"] for x in view["replicas"])
@@ -80,7 +83,7 @@ def test_whole_path_on_loopback(tmp_path: Path) -> None:
                     assert client.request(method, path, headers=auth(bob)).status_code == 404
                 assert client.post("/v1/serving/chat/scale", json={"replicas": 5}, headers=auth(bob)).status_code == 404
                 assert client.get("/v1/serving", headers=auth(bob)).json() == {"serving": []}
-                other = start_router([], policy="round-robin", monitor_config=FAST,
+                other = start_router([], policy="round-robin", monitor_config=CHECKS,
                                      from_serve=ServeSource(served.url, bob, "chat", interval_s=0.1))
                 routers.append(other)
                 assert len(other.picker.backends) == 0
