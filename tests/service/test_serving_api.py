@@ -187,3 +187,40 @@ def test_another_programs_file_is_refused_and_left_alone(tmp_path: Path) -> None
     db = sqlite3.connect(path)
     assert [r[0] for r in db.execute("SELECT name FROM sqlite_master")] == ["theirs"]
     db.close()
+
+
+def test_the_serving_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from accel.cli import main
+
+    def accel(*argv: str) -> tuple[int, str, str]:
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    with _api(tmp_path, spawn=True) as (client, alice, _bob, _m):
+        monkeypatch.setenv("ACCEL_SERVER", str(client.base_url))
+        monkeypatch.setenv("ACCEL_TOKEN", alice)
+        code, out, err = accel("job", "serving", "create", "--name", "chat", "--replicas", "2", "--devices", "1",
+                               "--model", "H100", "--engine-model", "m", "--engine-time-scale", "20",
+                               "--label", "team=x")
+        assert code == 0, err
+        assert out.splitlines()[0].startswith("serving chat (s") and "tenant team-a: active" in out
+        assert "0 ready of 2 wanted" in out and "engine: m (llama-2-70b on h100-80gb, time scale 20)" in out
+        code, out, _ = accel("job", "serving", "scale", "chat", "3")
+        assert code == 0 and "of 3 wanted" in out and out.count(" queued ") == 3
+        code, out, _ = accel("job", "serving", "show", "chat", "--json")
+        view = json.loads(out)
+        assert view["replicas_wanted"] == 3 and view["request"]["labels"] == {"team": "x"}
+        code, out, _ = accel("job", "show", view["replicas"][0]["job"])
+        assert code == 0 and "serving: replica 0 of chat, engine at (not serving yet)" in out
+        code, out, _ = accel("job", "serving", "ls")
+        assert code == 0 and "serving chat" in out
+        code, _, err = accel("job", "serving", "scale", "chat", "65")
+        assert code != 0 and "replicas must be an integer from 0 to 64" in err
+        code, _, err = accel("job", "serving", "create", "--name", "x", "--", "vllm", "serve")
+        assert code != 0 and "give no command" in err
+        code, out, _ = accel("job", "serving", "cancel", "chat")
+        assert code == 0 and ": cancelled" in out
