@@ -48,14 +48,18 @@ class _Proc:
     row: EngineRow
     popen: subprocess.Popen[bytes] | None
     stop_at: float | None = None  # monotonic time of SIGTERM; SIGKILL after the grace period
+    started: float = 0.0  # monotonic time of the spawn
 
 
 class EngineProcs:
     """The running engine processes (see the module docstring); the caller serialises calls."""
 
-    def __init__(self, store: ServingStore, *, stop_grace_s: float = 5.0, python: str = sys.executable) -> None:
+    def __init__(self, store: ServingStore, *, stop_grace_s: float = 5.0, start_timeout_s: float = 120.0,
+                 python: str = sys.executable) -> None:
         self.store = store
         self.stop_grace_s = stop_grace_s
+        #: An engine not serving this long after its start is killed (counted as died: started again).
+        self.start_timeout_s = start_timeout_s
         self.python = python
         self._procs: dict[str, _Proc] = {}  # job id -> its engine
 
@@ -89,7 +93,7 @@ class EngineProcs:
         ticks = read_start_ticks(popen.pid)
         row = EngineRow(job_id, attempt, popen.pid, ticks if ticks is not None else -1, str(ready), None, restarts)
         self.store.put_engine(row)
-        self._procs[job_id] = _Proc(row, popen)
+        self._procs[job_id] = _Proc(row, popen, started=time.monotonic())
         return row
 
     def stop(self, job_id: str) -> None:
@@ -117,6 +121,9 @@ class EngineProcs:
             if p.stop_at is not None:
                 if now - p.stop_at >= self.stop_grace_s:
                     _send(p, _signal.SIGKILL)
+                continue
+            if p.row.url is None and now - p.started > self.start_timeout_s:
+                _send(p, _signal.SIGKILL)  # hung before serving: the next step sees it gone, as died
                 continue
             if p.row.url is None:
                 url = _read_ready(Path(p.row.ready_file), p.row.pid)

@@ -224,3 +224,37 @@ def test_the_serving_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert code != 0 and "give no command" in err
         code, out, _ = accel("job", "serving", "cancel", "chat")
         assert code == 0 and ": cancelled" in out
+
+
+def test_a_hung_engine_is_killed_and_one_deaf_to_sigterm_gets_sigkill(tmp_path: Path) -> None:
+    """EngineProcs over a stand-in for the interpreter: a process that never serves, and ignores SIGTERM."""
+    import time
+
+    from accel.service._replicas import EngineProcs
+    from accel.service._serving_store import ServingStore
+    from accel.service.executors._wrap import read_start_ticks
+
+    hung = tmp_path / "hung"
+    hung.write_text("#!/bin/sh\ntrap '' TERM\nexec sleep 60\n")
+    hung.chmod(0o755)
+    store = ServingStore(tmp_path / "serving.sqlite")
+    engine = {"model": "m", "cost_model": "llama-2-70b", "cost_device": "h100-80gb", "time_scale": 1.0,
+              "max_num_seqs": 4}
+    procs = EngineProcs(store, stop_grace_s=0.3, start_timeout_s=0.5, python=str(hung))
+    try:
+        a = procs.spawn("j000001-aaaaaa", 1, engine, tmp_path / "a")
+        b = procs.spawn("j000002-bbbbbb", 1, engine, tmp_path / "b")
+        assert {r.job_id for r in store.engines()} == {a.job_id, b.job_id}
+        procs.stop(b.job_id)  # SIGTERM, ignored: SIGKILL after the grace period
+        died: list[str] = []
+        deadline = time.monotonic() + 10
+        while procs.jobs() or procs.alive(b.job_id):
+            assert time.monotonic() < deadline, "the engines did not end"
+            died += procs.step()
+            time.sleep(0.05)
+        assert died == [a.job_id]  # never served: killed, and reported as died (b was asked to stop)
+        assert read_start_ticks(a.pid) != a.start_ticks and read_start_ticks(b.pid) != b.start_ticks
+        assert store.engines() == []
+    finally:
+        procs.stop_all(timeout_s=1)
+        store.close()
