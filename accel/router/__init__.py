@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._app import ProxyConfig
-    from ._backends import Backend, CircuitBreaker
+    from ._backends import Backend, BackendSet, CircuitBreaker
     from ._errors import BadRequestError, KVEventError, RouterError
     from ._fake import FakeEngine, FakeEngineConfig
     from ._keda import DEFAULT_METRIC, KedaScaler
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 _HOME = {
     "AllBlocksCleared": "._kvevents",
     "Backend": "._backends",
+    "BackendSet": "._backends",
     "BadRequestError": "._errors",
     "BlockMap": "._kvevents",
     "BlockRemoved": "._kvevents",
@@ -84,6 +85,7 @@ __all__ = [
     "POLICIES",
     "AllBlocksCleared",
     "Backend",
+    "BackendSet",
     "BadRequestError",
     "BlockMap",
     "BlockRemoved",

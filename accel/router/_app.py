@@ -515,8 +515,10 @@ class RouterApp:
         await self.rest(scope, receive, send)
 
 
-def build_app(proxy: Proxy, metrics: RouterMetrics) -> RouterApp:
-    """The ASGI app of a router (see the module doc)."""
+def build_app(proxy: Proxy, metrics: RouterMetrics,
+              source_status: Callable[[], dict[str, Any]] | None = None) -> RouterApp:
+    """The ASGI app of a router (see the module doc); ``source_status``: where the replicas come
+    from (``--from-serve``), shown on ``/health``."""
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
@@ -540,8 +542,10 @@ def build_app(proxy: Proxy, metrics: RouterMetrics) -> RouterApp:
         reps = [{"url": b.url, "role": b.role, "healthy": b.healthy, "breaker": b.breaker.state(now),
                  "in_flight": b.in_flight, "error": b.last_health_error} for b in picker.backends]
         up = sum(1 for b in picker.backends if b.available(now))
-        return JSONResponse({"status": "ok" if up else "unavailable", "available": up, "replicas": reps},
-                            status_code=200 if up else 503)
+        body: dict[str, Any] = {"status": "ok" if up else "unavailable", "available": up, "replicas": reps}
+        if source_status is not None:
+            body["from_serve"] = source_status()
+        return JSONResponse(body, status_code=200 if up else 503)
 
     async def prom(request: Any) -> Any:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -1,15 +1,22 @@
-"""The replicas behind the router: address, role, health, circuit breaker, load and cache view."""
+"""The replicas behind the router: address, role, health, circuit breaker, load and cache view.
+
+:class:`BackendSet` is the set every part of a router reads (the picker, the monitor, the live
+load, the metrics): fixed (``--backend``) or changed while the router runs (``--from-serve``:
+replicas come and go as ``accel serve`` scales a serving group).
+"""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, overload
 
 from ._kvevents import BlockMap, KVSubscriber
 from ._scrape import EngineLoad
 
-__all__ = ["Backend", "CircuitBreaker", "Role"]
+__all__ = ["Backend", "BackendSet", "CircuitBreaker", "Role"]
 
 #: A replica's part in serving a request.  Only "both" is served today; "prefill" and "decode" are
 #: the seam for prefill / decode disaggregation (a router would send the prompt to a prefill
@@ -95,3 +102,75 @@ class Backend:
         waiting from its last scrape when more (traffic from elsewhere)."""
         engine = self.load.outstanding if self.load is not None else None
         return max(self.in_flight, round(engine)) if engine is not None else self.in_flight
+
+
+class BackendSet(Sequence[Backend]):
+    """The router's replicas, readable from any thread while they change.
+
+    Readers iterate a snapshot (a tuple replaced whole on each change: a reader sees the set
+    before a change or after it, never half of one).  Ids are never reused, so a replica that
+    leaves and comes back at the same address starts with a fresh cache view and breaker.
+    ``on_removed`` runs for each replica that leaves (the policy forgets its state); requests
+    already sent to it finish (they hold the :class:`Backend`).
+    """
+
+    def __init__(self, backends: Iterable[Backend] = (), *, breaker: CircuitBreaker | None = None,
+                 on_removed: Callable[[Backend], None] | None = None) -> None:
+        self._items: tuple[Backend, ...] = tuple(backends)
+        self._by_id = {b.id: b for b in self._items}
+        if len(self._by_id) != len(self._items):
+            raise ValueError("BackendSet: two replicas with one id")
+        self._next_id = max(self._by_id, default=-1) + 1
+        self._breaker = breaker or CircuitBreaker()
+        self._lock = threading.Lock()
+        self.on_removed = on_removed
+        #: Bumped on every change (readers that cache something per set compare it).
+        self.version = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, i: int) -> Backend: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Backend]: ...
+
+    def __getitem__(self, i: int | slice) -> Backend | Sequence[Backend]:
+        return self._items[i]
+
+    def __iter__(self) -> Iterator[Backend]:
+        return iter(self._items)
+
+    def by_id(self, backend_id: int) -> Backend | None:
+        return self._by_id.get(backend_id)
+
+    def urls(self) -> list[str]:
+        return [b.url for b in self._items]
+
+    def sync(self, wanted: Mapping[str, Role], *, healthy: bool = True) -> tuple[list[Backend], list[Backend]]:
+        """Make the set hold exactly the replicas ``wanted`` (URL -> role): new URLs are added
+        (``healthy``: routable at once, as the source says they serve), missing ones removed.
+        Returns (added, removed)."""
+        with self._lock:
+            keep = [b for b in self._items if b.url in wanted and b.role == wanted[b.url]]
+            removed = [b for b in self._items if b not in keep]
+            have = {b.url for b in keep}
+            added = []
+            for url, role in wanted.items():
+                if url in have:
+                    continue
+                b = Backend(self._next_id, url, role=role, healthy=healthy,
+                            breaker=CircuitBreaker(self._breaker.failure_threshold, self._breaker.open_s))
+                self._next_id += 1
+                added.append(b)
+            if not added and not removed:
+                return [], []
+            items = (*keep, *added)
+            self._by_id = {b.id: b for b in items}
+            self._items = items
+            self.version += 1
+        if self.on_removed is not None:
+            for b in removed:
+                self.on_removed(b)
+        return added, removed

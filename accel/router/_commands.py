@@ -27,6 +27,18 @@ def _router_arguments(parser: argparse.ArgumentParser, context: CommandContext) 
                         help=f"address to serve on (default {DEFAULT_LISTEN})")
     parser.add_argument("--backend", action="append", default=[], metavar="URL",
                         help="an engine's base URL (http://HOST:PORT, OpenAI-compatible; repeatable)")
+    parser.add_argument("--from-serve", default=None, metavar="URL",
+                        help="take the replicas from an accel serve: the ready replicas of its serving group "
+                        "--service, followed as it scales (instead of --backend)")
+    parser.add_argument("--service", default=None, metavar="NAME", help="with --from-serve: the serving group")
+    parser.add_argument("--token-file", default=None, metavar="FILE",
+                        help="with --from-serve: a token of the group's tenant (default $ACCEL_TOKEN_FILE, "
+                        "$ACCEL_TOKEN)")
+    parser.add_argument("--serve-interval", type=float, default=1.0, metavar="SECONDS",
+                        help="with --from-serve: how often the service is asked for the replicas (default 1)")
+    parser.add_argument("--scale-serve", action="store_true",
+                        help="with --from-serve: send the autoscaler's desired replica count to the service "
+                        "(set --min-replicas: the autoscaler may want 0)")
     parser.add_argument("--policy", default="cache-aware", choices=POLICIES, help="routing policy (default "
                         "cache-aware)")
     parser.add_argument("--model", default=None, help="the model of requests that name none (also seeds the block "
@@ -95,6 +107,11 @@ def _router_arguments(parser: argparse.ArgumentParser, context: CommandContext) 
                       "(tcp://127.0.0.1:5557)")
     fake.add_argument("--kv-events-form", default="array", choices=("array", "map"),
                       help="event encoding: vLLM <= 0.23 arrays, or maps (vLLM PR #42892)")
+    fake.add_argument("--ready-file", default=None, metavar="FILE",
+                      help="once serving, write {\"url\", \"pid\"} to FILE (atomically; with --listen HOST:0, the "
+                      "port the kernel picked): how accel serve --sim learns a replica's address")
+    fake.add_argument("--exit-with-parent", type=int, default=None, metavar="PID",
+                      help="exit when the process PID (its parent, accel serve) is gone")
     _cost_arguments(fake)
 
 

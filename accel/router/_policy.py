@@ -26,7 +26,7 @@ from accel.scheduler.serving import (
     Router,
 )
 
-from ._backends import Backend
+from ._backends import Backend, BackendSet
 from ._errors import RouterError
 from ._kvevents import EventCache
 
@@ -78,9 +78,14 @@ class Picker:
 
     def __init__(self, policy: Router, backends: Sequence[Backend]) -> None:
         self.policy = policy
-        self.backends = list(backends)
-        self._by_id = {b.id: b for b in self.backends}
+        #: The replicas; a :class:`BackendSet` may change while requests are routed.
+        self.backends = backends if isinstance(backends, BackendSet) else BackendSet(backends)
         self.lock = threading.Lock()
+
+    def forget(self, backend: Backend) -> None:
+        """A replica left the set: the policy drops what it kept of it (its cache view)."""
+        with self.lock:
+            self.policy.forget(backend.id)
 
     def candidates(self, exclude: Collection[int] = (), now: float | None = None) -> list[Backend]:
         now = time.monotonic() if now is None else now
@@ -101,6 +106,8 @@ class Picker:
             else:
                 matched = {b.id: b.block_map.cache.match(blocks) for b in cands if b.block_map is not None}
             rid = policy.route(blocks, loads)
-        chosen = self._by_id[rid]
+        chosen = self.backends.by_id(rid)
+        if chosen is None:  # it left the set while the policy chose (another thread's sync)
+            chosen = next(b for b in cands if b.id == rid)
         chosen.breaker.begin(now)
         return chosen, matched.get(rid, 0)

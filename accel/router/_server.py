@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import os
 import signal
 import sys
 import threading
@@ -22,8 +23,9 @@ from accel._net import is_loopback
 from accel.scheduler.serving import Autoscaler, Predictive, ReactiveHPA, decode_weight, load_catalog
 
 from ._app import Proxy, ProxyConfig, build_app
-from ._backends import Backend, CircuitBreaker, Role
+from ._backends import Backend, BackendSet, CircuitBreaker, Role
 from ._errors import RouterError
+from ._fromserve import ServeDiscovery, ServeSource, read_token_file
 from ._kvevents import BlockMap, EventCache, KVSubscriber
 from ._metrics import RouterMetrics
 from ._monitor import LiveLoad, Monitor, MonitorConfig
@@ -67,6 +69,7 @@ class RunningRouter:
     live: LiveLoad
     scaler: Any = None
     subscribers: list[KVSubscriber] = field(default_factory=list)
+    discovery: ServeDiscovery | None = None
 
     @property
     def port(self) -> int:
@@ -78,6 +81,8 @@ class RunningRouter:
         return f"http://{'[' + host + ']' if ':' in host else host}:{self.port}"
 
     def close(self) -> None:
+        if self.discovery is not None:
+            self.discovery.close()
         self.proxy.close()
         self.server.close()
         self.monitor.close()
@@ -93,12 +98,18 @@ def start_router(backends: Sequence[str], *, listen: str = "127.0.0.1", port: in
                  kv_events: Mapping[str, str] | None = None, roles: Mapping[str, Role] | None = None,
                  cache_blocks: int | None = DEFAULT_CACHE_BLOCKS, breaker: CircuitBreaker | None = None,
                  autoscaler: Autoscaler | None = None, min_replicas: int = 0, max_replicas: int = 1000,
-                 keda_listen: str | None = None, model: str | None = None) -> RunningRouter:
-    """Start a router over ``backends`` (engine base URLs); see :mod:`accel.router`."""
+                 keda_listen: str | None = None, model: str | None = None,
+                 from_serve: ServeSource | None = None) -> RunningRouter:
+    """Start a router over ``backends`` (engine base URLs), or over the ready replicas of an
+    ``accel serve`` serving group (``from_serve``, followed while the router runs); see
+    :mod:`accel.router`."""
     from ._serve import serve
 
-    if not backends:
-        raise RouterError("name at least one --backend URL")
+    if from_serve is not None and (backends or kv_events or roles):
+        raise RouterError("--from-serve takes the replicas (and their roles) from the service: no --backend, "
+                          "--kv-events or --role with it")
+    if not backends and from_serve is None:
+        raise RouterError("name at least one --backend URL, or --from-serve")
     urls = [_check_url(u) for u in backends]
     if len(set(urls)) != len(urls):
         raise RouterError("a --backend is named twice")
@@ -111,9 +122,11 @@ def start_router(backends: Sequence[str], *, listen: str = "127.0.0.1", port: in
     monitor_config = monitor_config or MonitorConfig()
     router = make_policy(policy, capacity_blocks=cache_blocks)
     tmpl = breaker or CircuitBreaker()
-    reps = [Backend(i, u, role=(roles or {}).get(u, "both"),
-                    breaker=CircuitBreaker(tmpl.failure_threshold, tmpl.open_s)) for i, u in enumerate(urls)]
+    reps = BackendSet((Backend(i, u, role=(roles or {}).get(u, "both"),
+                               breaker=CircuitBreaker(tmpl.failure_threshold, tmpl.open_s))
+                       for i, u in enumerate(urls)), breaker=tmpl)
     picker = Picker(router, reps)
+    reps.on_removed = picker.forget
     subscribers = []
     for b in reps:
         endpoint = kv_events.get(b.url)
@@ -136,12 +149,18 @@ def start_router(backends: Sequence[str], *, listen: str = "127.0.0.1", port: in
     metrics = RouterMetrics(reps, lambda: monitor.desired)
     config = proxy_config if model is None else dataclasses.replace(proxy_config, default_model=model)
     proxy = Proxy(picker, hasher, metrics, config, on_routed=live.routed, on_finished=live.done)
-    app = build_app(proxy, metrics)
+    discovery = None
+    if from_serve is not None:
+        discovery = ServeDiscovery(from_serve, reps, desired=lambda: monitor.desired)
+        discovery.poll_once()  # start with the group's replicas (a failed poll: reported, retried)
+    app = build_app(proxy, metrics, discovery.status if discovery is not None else None)
     try:
         server = serve(app, listen=listen, port=port, name="accel-router")
     except OSError as exc:
         for sub in subscribers:
             sub.close()
+        if discovery is not None:
+            discovery.close()
         raise RouterError(f"cannot listen on {listen}:{port}: {exc.strerror or exc}") from None
     scaler = None
     if keda_listen is not None:
@@ -151,7 +170,9 @@ def start_router(backends: Sequence[str], *, listen: str = "127.0.0.1", port: in
                             lambda: max(0, live.arrived - live.finished)).start()
     monitor.start()
     server.start()
-    return RunningRouter(server, picker, proxy, metrics, monitor, live, scaler, subscribers)
+    if discovery is not None:
+        discovery.start()
+    return RunningRouter(server, picker, proxy, metrics, monitor, live, scaler, subscribers, discovery)
 
 
 def build_autoscaler(args: argparse.Namespace) -> Autoscaler | None:
@@ -185,7 +206,8 @@ def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
     return out
 
 
-def _wait_for_signal() -> None:
+def _wait_for_signal(parent_pid: int | None = None) -> None:
+    """Until SIGTERM / SIGINT, or until the process ``parent_pid`` is no longer this one's parent."""
     stop = threading.Event()
 
     def _terminate(signum: int, frame: FrameType | None) -> Any:
@@ -193,8 +215,9 @@ def _wait_for_signal() -> None:
 
     previous = {s: signal.signal(s, _terminate) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        while not stop.wait(3600):
-            pass
+        while not stop.wait(3600 if parent_pid is None else 0.5):
+            if parent_pid is not None and os.getppid() != parent_pid:
+                break  # the parent is gone (killed): so is this process, no orphan
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
@@ -223,20 +246,35 @@ def main(args: argparse.Namespace) -> int:
                                    max_in_flight=args.max_in_flight, lag_retries=args.lag_retries)
     except ValueError as exc:
         raise RouterError(str(exc).replace("ProxyConfig: ", "")) from None
+    from_serve = None
+    if args.from_serve is not None:
+        if not args.service:
+            raise RouterError("--from-serve needs --service NAME (the serving group)")
+        token_file = args.token_file or os.environ.get("ACCEL_TOKEN_FILE")
+        token = read_token_file(token_file) if token_file else os.environ.get("ACCEL_TOKEN", "")
+        if not token:
+            raise RouterError("--from-serve needs a token of the group's tenant: --token-file FILE (or "
+                              "$ACCEL_TOKEN_FILE / $ACCEL_TOKEN)")
+        from_serve = ServeSource(args.from_serve, token, args.service, interval_s=args.serve_interval,
+                                 scale=args.scale_serve)
+    elif args.service or args.scale_serve:
+        raise RouterError("--service and --scale-serve go with --from-serve URL")
     running = start_router(
         args.backend, listen=host, port=port, policy=args.policy, hasher=hasher, proxy_config=proxy_config,
         monitor_config=MonitorConfig(health_interval_s=args.health_interval, scrape_interval_s=args.scrape_interval),
         kv_events=_pairs(args.kv_events, "--kv-events"), roles=roles, cache_blocks=args.cache_blocks,
         breaker=CircuitBreaker(args.breaker_failures, args.breaker_open), autoscaler=build_autoscaler(args),
         min_replicas=args.min_replicas, max_replicas=args.max_replicas, keda_listen=args.keda_listen,
-        model=args.model)
+        model=args.model, from_serve=from_serve)
     # What start-up made (modules, tables: about 77,000 objects) stays for the process's life; a full
     # collection that walks it costs about 37 ms of CPU on the loaded 2-core development machine (gc.collect
     # timed in a router process), a pause every request in flight would wait for.  Frozen, the collector
     # walks only what requests make.
     gc.freeze()
     keda = f", KEDA scaler on {args.keda_listen.rsplit(':', 1)[0]}:{running.scaler.port}" if running.scaler else ""
-    print(f"accel router: {running.url} -> {len(args.backend)} replicas, policy {args.policy}, "
+    where = (f"serving group {args.service} of {args.from_serve} ({len(running.picker.backends)} ready)"
+             if from_serve is not None else f"{len(args.backend)} replicas")
+    print(f"accel router: {running.url} -> {where}, policy {args.policy}, "
           f"{hasher.unit} blocks of {hasher.block_size}{keda}", file=sys.stderr, flush=True)
     try:
         _wait_for_signal()
@@ -245,11 +283,26 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_ready(path: str, data: dict[str, Any]) -> None:
+    """``data`` as JSON in ``path``: a reader sees the whole file or none (written aside, then renamed)."""
+    import json
+
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as out:
+            json.dump(data, out)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise RouterError(f"--ready-file {path}: {exc.strerror or exc}") from None
+
+
 def fake_main(args: argparse.Namespace) -> int:
     from ._fake import FakeEngine, FakeEngineConfig
     from ._serve import serve
 
     host, port = parse_listen(args.listen)
+    if args.exit_with_parent is not None and os.getppid() != args.exit_with_parent:
+        return 1  # started for a parent that is gone already
     engine = FakeEngine(FakeEngineConfig(
         model=args.model, profile_model=args.cost_model, profile_device=args.cost_device, time_scale=args.time_scale,
         max_num_seqs=args.max_num_seqs, default_max_tokens=args.default_max_tokens, tokenizer=args.tokenizer,
@@ -264,11 +317,14 @@ def fake_main(args: argparse.Namespace) -> int:
         engine.close()
         raise RouterError(f"cannot listen on {args.listen}: {exc.strerror or exc}") from None
     kv = f", KV events on {engine.kv_endpoint}" if engine.kv_endpoint else ""
-    print(f"accel router fake-engine: http://{host}:{server.port} serving {args.model} "
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{server.port}"
+    print(f"accel router fake-engine: {url} serving {args.model} "
           f"({args.cost_model} on {args.cost_device}, time scale {args.time_scale:g}){kv}", file=sys.stderr,
           flush=True)
     try:
-        _wait_for_signal()
+        if args.ready_file:
+            _write_ready(args.ready_file, {"url": url, "pid": os.getpid()})
+        _wait_for_signal(args.exit_with_parent)
     finally:
         server.close()
         engine.close()

@@ -47,4 +47,7 @@ def build_app(service: Service, tokens: TokenBook, *, rate: float = 50.0, burst:
         return JSONResponse({"error": {"code": "internal", "message": "internal error; see the service's log"}},
                             status_code=500)
 
+    from ._serving_api import serving_routes
+
+    routes[:0] = serving_routes(lambda: service.serving, gate, max_body_bytes)
     return Starlette(routes=routes, exception_handlers={Exception: server_error})

@@ -107,6 +107,8 @@ class ServiceBase:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        #: The serving groups' manager (:mod:`._serving`), when the service keeps any.
+        self.serving: Any = None
 
 
     def _audit(self, t: float, job: str | None, actor: str, kind: str, reason: str,

@@ -74,6 +74,21 @@ class ServiceClient:
     def bill(self) -> dict[str, Any]:
         return dict(self._call("GET", "/v1/bill").json())
 
+    def serving_create(self, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._call("POST", "/v1/serving", json=body).json())
+
+    def serving_list(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/v1/serving").json()["serving"])
+
+    def serving_show(self, name: str) -> dict[str, Any]:
+        return dict(self._call("GET", f"/v1/serving/{_quote_id(name)}").json())
+
+    def serving_scale(self, name: str, replicas: int) -> dict[str, Any]:
+        return dict(self._call("POST", f"/v1/serving/{_quote_id(name)}/scale", json={"replicas": replicas}).json())
+
+    def serving_cancel(self, name: str) -> dict[str, Any]:
+        return dict(self._call("POST", f"/v1/serving/{_quote_id(name)}/cancel").json())
+
 
 def _quote_id(job_id: str) -> str:
     return httpx.URL("/" + job_id).raw_path.decode("ascii").lstrip("/").replace("/", "%2F")
@@ -195,6 +210,10 @@ def job_main(args: argparse.Namespace) -> int:
                 _out(_describe(rec, client.server))
         elif action == "logs":
             sys.stdout.write(client.logs(args.job_id, args.stream, args.tail))
+        elif action == "serving":
+            from ._serving_cli import serving_main
+
+            return serving_main(args, client, _out)
         return 0
     finally:
         client.close()
@@ -212,6 +231,10 @@ def _describe(rec: dict[str, Any], server: str) -> str:
     if rec.get("exit"):
         e = rec["exit"]
         lines.append(f"  exit: code {e['exit_code']}, {e['reason']} ({e['detail']})")
+    if rec.get("serving"):
+        s = rec["serving"]
+        where = s["address"] or "(not serving yet)"
+        lines.append(f"  serving: replica {s['index']} of {s['group']}, engine at {where}")
     lines.append(f"  bill: {rec['bill']['total']:.4f} {rec['bill']['currency']}")
     lines.append(f"  page: {server}/jobs/{rec['id']}")
     return "\n".join(lines)

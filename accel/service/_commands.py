@@ -122,7 +122,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _job_arguments(parser: argparse.ArgumentParser, context: CommandContext) -> None:
-    sub = parser.add_subparsers(dest="job_action", metavar="{submit,quote,ls,show,cancel,logs}", required=True)
+    sub = parser.add_subparsers(dest="job_action", metavar="{submit,quote,ls,show,cancel,logs,serving}",
+                                required=True)
     submit = sub.add_parser("submit", help="submit a job: accel job submit --devices 2 --model H100 -- python train.py")
     add_job_arguments(submit)
     _client_arguments(submit)
@@ -142,6 +143,11 @@ def _job_arguments(parser: argparse.ArgumentParser, context: CommandContext) -> 
     logs.add_argument("--stream", choices=["stdout", "stderr"], default="stdout")
     logs.add_argument("--tail", type=int, default=None, metavar="N", help="only the last N lines")
     _client_arguments(logs)
+    from ._serving_cli import add_serving_arguments
+
+    add_serving_arguments(sub.add_parser("serving", help="serving groups: replica jobs kept at a count, their "
+                                         "engines' addresses (accel router --from-serve)"),
+                          add_job_arguments, _client_arguments)
 
 
 def _job_run(args: argparse.Namespace) -> int:

@@ -172,6 +172,8 @@ class Service(RunLoop, Quoting, Records):
         return min(tick_s, max(0.0, wait) + 1e-4)
 
     def close(self) -> None:
+        if self.serving is not None:
+            self.serving.close()  # its engines first: they stop while the service still answers
         self._stop.set()
         self._wake.set()
         if self._thread is not None:

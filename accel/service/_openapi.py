@@ -58,6 +58,55 @@ _JOB_REQUEST: dict[str, Any] = {
 }
 
 
+_SERVING_NAME = {"name": "name", "in": "path", "required": True,
+                 "schema": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,47}$"}}
+_REPLICAS = {"type": "integer", "minimum": 0, "maximum": 64}
+_SERVING_REQUEST: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["name"],
+    "description": "a JobRequest without command (each replica's job), and the group's fields",
+    "properties": {
+        **{k: v for k, v in _JOB_REQUEST["properties"].items() if k not in ("command", "checkpoint")},
+        "name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,47}$"},
+        "replicas": {**_REPLICAS, "default": 1},
+        "engine": {"type": "object", "additionalProperties": False, "properties": {
+            "model": {"type": "string", "description": "the model name the engine serves (default llama-2-70b)"},
+            "cost_model": {"type": "string"}, "cost_device": {"type": "string",
+                                                              "description": "the cost profile of scheduler.serving"},
+            "time_scale": {"type": "number", "exclusiveMinimum": 0, "maximum": 10000},
+            "max_num_seqs": {"type": "integer", "minimum": 1, "maximum": 4096}}},
+    },
+}
+
+
+def _serving_paths(auth: list[dict[str, list[str]]]) -> dict[str, Any]:
+    """The serving groups' operations (:mod:`._serving_api`)."""
+    return {
+    "/v1/serving": {
+        "post": {"operationId": "serving_create", "summary": "a serving group: replica jobs kept at a count "
+                 "(under --sim each running replica is a fake vLLM engine on a loopback port)",
+                 "security": auth, "requestBody": {"required": True, "content": {"application/json": {
+                     "schema": _ref("ServingRequest")}}},
+                 "responses": {"201": _json("Serving", "the group"), "400": _ERR, "409": _ERR, **_COMMON}},
+        "get": {"operationId": "serving_list", "summary": "the caller's serving groups", "security": auth,
+                "responses": {"200": _json("ServingList", "the groups"), **_COMMON}}},
+    "/v1/serving/{name}": {"get": {
+        "operationId": "serving_show", "summary": "a serving group and its replicas' addresses (what accel "
+        "router --from-serve reads)", "security": auth, "parameters": [_SERVING_NAME],
+        "responses": {"200": _json("Serving", "the group"), "404": _ERR, **_COMMON}}},
+    "/v1/serving/{name}/scale": {"post": {
+        "operationId": "serving_scale", "summary": "set the replica count", "security": auth,
+        "parameters": [_SERVING_NAME], "requestBody": {"required": True, "content": {"application/json": {
+            "schema": {"type": "object", "additionalProperties": False, "required": ["replicas"],
+                       "properties": {"replicas": _REPLICAS}}}}},
+        "responses": {"200": _json("Serving", "the group"), "400": _ERR, "404": _ERR, "409": _ERR,
+                      **_COMMON}}},
+    "/v1/serving/{name}/cancel": {"post": {
+        "operationId": "serving_cancel", "summary": "cancel every replica; the group ends", "security": auth,
+        "parameters": [_SERVING_NAME],
+        "responses": {"200": _json("Serving", "the group"), "404": _ERR, "409": _ERR, **_COMMON}}},
+    }
+
+
 def openapi(version: str) -> dict[str, Any]:
     """The document; ``version`` is accel's version."""
     auth: list[dict[str, list[str]]] = [{"bearer": []}]
@@ -90,6 +139,19 @@ def openapi(version: str) -> dict[str, Any]:
                 "Bill": {"type": "object", "properties": {"lines": {"type": "array"}, "total": {"type": "number"},
                                                           "currency": {"type": "string"}}},
                 "Pools": {"type": "object", "properties": {"pools": {"type": "array"}}},
+                "ServingRequest": _SERVING_REQUEST,
+                "Serving": {"type": "object", "properties": {
+                    "id": {"type": "string"}, "name": {"type": "string"}, "tenant": {"type": "string"},
+                    "state": {"enum": ["active", "cancelled", "failed"]}, "reason": {"type": "string"},
+                    "replicas_wanted": {"type": "integer"}, "replicas_ready": {"type": "integer"},
+                    "replicas_ended": {"type": "integer"}, "engine": {"type": "object"},
+                    "replicas": {"type": "array", "items": {"type": "object", "properties": {
+                        "job": {"type": "string"}, "index": {"type": "integer"}, "state": {"type": "string"},
+                        "ready": {"type": "boolean"}, "address": {"type": ["string", "null"]},
+                        "engine_pid": {"type": ["integer", "null"]},
+                        "role": {"enum": ["both", "prefill", "decode"]}}}}}},
+                "ServingList": {"type": "object", "properties": {"serving": {"type": "array",
+                                                                             "items": _ref("Serving")}}},
             },
         },
         "paths": {
@@ -124,6 +186,7 @@ def openapi(version: str) -> dict[str, Any]:
                               **_COMMON}}},
             "/v1/bill": {"get": {"operationId": "bill", "summary": "usage priced from the stored price table",
                                  "security": auth, "responses": {"200": _json("Bill", "bill lines"), **_COMMON}}},
+            **_serving_paths(auth),
             "/v1/pools": {"get": {"operationId": "pools", "summary": "pools: devices, free, queue, price",
                                   "security": auth, "responses": {"200": _json("Pools", "pools"), **_COMMON}}},
         },

@@ -97,6 +97,7 @@ class Records(ServiceBase):
                           "detail": la.detail} for la in launches],
             "timeline": timeline,
             "bill": self._job_bill(history, now),
+            "serving": self.serving.replica_info(stored.id) if self.serving is not None else None,
             "now": now,
         }
 

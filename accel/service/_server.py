@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal as _signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from accel._net import is_loopback
 from accel.errors import ConfigError
@@ -113,6 +115,10 @@ def main(args: argparse.Namespace) -> int:
                            policy=default_policy(args.grace),
                            env_allow=EnvAllowlist(tuple(args.env_allow) or DEFAULT_ENV_ALLOW))
     holder["svc"] = service
+    from ._serving import ServingManager
+
+    # serving groups (/v1/serving): replicas get fake engines on the sim executor; elsewhere refused
+    service.serving = ServingManager(service, spawn=all(ex.name == "sim" for ex in executors))
     if args.attribution_dir:
         from ._attribution import AttributionWriter
 
@@ -140,9 +146,26 @@ def main(args: argparse.Namespace) -> int:
     # bounds that wait (benchmarks/service/README.md).
     sys.setswitchinterval(0.001)
     service.start_loop()
+    if service.serving.spawn:
+        service.serving.start()
+    _run(uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                                       lifespan="off")), service)
+    return 0
+
+
+def _run(server: Any, service: Any) -> None:
+    """Serve until SIGTERM / SIGINT, then close the service.
+
+    uvicorn (0.29 and later) raises the signal that stopped it again once it has shut down, with
+    the handler found at its start: the default one would end the process before the ``finally``
+    closes the service (its journal, and its replicas' engines).  The signal is noted instead.
+    """
+    stopped_by: list[int] = []
+    previous = {s: _signal.signal(s, lambda signum, frame: stopped_by.append(signum))
+                for s in (_signal.SIGTERM, _signal.SIGINT)}
     try:
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
-                                      lifespan="off")).run()
+        server.run()
     finally:
         service.close()
-    return 0
+        for s, handler in previous.items():
+            _signal.signal(s, handler)

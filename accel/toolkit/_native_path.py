@@ -126,7 +126,7 @@ def scenario_state_file(runner: Runner) -> Path | None:
         return None
     dirs = {Path(rec.source).parent for rec in runner.recordings if rec.source.endswith(".json")}
     if not runner.recordings:  # a library-only scenario: the directory holds the state alone
-        where = Path(str(getattr(runner, "_where", "")))
+        where = Path(runner.where)
         dirs = {where} if where.is_dir() else set()
     if len(dirs) != 1:
         return None

@@ -68,6 +68,11 @@ class ReplayRunner(_CallLog):
             if tool not in self._tools or os.path.isabs(rec.argv[0]):
                 self._tools[tool] = rec.argv[0] if os.path.isabs(rec.argv[0]) else os.path.join(where, tool)
 
+    @property
+    def where(self) -> str:
+        """The scenario directory the recordings came from (or the ``name`` given in memory)."""
+        return self._where
+
     @classmethod
     def from_recordings(
         cls, recordings: Iterable[Recording], *, name: str = "<memory>", history: int = _DEFAULT_HISTORY

@@ -189,6 +189,18 @@ class AmdSmiReader:
         return list(value) if isinstance(value, list | tuple) else []
 
     # -- plumbing ---------------------------------------------------------------------------
+    def has(self, fn: str) -> bool:
+        """Whether this amdsmi has the function ``fn`` (versions differ)."""
+        return callable(getattr(self._m, fn, None))
+
+    def call(self, fn: str, *args: Any) -> Any:
+        """One amdsmi call with its exception mapped to :mod:`accel.errors` (for :mod:`._carve`)."""
+        return self._call(fn, *args)
+
+    def member(self, enum: str, name: str) -> Any:
+        """``amdsmi.<enum>.<name>`` (``None`` when this amdsmi lacks it)."""
+        return self._enum(enum, name)
+
     def _call(self, fn: str, *args: Any) -> Any:
         func: Callable[..., Any] | None = getattr(self._m, fn, None)
         self.calls += 1

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -38,6 +39,9 @@ from accel.errors import (
     DriverError,
     LibraryNotFoundError,
     NotSupportedError,
+    PartitionCreateFailedError,
+    PartitionNoPlacementError,
+    PartitionNotFoundError,
 )
 from accel.model import (
     Action,
@@ -61,6 +65,7 @@ from accel.sysfs import enrich_inventory
 from ._amdgpu_sysfs import driver_live, kfd_xgmi_pairs, read_cards
 from ._amdsmi import AmdSmiReader, load_amdsmi
 from ._build import AMD, build_devices, domains_for, links_for, processes_for, telemetry_for
+from ._carve import XcpCarver
 from ._plugin import VERSION
 from ._pyrsmi import PyrsmiReader, pyrsmi_version, read_all
 from ._readings import GpuReading, merge
@@ -133,6 +138,9 @@ class AmdBackend(Backend):
         self._known: dict[str, Device] = {}
         self._lost_since: dict[str, datetime] = {}
         self._handle_bus: dict[int, str] = {}
+        self._carver: XcpCarver | None = None
+        #: Held by a mode change and by every read: a read never sees the layers half re-opened.
+        self._carve_lock = threading.RLock()
         name = config.option("scenario")
         if name:
             from .testing import SCENARIOS, Installation
@@ -147,6 +155,8 @@ class AmdBackend(Backend):
         except BaseException:
             self.close()
             raise
+        if self._amdsmi is not None:
+            self._carver = XcpCarver(self._amdsmi, self._reenumerate)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _open_layers(self) -> None:
@@ -183,6 +193,25 @@ class AmdBackend(Backend):
                 cause = AccelError(f"nothing to read ({detail})")
             raise BackendUnavailableError(f"AMD backend unavailable: {cause}", plugin="amd",
                                           code=cause.code) from cause
+
+    def _reenumerate(self) -> AmdSmiReader:
+        """Re-open every layer after a partition-mode change: the processors re-enumerate (CPX
+        shows 8 per GPU) and each library's handles of before are stale."""
+        self._closed_calls += sum(r.calls for r in (self._amdsmi, self._pyrsmi) if r is not None)
+        for reader in (self._pyrsmi, self._amdsmi):
+            if reader is not None:
+                try:
+                    reader.close()
+                except AccelError as exc:
+                    _LOG.debug("amd re-open: %s", exc)
+        self._pyrsmi = self._amdsmi = None
+        self._notes = []
+        self._handle_bus.clear()
+        self._open_layers()
+        if self._amdsmi is None:
+            raise DriverError("amdsmi did not open again after a partition-mode change: "
+                              + ("; ".join(self._notes) or "no reason given"))
+        return self._amdsmi
 
     @property
     def name(self) -> str:
@@ -242,6 +271,10 @@ class AmdBackend(Backend):
 
     # -- reading ------------------------------------------------------------------------------
     def _snapshot(self) -> _Snapshot:
+        with self._carve_lock:
+            return self._read_snapshot()
+
+    def _read_snapshot(self) -> _Snapshot:
         self._check_open()
         amd, handles, lost_codes = self._read_amdsmi()
         py: dict[str, list[GpuReading]] = {}
@@ -284,7 +317,27 @@ class AmdBackend(Backend):
         groups = [g for _, g in ranked]
         pairs = self._pairs(handles, devices)
         procs = _processes(devices, groups, partitions)
+        profiles = self._profiles(devices, handles, profiles, lost_ids)
         return _Snapshot(devices, groups, partitions, profiles, procs, pairs, layer_parts, frozenset(lost_ids))
+
+    def _profiles(self, devices: Sequence[Device], handles: dict[str, Any], live: list[PartitionProfile],
+                  lost: set[str]) -> list[PartitionProfile]:
+        """Each device's profiles: a whole device (SPX + NPS1) offers every mode the library lists
+        (:mod:`._carve`); a partitioned one its live mode's profile (destroy it to choose another)."""
+        carver = self._carver
+        if carver is None:
+            return live
+        out: list[PartitionProfile] = []
+        for dev in devices:
+            mode = dev.partition_mode
+            mine = [p for p in live if p.parent_id == dev.id]
+            whole = (mode.compute_mode in (None, "spx") and mode.memory_mode in (None, "nps1")) and not mine
+            bus = dev.pci.bus_id if dev.pci else None
+            if whole and dev.id not in lost and bus in handles:
+                out.extend(carver.catalog(dev, handles[bus]))
+            else:
+                out.extend(mine)
+        return out
 
     def _read_amdsmi(self) -> tuple[dict[str, list[GpuReading]], dict[str, Any], dict[str, str]]:
         """amdsmi's readings and handles by bus id, and the bus ids of GPUs it reports lost."""
@@ -443,6 +496,68 @@ class AmdBackend(Backend):
 
     def partition_profiles(self) -> tuple[PartitionProfile, ...]:
         return tuple(self._snapshot().profiles)
+
+    # -- actuation (see ._carve) --------------------------------------------------------------
+    def _carving(self) -> XcpCarver:
+        self._check_open()
+        if self._carver is None:
+            raise NotSupportedError("AMD partition modes are set through amdsmi, which is not loaded ("
+                                    + ("; ".join(self._notes) or "no reason given") + ")")
+        why = self._carver.missing()
+        if why is not None:
+            raise NotSupportedError(f"AMD partition modes cannot be set: {why}")
+        return self._carver
+
+    def create_partition(self, device_id: str, profile: str, *, placement_start: int | None = None) -> Partition:
+        """Put the device in the compute / memory mode ``profile`` names (``cpx_nps4``): all its
+        partitions are made at once; the first is returned as the next inventory shows it."""
+        with self._carve_lock:
+            carver = self._carving()
+            dev = self._known_device(device_id)
+            if placement_start not in (None, 0):
+                raise PartitionNoPlacementError(
+                    f"{profile} takes the whole of {device_id}: it has no slot {placement_start} to start at",
+                    device_id=device_id, profile=profile)
+            mode = carver.create(dev, profile)
+            after = self._snapshot()
+            made = sorted((p for p in after.partitions if p.parent_id == dev.id and p.profile == mode.name),
+                          key=lambda p: p.placement.start if p.placement else 0)
+            if len(made) != mode.count:
+                now = next((d.partition_mode for d in after.devices if d.id == dev.id), None)
+                raise PartitionCreateFailedError(
+                    f"{dev.id} took {mode.name} but amdsmi now shows {len(made)} of its {mode.count} partitions "
+                    f"(mode {now.compute_mode if now else None} + {now.memory_mode if now else None})",
+                    left_behind=tuple(p.id for p in after.partitions if p.parent_id == dev.id),
+                    device_id=dev.id, profile=profile)
+            return made[0]
+
+    def destroy_partition(self, partition_id: str) -> None:
+        """Return the partition's device to SPX + NPS1: every partition of its mode goes."""
+        with self._carve_lock:
+            carver = self._carving()
+            snap = self._snapshot()
+            part = next((p for p in snap.partitions if p.id == partition_id), None)
+            if part is None:
+                raise PartitionNotFoundError(f"no partition {partition_id!r}", partition_id=partition_id)
+            carver.destroy(self._device(snap, part.parent_id), part)
+
+    def _known_device(self, device_id: str) -> Device:
+        """The device as last read (its identity, memory and units do not change with a mode),
+        without a full read when one was made before; a lost one is refused."""
+        dev = next((d for d in self._known.values() if d.id == device_id), None)
+        if dev is None:
+            return self._device(self._snapshot(), device_id)
+        if dev.pci is not None and dev.pci.bus_id in self._lost_since:
+            raise DeviceLostError(f"amd device {device_id} is lost (fell off the bus)", device_id=device_id)
+        return dev
+
+    def _device(self, snap: _Snapshot, device_id: str) -> Device:
+        for dev in snap.devices:
+            if dev.id == device_id:
+                if dev.id in snap.lost:
+                    raise DeviceLostError(f"amd device {device_id} is lost (fell off the bus)", device_id=device_id)
+                return dev
+        raise DeviceError(f"no amd device {device_id!r}", device_id=device_id)
 
 
 def _merged_groups(

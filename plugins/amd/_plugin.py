@@ -56,6 +56,7 @@ class AmdPlugin(BackendPlugin):
                 Capability.UTILIZATION,
                 Capability.PROCESSES,
                 Capability.PARTITIONS,
+                Capability.PARTITION_ACTUATION,
                 Capability.VERSIONS,
             }
         ),

@@ -12,6 +12,10 @@ the NPU id kept in ``board_id``.  Ids are the PCI address, or the VDie ID with
 ``options["board"] = true``.  Memory keeps HBM and DDR apart (``MB`` is MiB).  Topology from
 ``npu-smi info -t topo`` gives HCCS / SIO / HCCS_SW links, HCCS groups and die pairs.
 
+vNPUs (310P, 910, 910B): with ``options["vnpu"]`` true the inventory lists each chip's templates
+as partition profiles and its vNPUs as partitions, and ``create_partition`` /
+``destroy_partition`` run ``npu-smi set -t create-vnpu`` / ``destroy-vnpu`` (docs/guides/partitions.md).
+
 Test facility: ``options["scenario"]`` (``accel ls --backend ascend --option
 scenario=910b-8``) replays a shipped scenario instead of running ``npu-smi``; see
 :data:`SCENARIOS`.

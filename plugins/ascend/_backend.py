@@ -12,7 +12,16 @@ Per snapshot the backend runs (``tool_invocations`` in the inventory's source sa
    error codes (optional);
 5. only with ``options["board"]`` true: ``npu-smi info -t board -i N -c C`` per chip for the
    VDie ID, which then becomes the stable id (one run per chip, so off by default; without it
-   the id is the PCI address).
+   the id is the PCI address);
+6. only with ``options["vnpu"]`` true: ``npu-smi info -t template-info -i N`` once per chip model and
+   ``npu-smi info -t info-vnpu -i N -c C`` per chip that can hold vNPUs (310P, 910, 910B): the
+   vNPU templates become partition profiles and the live vNPUs partitions of the inventory
+   (:mod:`._vnpu`; off by default, like ``board``).
+
+Partition actuation (``create_partition`` / ``destroy_partition``) runs ``npu-smi set -t
+create-vnpu`` / ``destroy-vnpu`` (:mod:`._vnpu`) and needs option ``vnpu`` (without it it raises
+:class:`~accel.errors.NotSupportedError`): what it makes must be in every next inventory, and
+``partitions()`` / ``partition_profiles()`` are the snapshot's.
 
 So a healthy 8x 910B host costs 3 runs.  What could not be read is a typed
 :class:`~accel.model.Problem` of the inventory (``inventory.problems``): a chip record that did
@@ -27,7 +36,8 @@ relation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -42,13 +52,15 @@ from accel.model import (
     Link,
     LinkType,
     MemoryKind,
+    Partition,
+    PartitionProfile,
     ProblemKind,
     Severity,
     SharingMode,
     Subsystem,
     Telemetry,
 )
-from accel.plugin import DeviceEvent
+from accel.plugin import BackendConfig, DeviceEvent
 from accel.toolkit import (
     TABLE_NEVER_PRINTS,
     Collection,
@@ -58,6 +70,7 @@ from accel.toolkit import (
     ProcessesSurface,
     ProcessRow,
     Snapshot,
+    ToolSession,
     UnitReading,
     is_masked,
     link_domains,
@@ -81,6 +94,8 @@ from ._parse import (
     parse_mapping,
     parse_topo,
 )
+from ._vnpu import VnpuCarver, partitions_of, profiles_of, vnpu_chip
+from ._vnpu_parse import VnpuTemplate, parse_info_vnpu, parse_template_info
 
 __all__ = ["AscendBackend"]
 
@@ -192,7 +207,13 @@ class AscendBackend(ProcessesSurface, NativeEventsSurface):
         ]
         processes = processes_of(rows, devices.values(), problems=col.problems, tool=TOOL)
         links, domains = _with_domains(links, devices)
-        return col.snapshot(built, samples, links=links, domains=domains, processes=processes)
+        parts: list[Partition] = []
+        profiles: list[PartitionProfile] = []
+        if _truthy(self.config.option("vnpu", False)):
+            profiles, parts = _read_vnpus(col, devices.values())
+        return col.snapshot(
+            built, samples, links=links, domains=domains, processes=processes, partitions=parts, profiles=profiles
+        )
 
     def collect_native(self, col: Collection, lib: NativeLibrary) -> Snapshot:
         """The DCMI read: the same records, assembly, ids and health rules as the npu-smi path."""
@@ -231,6 +252,60 @@ class AscendBackend(ProcessesSurface, NativeEventsSurface):
         links, _ = matrix_links(matrix, {d.id: d.id for d in devices.values()}, _LINK_CODES)
         links, domains = _with_domains(links, devices)
         return col.snapshot(built, samples, links=links, domains=domains)
+
+    # -- vNPU actuation (SupportsPartitionActuation; see ._vnpu) ----------------------------------
+    def __init__(self, config: BackendConfig, runner: Runner) -> None:
+        super().__init__(config, runner)
+        #: One create / destroy at a time: each reads the chip, then changes it.
+        self._vnpu_lock = threading.Lock()
+        self._vnpu_carver = VnpuCarver(
+            lambda: ToolSession(
+                self.runner, self.tool_name(), search_path=self._search, timeout_s=self.config.tool_timeout_s
+            )
+        )
+
+    def _vnpu_option(self) -> None:
+        if not _truthy(self.config.option("vnpu", False)):
+            from accel.errors import NotSupportedError
+
+            raise NotSupportedError(
+                "ascend: vNPU actuation needs option vnpu=1 (-o vnpu=1), so that every inventory lists the "
+                "vNPUs it makes"
+            )
+
+    def partitions(self) -> tuple[Partition, ...]:
+        """Live vNPUs, from the same read as the inventory (none without option ``vnpu``)."""
+        return self.snapshot().partitions
+
+    def partition_profiles(self) -> tuple[PartitionProfile, ...]:
+        """vNPU templates as profiles, from the same read as the inventory (option ``vnpu``)."""
+        return self.snapshot().profiles
+
+    def create_partition(self, device_id: str, profile: str, *, placement_start: int | None = None) -> Partition:
+        """Cut one vNPU of template ``profile`` from chip ``device_id`` (``npu-smi set -t create-vnpu``)."""
+        from accel.errors import DeviceError
+
+        self._vnpu_option()
+        carver = self._vnpu_carver
+        with self._vnpu_lock:
+            snap = self.snapshot()
+            dev = next((d for d in snap.devices if d.id == device_id), None)
+            if dev is None:
+                raise DeviceError(f"no Ascend device {device_id!r}", device_id=device_id)
+            return carver.create(dev, profile, snap.processes, placement_start)
+
+    def destroy_partition(self, partition_id: str) -> None:
+        """Destroy vNPU ``partition_id`` (``<device id>/vnpu<N>``) with ``npu-smi set -t destroy-vnpu``."""
+        from accel.errors import PartitionNotFoundError
+
+        self._vnpu_option()
+        carver = self._vnpu_carver
+        with self._vnpu_lock:
+            parent, _, _ = partition_id.rpartition("/vnpu")
+            dev = next((d for d in self.snapshot().devices if d.id == parent), None)
+            if dev is None:
+                raise PartitionNotFoundError(f"no partition {partition_id!r}", partition_id=partition_id)
+            carver.destroy(dev, partition_id)
 
     def read_events(self, lib: NativeLibrary, timeout_s: float) -> Sequence[DeviceEvent]:
         ids = getattr(self, "_native_ids", None)
@@ -313,6 +388,30 @@ class AscendBackend(ProcessesSurface, NativeEventsSurface):
         by_id = {d.id: d for d in built}
         devices = {key: by_id[ids] for key, r in readings.items() if (ids := r.stable_id(self.vendor)) in by_id}
         return built, samples, devices
+
+
+def _read_vnpus(col: Collection, devices: Iterable[Device]) -> tuple[list[PartitionProfile], list[Partition]]:
+    """Templates (once per chip model) and vNPUs (per chip) of the vNPU-capable chips, as secondary
+    views: a view that fails or is refused (vNPU mode off) is a ``command`` problem."""
+    profiles: list[PartitionProfile] = []
+    parts: list[Partition] = []
+    # Templates are per product (the chip's model and bin): one template-info per model printed.
+    templates: dict[str, list[VnpuTemplate] | None] = {}
+    for dev in devices:
+        chip = vnpu_chip(dev)
+        if chip is None:
+            continue
+        if dev.model not in templates:
+            templates[dev.model] = col.secondary(
+                _by(parse_template_info), "info", "-t", "template-info", "-i", str(chip.npu_id)
+            )
+        tmpl = templates[dev.model]
+        info = col.secondary(_by(parse_info_vnpu), "info", "-t", "info-vnpu", *chip.where)
+        if tmpl is not None:
+            profiles += profiles_of(chip, tmpl, info)
+        if info is not None:
+            parts += partitions_of(chip, tmpl or [], info)
+    return profiles, parts
 
 
 def _with_domains(links: list[Link], devices: dict[tuple[int, int], Device]) -> tuple[list[Link], list[Domain]]:

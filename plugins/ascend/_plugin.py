@@ -25,6 +25,10 @@ class AscendPlugin(LazyCliPlugin):
             Capability.POWER,
             Capability.PROCESSES,
             Capability.EVENTS,
+            # vNPUs (npu-smi create-vnpu / destroy-vnpu): chips without them refuse each
+            # profile with a typed error; the inventory lists them with option vnpu=true.
+            Capability.PARTITIONS,
+            Capability.PARTITION_ACTUATION,
         ),
     )
     probe_spec = CliProbeSpec(
@@ -36,7 +40,8 @@ class AscendPlugin(LazyCliPlugin):
         tool_paths=SEARCH_PATH,
     )
     package = __package__ or "accel.plugins.ascend"
-    # board=1: npu-smi info -t board per chip; read=native|cli|auto: DCMI or npu-smi.
-    known_options = LazyCliPlugin.known_options | {"board", "read"}
+    # board=1: npu-smi info -t board per chip; read=native|cli|auto: DCMI or npu-smi;
+    # vnpu=1: vNPU templates and live vNPUs in every inventory (two views per chip).
+    known_options = LazyCliPlugin.known_options | {"board", "read", "vnpu"}
 
     backend = "accel.plugins.ascend._backend:AscendBackend"

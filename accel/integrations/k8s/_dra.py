@@ -24,6 +24,22 @@ DRAConsumableCapacity; where those gates are off the API server drops them (a dr
 leaves a faulty device allocatable; a dropped ``allowMultipleAllocations`` only makes a device
 exclusive).
 
+Dynamic partitions (``dynamic=True``; what ``accel k8s kubelet-plugin --dynamic-partitions``
+publishes, as NVIDIA's DynamicMIG does).  A device in MIG mode whose profiles list placements is
+published as every placement of every profile (``gpu-0000-07-00-0-3g40gb-4``: profile ``3g.40gb``
+at memory slice 4), each consuming from the device's counter set one ``slot-N`` per memory slice
+it covers and its ``compute-slices`` (``N`` of ``Ng``; 7 in all); the allocator can then never
+hand out two placements that overlap or that together need more than the device has.  The
+partition is made when a claim naming the placement is prepared.  A live partition that
+``owned`` does not name (carved by hand, or by another tool) is published as itself at its
+placement, with the placements it overlaps left out and its compute slices taken off the
+capacity; one ``owned`` names (made for a claim) changes nothing, as its placement is already
+the claim's.  The whole device is not published: a MIG-mode GPU runs no work outside its
+instances, and the full-size profile (``7g.80gb``) is one placement like the others.  Counter
+layout after NVIDIA's ``k8s-dra-driver-gpu`` (``cmd/gpu-kubelet-plugin/partitions.go`` at
+1b84773cb7a27cf93af3e219073ded2be84212c5: one counter set per GPU, one counter per memory slice,
+the partition consuming the slices of its placement).
+
 Attributes (under ``domain``, default ``accel.dev``): ``id``, ``vendor``, ``kind``, ``type``
 (``device`` | ``partition``), ``model``, ``family``, ``architecture``, ``uuid``, ``serial``,
 ``parentUUID``, ``partitionProfile``, ``computeCapability`` and ``driverVersion`` (semantic
@@ -45,10 +61,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import ConfigError
-from ...model import Device, Domain, HostInventory, Partition, PartitionScheme, Severity, SharingMode
+from ...model import (
+    Device,
+    Domain,
+    HostInventory,
+    Partition,
+    PartitionProfile,
+    PartitionScheme,
+    Severity,
+    SharingMode,
+)
 
 __all__ = ["DEFAULT_DOMAIN", "FEATURE_GATES", "MAX_ATTRIBUTES", "MAX_COUNTERS", "MAX_COUNTER_SETS",
-           "MAX_DEVICES", "MAX_DEVICES_WITH_TAINTS", "DraProjection", "is_partitioned", "resource_slices"]
+           "MAX_DEVICES", "MAX_DEVICES_WITH_TAINTS", "MIG_COMPUTE_SLICES", "DraProjection", "is_partitioned",
+           "placement_name", "resource_slices"]
 
 DEFAULT_DOMAIN = "accel.dev"
 MAX_DEVICES = 128
@@ -81,6 +107,8 @@ class DraProjection:
     omitted: dict[str, list[str]] = field(default_factory=dict)
     #: Devices not published, by accel id, and why (a parent whose partitions are published).
     withheld: dict[str, str] = field(default_factory=dict)
+    #: ``dynamic=True``: published placement device name -> (parent id, profile, placement start).
+    placements: dict[str, tuple[str, str, int]] = field(default_factory=dict)
 
     @property
     def devices(self) -> Iterator[dict[str, Any]]:
@@ -332,6 +360,106 @@ def _counter_set(
     return {"name": name, "counters": capacity}, capacity, consumed
 
 
+#: Compute slices of a MIG-capable GPU (A100, H100): NVIDIA's MIG user guide, "Supported MIG Profiles".
+MIG_COMPUTE_SLICES = 7
+
+
+def _compute_slices(prof: PartitionProfile) -> int | None:
+    """The ``N`` of a MIG profile ``Ng.Mgb`` (from its name, else its compute ratio of 7)."""
+    head = prof.name.split("g.", 1)[0]
+    if head.isdigit():
+        return int(head)
+    if prof.compute_ratio is not None:
+        return max(1, round(prof.compute_ratio * MIG_COMPUTE_SLICES))
+    return None
+
+
+def placement_name(dev: Device, profile: str, start: int) -> str:
+    """The published name of ``profile`` at memory slice ``start`` of ``dev`` (also the name of a
+    live partition there: :func:`_project_partition` names placed partitions alike)."""
+    return _label(f"{_device_name(dev)}-{profile.replace('.', '')}-{start}")
+
+
+def _dynamic_layout(
+    dev: Device, parts: list[Partition], profiles: list[PartitionProfile], owned: frozenset[str], domain: str,
+    projection: DraProjection,
+) -> tuple[dict[str, Any], list[dict[str, Any]]] | str:
+    """The counter set and devices of ``dev`` published for dynamic partitions, or why not."""
+    slices = {p.name: _compute_slices(p) for p in profiles}
+    if any(n is None for n in slices.values()):
+        return "a profile's compute slices are unknown"
+    unowned = [p for p in parts if p.id not in owned]
+    if any(p.placement is None for p in parts):
+        return "a live partition has no placement (what it occupies is unknown)"
+    by_name = {p.name: p for p in profiles}
+    if any(p.profile not in by_name for p in unowned):
+        return "a live partition is of a profile the device does not list"
+    slots = max([pl.end for prof in profiles for pl in prof.placements] + [p.placement.end for p in parts
+                                                                           if p.placement is not None])
+    used = sum(slices[p.profile] or 0 for p in unowned)
+    counters: dict[str, int] = {f"slot-{i}": 1 for i in range(slots)}
+    counters["compute-slices"] = MIG_COMPUTE_SLICES - used
+    if counters["compute-slices"] < 0:
+        return f"live partitions take {used} compute slices of {MIG_COMPUTE_SLICES}"
+    limited: dict[str, str] = {}
+    for prof in profiles:  # a profile with more placements than instances gets a counter of its own
+        if prof.max_instances is not None and len(prof.placements) > prof.max_instances:
+            limited[prof.name] = _label(f"instances-{prof.name}")
+            counters[limited[prof.name]] = prof.max_instances - sum(p.profile == prof.name for p in unowned)
+    if len(counters) > MAX_COUNTERS:
+        return f"{len(counters)} counters do not fit the {MAX_COUNTERS} of a counter set"
+    set_name = _label(f"{_device_name(dev)}-counters")
+    out: list[dict[str, Any]] = []
+
+    def use(prof_name: str, start: int, size: int, compute: bool) -> list[dict[str, Any]]:
+        want = {f"slot-{i}": {"value": "1"} for i in range(start, start + size)}
+        if compute:
+            want["compute-slices"] = {"value": str(slices[prof_name])}
+            if prof_name in limited:
+                want[limited[prof_name]] = {"value": "1"}
+        return _consumes(set_name, want)
+
+    taken = [p.placement for p in unowned if p.placement is not None]
+    for p in unowned:  # live, not ours: offered as it is (its silicon is taken whether or not allocated)
+        assert p.placement is not None
+        projected = _project_partition(p, dev, domain, projection.omitted)
+        projected["consumesCounters"] = use(p.profile, p.placement.start, p.placement.size, compute=False)
+        out.append(projected)
+    for prof in profiles:
+        for pl in prof.placements:
+            if any(pl.overlaps(t) for t in taken):
+                continue
+            name = placement_name(dev, prof.name, pl.start)
+            b = _Builder(name, domain, projection.omitted)
+            b.attr("vendor", dev.vendor)
+            b.attr("kind", dev.kind.value)
+            b.attr("type", "partition")
+            b.attr("model", dev.model)
+            b.attr("health", dev.health.state.value)
+            b.attr("partitionProfile", prof.name)
+            b.attr("parentUUID", dev.uuid)
+            b.attr("placementStart", pl.start)
+            b.attr("placementSize", pl.size)
+            b.attr("dynamic", True)
+            if dev.pci is not None:
+                b.attr("pciBusID", dev.pci.bus_id, domain=_STANDARD)
+                b.attr("pcieRoot", dev.pci.pcie_root, domain=_STANDARD)
+            b.attr("numaNode", dev.numa_node)
+            b.cap("memory", prof.memory_bytes)
+            b.cap("computeUnits", prof.compute_units)
+            device: dict[str, Any] = {"name": name, "attributes": b.attributes}
+            if b.capacity:
+                device["capacity"] = b.capacity
+            taints = _taints(dev, domain)
+            if taints:
+                device["taints"] = taints
+            device["consumesCounters"] = use(prof.name, pl.start, pl.size, compute=True)
+            out.append(device)
+            projection.placements[name] = (dev.id, prof.name, pl.start)
+    cset = {"name": set_name, "counters": {k: {"value": str(v)} for k, v in counters.items()}}
+    return cset, out
+
+
 def _consumes(set_name: str, counters: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
     return [{"counterSet": set_name, "counters": dict(counters)}]
 
@@ -344,6 +472,8 @@ def resource_slices(
     generation: int = 1,
     include_partitions: bool = True,
     partitionable: bool = False,
+    dynamic: bool = False,
+    owned: frozenset[str] = frozenset(),
 ) -> DraProjection:
     """ResourceSlices for one host: one pool per vendor driver (``<vendor>.<domain>``).
 
@@ -351,6 +481,9 @@ def resource_slices(
     needed); ``partitionable=True`` publishes it and its partitions with shared counters
     (needs DRAPartitionableDevices).  ``include_partitions=False`` publishes no partitions, and
     so no partitioned device either (its full silicon is not usable as one device).
+    ``dynamic=True`` publishes each MIG-mode device with placements as its possible partitions
+    (module docstring, "Dynamic partitions"); ``owned`` are the ids of live partitions made for
+    claims (not published on their own).  Other devices follow the other options.
     """
     if not _DNS_SUBDOMAIN.match(domain) or len(domain) > 63:
         raise ConfigError(f"DRA domain must be a DNS subdomain of at most 63 characters, got {domain!r}")
@@ -363,6 +496,19 @@ def resource_slices(
     for dev in inv.devices:
         devices = by_vendor.setdefault(dev.vendor, [])
         parts = [p for p in inv.partitions if p.parent_id == dev.id] if include_partitions else []
+        if dynamic and dev.partition_mode.scheme == PartitionScheme.MIG:
+            placed = [p for p in inv.partition_profiles if p.parent_id == dev.id and p.placements]
+            if placed:
+                layout = _dynamic_layout(dev, [p for p in inv.partitions if p.parent_id == dev.id], placed, owned,
+                                         domain, projection)
+                if isinstance(layout, str):
+                    projection.omitted.setdefault(_device_name(dev), []).append(f"dynamic partitions: {layout}")
+                else:
+                    counter_sets.setdefault(dev.vendor, []).append(layout[0])
+                    devices.extend(layout[1])
+                    projection.withheld[dev.id] = ("MIG mode on: offered as its profiles' placements, each made "
+                                                   "when a claim is prepared")
+                    continue
         if not is_partitioned(dev, inv):
             devices.append(_project_device(dev, inv, domain, projection.omitted))
             continue

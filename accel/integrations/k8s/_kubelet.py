@@ -27,6 +27,15 @@ inventory is read again every poll interval and the pool re-published (generatio
 changed, health included: a device with an error-severity condition stays published with a
 ``NoSchedule`` taint (needs the DRADeviceTaints gate), a device that disappeared is withdrawn.
 An inventory with a backend missing is not published (the last publication stays).
+
+Dynamic partitions (``--dynamic-partitions``, opt-in as NVIDIA's DynamicMIG is; needs a backend
+that declares partition actuation and DRAPartitionableDevices): a MIG-mode device is published as
+every placement of its profiles with shared counters (:func:`~._dra.resource_slices`,
+``dynamic=True``); ``NodePrepareResources`` of a claim allocated a placement creates that
+partition, writes its CDI spec and completes the checkpoint; ``NodeUnprepareResources`` destroys
+it.  The order and the restart are :mod:`._kubelet_dynamic`'s.  A partition refused by the
+backend fails the claim with FAILED_PRECONDITION (the error names the cause), a busy one fails the
+unprepare with FAILED_PRECONDITION until it is idle.
 """
 
 from __future__ import annotations
@@ -43,11 +52,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import AccelError, ConfigError
+from ...errors import AccelError, ConfigError, PartitionError
 from ...model import Device, HostInventory, Partition, ProblemKind
+from ...plugin import SupportsPartitionActuation
 from ._cdi import CDI_VERSION, SHARED_NODES, CdiProblem, device_edits
 from ._dra import DEFAULT_DOMAIN, resource_slices
 from ._kubeapi import KubeApi, KubeApiError, KubeApiTimeoutError
+from ._kubelet_dynamic import DynamicPartitions, Target
 from ._kubelet_state import ClaimStore, PluginInUseError, PreparedClaim, PreparedDevice
 
 __all__ = ["MAX_CLAIMS_PER_CALL", "MAX_CONCURRENT_RPCS", "MAX_MESSAGE_BYTES", "PLUGIN_TYPE", "SERVICES",
@@ -93,10 +104,14 @@ class _View:
     slices: list[dict[str, Any]]
     #: Published device name -> the accel device or partition, and its vendor.
     objects: dict[str, tuple[Device | Partition, str]] = field(default_factory=dict)
+    #: Published placement (dynamic partitions) -> (parent id, profile, start), and its vendor.
+    placements: dict[str, tuple[tuple[str, str, int], str]] = field(default_factory=dict)
 
 
-def _view(inv: HostInventory, driver: str, node: str, domain: str, partitionable: bool) -> _View:
-    projection = resource_slices(inv, domain=domain, node_name=node, partitionable=partitionable)
+def _view(inv: HostInventory, driver: str, node: str, domain: str, partitionable: bool,
+          dynamic: bool = False, owned: frozenset[str] = frozenset()) -> _View:
+    projection = resource_slices(inv, domain=domain, node_name=node, partitionable=partitionable, dynamic=dynamic,
+                                 owned=owned)
     slices = [s for s in projection.slices if s["spec"]["driver"] == driver]
     by_id: dict[str, tuple[Device | Partition, str]] = {d.id: (d, d.vendor) for d in inv.devices}
     vendors = {d.id: d.vendor for d in inv.devices}
@@ -108,6 +123,9 @@ def _view(inv: HostInventory, driver: str, node: str, domain: str, partitionable
             accel_id = dev["attributes"].get(f"{domain}/id", {}).get("string")
             if accel_id in by_id:
                 view.objects[dev["name"]] = by_id[accel_id]
+            elif dev["name"] in projection.placements:
+                where = projection.placements[dev["name"]]
+                view.placements[dev["name"]] = (where, vendors.get(where[0], ""))
     return view
 
 
@@ -149,7 +167,9 @@ class KubeletPlugin:
     ``inventory`` is called at start and at every :meth:`refresh`; ``api`` is the Kubernetes API
     (:class:`~._kubeapi.ClientApi`, or a fake); ``cdi_dir`` and ``state_dir`` hold the claims'
     CDI specs and the checkpoint (:class:`~._kubelet_state.ClaimStore`; reconciled here).
-    ``cdi_env`` is :func:`~accel.integrations.k8s.cdi_specs`' ``env`` mode.
+    ``cdi_env`` is :func:`~accel.integrations.k8s.cdi_specs`' ``env`` mode.  ``actuator`` (a
+    backend that can create and destroy partitions) turns on dynamic partitions
+    (:mod:`._kubelet_dynamic`); its unfinished intents are reconciled here, before any call.
     """
 
     def __init__(
@@ -164,6 +184,7 @@ class KubeletPlugin:
         domain: str = DEFAULT_DOMAIN,
         partitionable: bool = False,
         cdi_env: str = "stable",
+        actuator: SupportsPartitionActuation | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
         self._inventory = inventory
@@ -176,7 +197,6 @@ class KubeletPlugin:
         driver = driver_for(inv, driver, domain, self._log)
         self.driver = driver
         self.node = node or inv.host.hostname
-        self.view = _view(inv, driver, self.node, domain, partitionable)
         self._view_lock = threading.Lock()
         self._published: dict[str, dict[str, Any]] | None = None
         self._owner_ref: dict[str, Any] | None = None
@@ -191,6 +211,27 @@ class KubeletPlugin:
             self._log(f"removed {path}: not a claim in the checkpoint")
         for path in restored:
             self._log(f"restored {path}: its claim is in the checkpoint")
+        self.dynamic: DynamicPartitions | None = None
+        if actuator is None and (self.store.owned() or self.store.pending()):
+            # Unpreparing those claims without destroying their partitions would orphan them.
+            self.store.close()
+            raise ConfigError(f"the checkpoint {self.store.path} owns partitions made for claims: start the plugin "
+                              "with --dynamic-partitions and a backend that can destroy them")
+        if actuator is not None:
+            self.dynamic = DynamicPartitions(actuator, self.store, self._log)
+            try:
+                lines = self.dynamic.reconcile()
+            except BaseException:
+                self.store.close()
+                raise
+            for line in lines:
+                self._log(line)
+            inv = inventory()  # after the reconcile: what it destroyed is gone
+        self.view = self._make_view(inv)
+
+    def _make_view(self, inv: HostInventory) -> _View:
+        return _view(inv, self.driver, self.node, self.domain, self.partitionable, dynamic=self.dynamic is not None,
+                     owned=self.store.owned() if self.dynamic is not None else frozenset())
 
     def close(self) -> None:
         """Release the state directory (another plugin may then take it)."""
@@ -219,6 +260,8 @@ class KubeletPlugin:
                                                         f"spec or the checkpoint: {exc}")
             except ConfigError as exc:
                 out[ref.uid] = ClaimFailure("INVALID_ARGUMENT", f"claim {ref.namespace}/{ref.name}: {exc}")
+            except AccelError as exc:  # a partition's rollback refused (kept; finished by the next refresh)
+                out[ref.uid] = ClaimFailure("INTERNAL", f"claim {ref.namespace}/{ref.name}: {exc}")
         return out
 
     def unprepare(self, claims: Iterable[ClaimRef]) -> dict[str, ClaimFailure | None]:
@@ -226,8 +269,19 @@ class KubeletPlugin:
         out: dict[str, ClaimFailure | None] = {}
         for ref in claims:
             try:
+                if self.dynamic is not None:
+                    self.store.spec_path(ref.uid)  # a uid that cannot name a file is refused first
+                    self.dynamic.unprepare(ref.uid)
                 self.store.remove(ref.uid)
                 out[ref.uid] = None
+            except PartitionError as exc:
+                out[ref.uid] = ClaimFailure("FAILED_PRECONDITION", f"claim {ref.namespace}/{ref.name}: its partition "
+                                                                   f"is not destroyed yet: {exc}")
+            except AccelError as exc:
+                if isinstance(exc, ConfigError):
+                    out[ref.uid] = ClaimFailure("INVALID_ARGUMENT", f"claim {ref.namespace}/{ref.name}: {exc}")
+                else:
+                    out[ref.uid] = ClaimFailure("INTERNAL", f"claim {ref.namespace}/{ref.name}: {exc}")
             except OSError as exc:
                 out[ref.uid] = ClaimFailure("INTERNAL", f"claim {ref.namespace}/{ref.name}: {exc}")
             except ConfigError as exc:
@@ -260,13 +314,44 @@ class KubeletPlugin:
         grouped: dict[tuple[str, str], list[str]] = {}
         for r in results:
             pool, device = str(r.get("pool")), str(r.get("device"))
-            if pool != self.node or device not in view.objects:
+            if pool != self.node or (device not in view.objects and device not in view.placements):
                 raise _Failed("NOT_FOUND", f"{where}: device {pool}/{device} of driver {self.driver} is not "
                                            f"published by node {self.node}")
             requests = grouped.setdefault((pool, device), [])
             if r.get("request") and r["request"] not in requests:
                 requests.append(str(r["request"]))
-        return self.store.add(self._claim_spec(ref, grouped, view, where))
+        targets: list[Target] = [(device, *view.placements[device][0]) for _, device in grouped
+                                 if device not in view.objects]
+        if not targets or self.dynamic is None:
+            return self.store.add(self._claim_spec(ref, grouped, view, where))
+        return self._prepare_dynamic(ref, grouped, view, where, targets)
+
+    def _prepare_dynamic(self, ref: ClaimRef, grouped: dict[tuple[str, str], list[str]], view: _View, where: str,
+                         targets: list[Target]) -> PreparedClaim:
+        """A claim with placements to make: the intent, the creates, the spec, the checkpoint."""
+        assert self.dynamic is not None
+        with self.dynamic.lock:
+            known = self.store.get(ref.uid)  # a concurrent call for the same claim finished first
+            if known is not None:
+                return known
+            pending = self.store.pending().get(ref.uid)
+            if pending is not None:  # an unprepare not finished (busy): the claim cannot come back yet
+                raise _Failed("FAILED_PRECONDITION", f"{where}: its {pending.op} is not finished (a partition is busy)")
+            try:
+                intent, made = self.dynamic.create(ref.uid, ref.namespace, ref.name, targets)
+            except PartitionError as exc:
+                raise _Failed("FAILED_PRECONDITION", f"{where}: cannot make its partition: {exc}") from exc
+            except AccelError as exc:
+                raise _Failed("INTERNAL", f"{where}: cannot make its partition: {exc}") from exc
+            try:
+                objects = dict(view.objects) | {d: (made[d], view.placements[d][1]) for d in made}
+                claim = self._claim_spec(ref, grouped, _View(view.slices, objects), where)
+                claim = PreparedClaim(claim.uid, claim.namespace, claim.name, claim.devices, claim.spec,
+                                      intent.partitions)
+                return self.store.finish_prepare(claim)
+            except BaseException:
+                self.dynamic.rollback(ref.uid, intent)
+                raise
 
     def _claim_spec(self, ref: ClaimRef, grouped: dict[tuple[str, str], list[str]], view: _View,
                     where: str) -> PreparedClaim:
@@ -383,12 +468,22 @@ class KubeletPlugin:
         Returns whether it published.  An inventory with a backend missing keeps the last
         view (a device must not be withdrawn because its backend failed to answer once).
         """
-        inv = self._inventory()
+        if self.dynamic is None:
+            inv = self._inventory()
+        else:
+            # Not while a claim's partition is being made (it would look foreign until its id is recorded).
+            with self.dynamic.lock:
+                if self.store.pending():
+                    for line in self.dynamic.reconcile():  # an unprepare refused while busy, tried again
+                        self._log(line)
+                inv = self._inventory()
+                owned = self.store.owned()
         missing = [p for p in inv.problems if p.kind is ProblemKind.BACKEND]
         if missing:
             self._log(f"inventory incomplete ({missing[0].message}); keeping the last publication")
             return False
-        view = _view(inv, self.driver, self.node, self.domain, self.partitionable)
+        view = self._make_view(inv) if self.dynamic is None else _view(
+            inv, self.driver, self.node, self.domain, self.partitionable, dynamic=True, owned=owned)
         changed = [s["spec"] for s in view.slices] != [s["spec"] for s in self.view.slices]
         self.view = view
         if changed or self._published is None:
@@ -580,21 +675,32 @@ class KubeletPluginServer:
 
 # -- the command --------------------------------------------------------------------------------
 
-def main(args: Any, inventory: Callable[[], HostInventory]) -> int:
-    """Run ``accel k8s kubelet-plugin`` (options: ``_kubelet_args``) until SIGTERM or SIGINT."""
+def main(args: Any, inventory: Callable[[], HostInventory],
+         actuator: SupportsPartitionActuation | None = None) -> int:
+    """Run ``accel k8s kubelet-plugin`` (options: ``_kubelet_args``) until SIGTERM or SIGINT.
+
+    ``actuator`` is the backend that makes partitions; needed (and used) only with
+    ``--dynamic-partitions``."""
     import signal
 
     from ._kubeapi import ClientApi
 
     if not args.poll_interval > 0:
         raise ConfigError(f"--poll-interval must be > 0 seconds, got {args.poll_interval!r}")
+    if getattr(args, "dynamic_partitions", False):
+        if actuator is None:
+            raise ConfigError("--dynamic-partitions needs a backend that declares partition actuation "
+                              "(see `accel plugins`); none of the selected backends does")
+    else:
+        actuator = None
     api = ClientApi(kubeconfig=args.kubeconfig, timeout_s=args.api_timeout)
     driver = driver_for(inventory(), args.driver_name, args.domain)
     plugin_dir = Path(args.plugin_dir or f"/var/lib/kubelet/plugins/{driver}")
     node = args.node_name or os.environ.get("NODE_NAME", "").strip() or None
     plugin = KubeletPlugin(driver=driver, node=node, inventory=inventory, api=api,
                            cdi_dir=Path(args.cdi_dir), state_dir=Path(args.state_dir) if args.state_dir else plugin_dir,
-                           domain=args.domain, partitionable=args.partitionable, cdi_env=args.cdi_env)
+                           domain=args.domain, partitionable=args.partitionable, cdi_env=args.cdi_env,
+                           actuator=actuator)
     server = KubeletPluginServer(plugin, plugin_dir=plugin_dir, registry_dir=Path(args.registry_dir))
     stop = threading.Event()
 

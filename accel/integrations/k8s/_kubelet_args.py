@@ -31,6 +31,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partitionable", action="store_true",
                    help="publish partitioned devices with their partitions and shared counters "
                         "(needs DRAPartitionableDevices; see docs/kubernetes.md)")
+    p.add_argument("--dynamic-partitions", action="store_true",
+                   help="publish MIG-mode devices as every placement of their profiles with shared counters, and "
+                        "create each claim's partition when it is prepared, destroy it when it is unprepared (needs "
+                        "a backend with partition actuation and DRAPartitionableDevices; see docs/kubernetes.md)")
     p.add_argument("--cdi-env", choices=("stable", "host", "none"), default="stable",
                    help="visibility-variable edits in the claims' CDI specs (default stable, as `accel cdi --env`)")
     p.add_argument("--plugin-dir", metavar="DIR",

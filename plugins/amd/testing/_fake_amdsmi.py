@@ -16,7 +16,9 @@ enums are written here from the reference (``shared/reference/nvml-amd.md`` sect
   no value (power on CPX partitions other than the first), a BDF *string* from
   ``amdsmi_get_gpu_device_bdf``, ``"No bad pages found."`` instead of an empty list;
 * every call before ``amdsmi_init()`` raises NOT_INIT (32); inits are counted;
-* ``AmdSmiEventReader.read`` returns ``[]`` on timeout, never raises.
+* ``AmdSmiEventReader.read`` returns ``[]`` on timeout, never raises;
+* the partition-mode setters enforce the amdgpu driver's rules (:mod:`._fake_partition`), and a
+  mode change re-enumerates the processors: handles of before answer ``NOT_FOUND``.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from __future__ import annotations
 import ctypes
 import sys
 import types
+from dataclasses import replace
 from enum import IntEnum, IntFlag
 from typing import Any
 
-from ._profiles import FakeGpu, FakeHost
+from ._fake_partition import auto_compute, compatible_memory, compute_valid, xcp_count
+from ._profiles import FakeGpu, FakeHost, FakeProcess
 
 __all__ = ["HEALTH_FUNCTIONS", "STATUS", "make_fake_amdsmi"]
 
@@ -55,6 +59,8 @@ STATUS = {
     "DRIVER_NOT_LOADED": 34,
     "NO_DATA": 40,
     "INSUFFICIENT_SIZE": 41,
+    "AMDGPU_RESTART_ERR": 54,
+    "SETTING_UNAVAILABLE": 55,
     "UNKNOWN_ERROR": 0xFFFFFFFF,
 }
 _INFO = {v: f"AMDSMI_STATUS_{k}" for k, v in STATUS.items()}
@@ -307,20 +313,61 @@ _HANDLE_BASE = 0x1000
 
 
 class _State:
-    """Mutable per-module state: init refcount and the scripted event queue."""
+    """Mutable per-module state: init refcount, the GPUs as they are now, the event queue.
+
+    ``live`` holds each GPU with its current compute / memory mode applied (``partitions`` is the
+    partition count of the mode); ``flat`` lists the processors of the current enumeration.  A
+    mode change re-enumerates: ``generation`` advances and every handle of an older one answers
+    ``AMDSMI_STATUS_NOT_FOUND`` (the library no longer has the processor behind it), so callers
+    must fetch the handles again.  ``privileged`` False makes the setters answer ``NO_PERM``;
+    :meth:`fail_next` makes the next call of a function answer a status (fault injection).
+    """
 
     def __init__(self, host: FakeHost) -> None:
         self.host = host
         self.inits = 0
+        self.live: list[FakeGpu] = list(host.gpus)
+        self.generation = -1
         self.flat: list[tuple[FakeGpu, int, int]] = []  # (gpu, gpu index, partition index)
-        for i, gpu in enumerate(host.gpus):
-            for k in range(max(gpu.partitions, 1)):
-                self.flat.append((gpu, i, k))
+        self.enumerate()
         self.events: list[dict[str, Any]] = []
         self.calls: list[str] = []
         #: GPU indices (``host.gpus`` order) that fell off the bus / answer NOT_SUPPORTED to health.
         self.lost: set[int] = set()
         self.health_unsupported: set[int] = set()
+        self.privileged = True
+        self.faults: dict[str, list[str | None]] = {}
+
+    def enumerate(self) -> None:
+        """Build the processors from ``live`` (a new generation: older handles go stale)."""
+        self.generation += 1
+        self.flat = [(gpu, i, k) for i, gpu in enumerate(self.live) for k in range(max(gpu.partitions, 1))]
+
+    def set_mode(self, index: int, compute: str, memory: str) -> None:
+        """GPU ``index`` is now in ``compute`` / ``memory`` (its partitions follow), re-enumerated."""
+        gpu = self.live[index]
+        count = xcp_count(compute, gpu.num_xcc) if compute else 1
+        self.live[index] = replace(gpu, compute_partition=compute, memory_partition=memory, partitions=count)
+        self.enumerate()
+
+    def add_process(self, index: int, process: FakeProcess) -> None:
+        """A process starts on GPU ``index`` (the partition-mode setters then refuse)."""
+        self._check(index)
+        gpu = self.live[index]
+        self.live[index] = replace(gpu, processes=(*gpu.processes, process))
+        self.flat = [(self.live[i], i, k) for _g, i, k in self.flat]
+
+    def clear_processes(self, index: int) -> None:
+        self._check(index)
+        self.live[index] = replace(self.live[index], processes=())
+        self.flat = [(self.live[i], i, k) for _g, i, k in self.flat]
+
+    def fail_next(self, fn: str, status: str, *, skip: int = 0) -> None:
+        """A later call of ``fn`` answers ``AmdSmiLibraryException(STATUS[status])``: the next
+        one, or the one after ``skip`` more that succeed (faults queue up per function)."""
+        if status not in STATUS:
+            raise KeyError(f"no amdsmi status {status!r}")
+        self.faults.setdefault(fn, []).extend([None] * skip + [status])
 
     def lose_gpu(self, index: int) -> None:
         """GPU ``index`` falls off the bus: every call on its handles (all partitions) fails.
@@ -356,13 +403,23 @@ class _Ctx:
         self.st.calls.append(fn)
         if self.st.inits <= 0:
             raise self.fail("NOT_INIT")
+        queued = self.st.faults.get(fn)
+        if queued:
+            status = queued.pop(0)
+            if status is not None:
+                raise self.fail(status)
 
     def dev(self, fn: str, handle: Any) -> tuple[FakeGpu, int, int]:
         st = self.st
         self.ready(fn)
         if not isinstance(handle, amdsmi_processor_handle):
             raise AmdSmiParameterException(handle, amdsmi_processor_handle)
-        idx = (handle.value or 0) - _HANDLE_BASE
+        raw = (handle.value or 0) - _HANDLE_BASE
+        if raw < 0:
+            raise self.fail("INVAL")
+        if raw >> 16 != st.generation:
+            raise self.fail("NOT_FOUND")  # a processor of an older enumeration (a mode changed)
+        idx = raw & 0xFFFF
         if not 0 <= idx < len(st.flat):
             raise self.fail("INVAL")
         gpu, gi, k = st.flat[idx]
@@ -403,7 +460,7 @@ def _export_part1(ctx: _Ctx) -> None:
     @export
     def amdsmi_get_processor_handles() -> list[amdsmi_processor_handle]:
         _ready("amdsmi_get_processor_handles")
-        return [amdsmi_processor_handle(_HANDLE_BASE + i) for i in range(len(st.flat))]
+        return [amdsmi_processor_handle(_HANDLE_BASE + (st.generation << 16) + i) for i in range(len(st.flat))]
 
     @export
     def amdsmi_get_gpu_asic_info(processor_handle: Any) -> dict[str, Any]:
@@ -488,9 +545,9 @@ def _export_part2(ctx: _Ctx) -> None:
         return memory_type
 
     @export
-    def amdsmi_get_gpu_memory_total(processor_handle: Any, memory_type: Any) -> int:
+    def amdsmi_get_gpu_memory_total(processor_handle: Any, mem_type: Any) -> int:
         gpu, _, _ = _dev("amdsmi_get_gpu_memory_total", processor_handle)
-        t = _mem_type(memory_type)
+        t = _mem_type(mem_type)
         per = max(gpu.partitions, 1)
         if t is AmdSmiMemoryType.VRAM:
             return gpu.vram_total // per
@@ -499,9 +556,9 @@ def _export_part2(ctx: _Ctx) -> None:
         return 512 * 2**30
 
     @export
-    def amdsmi_get_gpu_memory_usage(processor_handle: Any, memory_type: Any) -> int:
+    def amdsmi_get_gpu_memory_usage(processor_handle: Any, mem_type: Any) -> int:
         gpu, _, _ = _dev("amdsmi_get_gpu_memory_usage", processor_handle)
-        t = _mem_type(memory_type)
+        t = _mem_type(mem_type)
         per = max(gpu.partitions, 1)
         return gpu.vram_used // per if t is not AmdSmiMemoryType.GTT else 15 * 2**20
 
@@ -847,6 +904,90 @@ def _export_part6(ctx: _Ctx) -> None:
     export(AmdSmiEventReader)
 
 
+def _export_part7(ctx: _Ctx) -> None:
+    """Partition modes: the setters and the capability queries (rules in :mod:`._fake_partition`).
+
+    Signatures and return shapes as amdsmi 7.0.2's ``amdsmi_interface.py`` (PyPI wheel): the
+    setters take the handle and an ``AmdSmiComputePartitionType`` / ``AmdSmiMemoryPartitionType``
+    member (anything else is ``AmdSmiParameterException``) and return ``None``; the config
+    queries return dicts with the real keys, mode names without their ``AMDSMI_*`` prefix.
+    """
+    st, export, _dev, _fail = ctx.st, ctx.export, ctx.dev, ctx.fail
+
+    def _busy(gi: int) -> bool:
+        return bool(st.live[gi].processes)
+
+    @export
+    def amdsmi_set_gpu_compute_partition(processor_handle: Any, compute_partition: Any) -> None:
+        gpu, gi, _ = _dev("amdsmi_set_gpu_compute_partition", processor_handle)
+        if not isinstance(compute_partition, AmdSmiComputePartitionType):
+            raise AmdSmiParameterException(compute_partition, AmdSmiComputePartitionType)
+        if not st.privileged:
+            raise _fail("NO_PERM")
+        if not gpu.compute_modes:
+            raise _fail("NOT_SUPPORTED")
+        if compute_partition is AmdSmiComputePartitionType.INVALID:
+            raise _fail("INVAL")
+        want = compute_partition.name
+        memory = gpu.memory_partition or "NPS1"
+        if want not in gpu.compute_modes or not compute_valid(want, memory, gpu.num_xcc):
+            raise _fail("SETTING_UNAVAILABLE")  # not in available_compute_partition
+        if want == gpu.compute_partition:
+            return
+        if _busy(gi):
+            raise _fail("BUSY")  # KFD cannot be locked while processes run
+        st.set_mode(gi, want, memory)
+
+    @export
+    def amdsmi_set_gpu_memory_partition(processor_handle: Any, memory_partition: Any) -> None:
+        gpu, gi, _ = _dev("amdsmi_set_gpu_memory_partition", processor_handle)
+        if not isinstance(memory_partition, AmdSmiMemoryPartitionType):
+            raise AmdSmiParameterException(memory_partition, AmdSmiMemoryPartitionType)
+        if not st.privileged:
+            raise _fail("NO_PERM")
+        name = gpu.market_name.lower()
+        if not gpu.memory_modes or "mi" not in name or "00x" not in name:
+            raise _fail("NOT_SUPPORTED")  # only discrete MI*00X boards set it at run time
+        if memory_partition is AmdSmiMemoryPartitionType.UNKNOWN or memory_partition.name not in gpu.memory_modes:
+            raise _fail("INVAL")
+        want = memory_partition.name
+        if want == gpu.memory_partition:
+            return
+        if _busy(gi):
+            raise _fail("AMDGPU_RESTART_ERR")  # the driver cannot reload while processes use it
+        compute = gpu.compute_partition or "SPX"
+        if not compute_valid(compute, want, gpu.num_xcc):
+            compute = auto_compute(want, gpu.num_xcc) or compute
+        st.set_mode(gi, compute, want)
+
+    @export
+    def amdsmi_set_gpu_memory_partition_mode(processor_handle: Any, memory_partition: Any) -> None:
+        # amdsmi 7.0.2 has both names; the second calls the same C function.
+        amdsmi_set_gpu_memory_partition(processor_handle, memory_partition)
+
+    @export
+    def amdsmi_get_gpu_memory_partition_config(processor_handle: Any) -> dict[str, Any]:
+        gpu, _, _ = _dev("amdsmi_get_gpu_memory_partition_config", processor_handle)
+        if not gpu.memory_modes:
+            raise _fail("NOT_SUPPORTED")
+        return {"partition_caps": list(gpu.memory_modes), "mp_mode": gpu.memory_partition or "N/A",
+                "num_numa_ranges": "N/A", "numa_range": "N/A"}
+
+    @export
+    def amdsmi_get_gpu_accelerator_partition_profile_config(processor_handle: Any) -> dict[str, Any]:
+        gpu, _, _ = _dev("amdsmi_get_gpu_accelerator_partition_profile_config", processor_handle)
+        if not gpu.compute_modes:
+            raise _fail("NOT_SUPPORTED")
+        profiles = [
+            {"profile_type": mode, "num_partitions": xcp_count(mode, gpu.num_xcc), "profile_index": i,
+             "memory_caps": list(compatible_memory(mode, gpu.memory_modes)) or ["N/A"],
+             "num_resources": 0, "resources": []}
+            for i, mode in enumerate(gpu.compute_modes)
+        ]
+        return {"num_profiles": len(profiles), "num_resource_profiles": 0, "resource_profiles": [],
+                "default_profile_index": 0, "profiles": profiles}
+
+
 def make_fake_amdsmi(host: FakeHost, name: str = "amdsmi") -> types.ModuleType:
     """A module object that behaves like ``amdsmi`` on ``host``.
 
@@ -891,6 +1032,7 @@ def make_fake_amdsmi(host: FakeHost, name: str = "amdsmi") -> types.ModuleType:
     _export_part4(ctx)
     _export_part5(ctx)
     _export_part6(ctx)
+    _export_part7(ctx)
     return mod
 
 

@@ -54,6 +54,10 @@ class FakeGpu:
     ``partitions`` > 1 gives that many processor handles (CPX: 8), each with ``1/partitions`` of
     the compute units and of the VRAM.  ``not_supported`` lists amdsmi function names that raise
     ``AmdSmiLibraryException(AMDSMI_STATUS_NOT_SUPPORTED)`` for this GPU.
+
+    ``compute_modes`` / ``memory_modes`` are the partition modes the product supports (empty: it
+    cannot be partitioned, the setters answer NOT_SUPPORTED) and ``num_xcc`` its compute dies;
+    the fake amdsmi enforces the driver's rules on them (see ``_fake_partition``).
     """
 
     bus_id: str
@@ -108,6 +112,9 @@ class FakeGpu:
     processes: tuple[FakeProcess, ...] = ()
     not_supported: frozenset[str] = frozenset()
     pci_class: str = "0x120000"
+    compute_modes: tuple[str, ...] = ("SPX", "DPX", "QPX", "CPX")
+    memory_modes: tuple[str, ...] = ("NPS1", "NPS4")
+    num_xcc: int = 8
 
 
 @dataclass(frozen=True)
@@ -192,6 +199,9 @@ def _radeon() -> FakeGpu:
         bad_page_threshold=None,
         compute_partition=None,
         memory_partition=None,
+        compute_modes=(),
+        memory_modes=(),
+        num_xcc=1,
         pcie_gen=4,
         pci_class="0x030000",
         not_supported=frozenset(
