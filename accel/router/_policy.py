@@ -2,7 +2,8 @@
 
 The router objects are :mod:`accel.scheduler.serving`'s own (their decisions are not changed here);
 this module names them, feeds them the live replicas as :class:`ReplicaLoad` (the replica's
-outstanding requests, :meth:`Backend.outstanding`) and, for ``cache-aware``, lets an engine's KV
+outstanding requests, :meth:`Backend.outstanding`, and its queue, the engine's scraped waiting
+requests when every replica has reported one) and, for ``cache-aware``, lets an engine's KV
 events write the replica view the router matches prompts against (:class:`EngineFedCacheAware`:
 the same router with its per-replica caches made :class:`EventCache`, which vLLM's BlockStored /
 BlockRemoved / AllBlocksCleared update between requests).
@@ -15,6 +16,7 @@ import time
 from collections.abc import Collection, Sequence
 
 from accel.scheduler.serving import (
+    AdaptiveCacheAware,
     CacheAware,
     ConsistentHash,
     LeastOutstanding,
@@ -33,8 +35,9 @@ __all__ = ["POLICIES", "EngineFedCacheAware", "Picker", "make_policy"]
 POLICIES = ("round-robin", "least-outstanding", "consistent-hash", "cache-aware")
 
 
-class EngineFedCacheAware(CacheAware):
-    """:class:`CacheAware` whose per-replica caches accept the engine's KV events too."""
+class EngineFedCacheAware(AdaptiveCacheAware):
+    """:class:`AdaptiveCacheAware` (the ``cache-aware`` policy: bounds from the balance goal, no
+    constant tuned on a trace) whose per-replica caches accept the engine's KV events too."""
 
     def tracked(self, replica_id: int) -> PrefixCache:
         cache = self._caches.get(replica_id)
@@ -60,6 +63,12 @@ def make_policy(name: str, *, capacity_blocks: int | None) -> Router:
     if name == "cache-aware":
         return EngineFedCacheAware(capacity_blocks)
     raise RouterError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
+
+
+def _waiting(backend: Backend) -> int | None:
+    """The engine's queue (waiting requests) from its last scrape; ``None`` when not reported."""
+    load = backend.load
+    return None if load is None or load.waiting is None else round(load.waiting)
 
 
 class Picker:
@@ -89,10 +98,10 @@ class Picker:
         cands = self.candidates(exclude, now)
         if not cands:
             return None
-        loads = [ReplicaLoad(b.id, b.outstanding()) for b in cands]
+        loads = [ReplicaLoad(b.id, b.outstanding(), _waiting(b)) for b in cands]
         policy = self.policy
         with self.lock:
-            if isinstance(policy, CacheAware):
+            if isinstance(policy, (CacheAware, AdaptiveCacheAware)):
                 matched = {b.id: policy.tracked(b.id).match(blocks) for b in cands}
             else:
                 matched = {b.id: b.block_map.cache.match(blocks) for b in cands if b.block_map is not None}

@@ -8,7 +8,8 @@ The foundations the serving scheduler builds on (DESIGN.md section 10):
   :func:`cache_blocks` turns a device's (or a slice's) memory into KV-cache blocks;
 - :class:`PrefixCache`: one replica's bounded LRU cache of chained block hashes;
 - routers behind one :class:`Router` protocol: :class:`RoundRobin`, :class:`LeastOutstanding`,
-  :class:`ConsistentHash` and the cache-aware :class:`CacheAware`;
+  :class:`ConsistentHash`, the cache-aware :class:`CacheAware` (timed bounds) and
+  :class:`AdaptiveCacheAware` (a count cap from the balance goal, no per-trace constant);
 - :func:`simulate`: a deterministic discrete-event simulator of replicas with continuous
   batching, KV-bounded batches, start-up delays and a replica set that changes over time,
   giving per-request TTFT, TPOT, replica and cached blocks; :class:`Objective` says whether
@@ -24,6 +25,7 @@ See docs/guides/serving.md and benchmarks/serving/.
 
 from __future__ import annotations
 
+from ._adaptive import AdaptiveCacheAware
 from ._autoscale import (
     Autoscaler,
     Capacity,
@@ -74,6 +76,7 @@ from ._sim import (
 __all__ = [
     "DEFAULT_BLOCK_TOKENS",
     "DEFAULT_MEMORY_UTILIZATION",
+    "AdaptiveCacheAware",
     "Autoscaler",
     "BridgeResult",
     "CacheAware",

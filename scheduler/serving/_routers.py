@@ -13,7 +13,8 @@ chosen, and :meth:`Router.forget` drops what a router tracked for a replica that
   prompt shared by nearly every request, so one block would send almost all traffic to one
   replica; two blocks identify the conversation).  Adding a replica moves only the keys the new
   replica's points take over.
-- :class:`CacheAware`: see its docstring.
+- :class:`CacheAware`: see its docstring (timed bounds, tuned on one trace); the adaptive one,
+  whose only number is the balance goal, is ``_adaptive.AdaptiveCacheAware``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ class ReplicaLoad:
     replica_id: int
     #: Requests routed to the replica and not finished (queued or running).
     outstanding: int
+    #: Of those, requests not yet admitted to the running batch (the engine's queue); ``None``
+    #: when the replica does not report it.
+    waiting: int | None = None
 
 
 @runtime_checkable

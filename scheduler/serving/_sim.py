@@ -552,7 +552,8 @@ class ServingSim:
         if not live:
             self._held.append(r)
             return
-        rid = self.router.route(r.req.hash_ids, [ReplicaLoad(rep.rid, rep.outstanding) for rep in live])
+        loads = [ReplicaLoad(rep.rid, rep.outstanding, len(rep.waiting)) for rep in live]
+        rid = self.router.route(r.req.hash_ids, loads)
         rep = self._state.get(rid)
         if rep is None or rep not in live:
             raise InvalidRequestError(
