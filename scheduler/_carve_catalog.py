@@ -45,7 +45,7 @@ class SliceProfile:
     @property
     def size(self) -> int:
         """Slots one instance takes (the largest placement size; MIG sizes are uniform per profile)."""
-        return max(s for _, s in self.placements)
+        return max((s for _, s in self.placements), default=0)
 
     def fits(self, memory_bytes: int, compute_ratio: float) -> bool:
         """Whether an instance of this profile can serve a slice of that memory and compute."""
@@ -86,21 +86,28 @@ class SliceCatalog:
     def from_profiles(cls, profiles: Iterable[PartitionProfile]) -> SliceCatalog:
         """The catalog of one parent device from its model profiles (all must share ``parent_id``).
 
-        Each profile needs ``memory_bytes``, ``compute_ratio`` and ``placements``; a missing one
-        raises :class:`InvalidRequestError` naming the profile and the field.
+        Each profile needs ``memory_bytes``, ``placements`` and ``compute_ratio`` (when that is
+        missing, ``compute_units`` over the largest profile's, the whole device, stands in); a
+        missing one raises :class:`InvalidRequestError` naming the profile and the field.
         """
         items = list(profiles)
         parents = {p.parent_id for p in items}
         if len(parents) > 1:
             raise InvalidRequestError(f"profiles of several parents given: {sorted(parents)}",
                                       field="parent_id")
+        units = [p.compute_units for p in items]
+        most = max((u for u in units if u), default=0)
         out = []
         for p in items:
-            for name in ("memory_bytes", "compute_ratio"):
-                if getattr(p, name) is None:
-                    raise InvalidRequestError(f"profile {p.name!r} has no {name}", field=name)
-            assert p.memory_bytes is not None and p.compute_ratio is not None
-            out.append(SliceProfile(p.name, int(p.memory_bytes), float(p.compute_ratio),
+            if p.memory_bytes is None:
+                raise InvalidRequestError(f"profile {p.name!r} has no memory_bytes", field="memory_bytes")
+            ratio = p.compute_ratio
+            if ratio is None and p.compute_units and most:
+                ratio = p.compute_units / most  # the catalog's largest profile is the whole device
+            if ratio is None:
+                raise InvalidRequestError(f"profile {p.name!r} has no compute_ratio (nor compute_units)",
+                                          field="compute_ratio")
+            out.append(SliceProfile(p.name, int(p.memory_bytes), float(ratio),
                                     tuple((pl.start, pl.size) for pl in p.placements), p.max_instances))
         out.sort(key=lambda s: (s.memory_bytes, s.compute_ratio, s.size, s.name))
         return cls(tuple(out))

@@ -251,7 +251,9 @@ class CarvingPlanner:
         self._live: dict[str, dict[str, LiveSlice]] = {d: {} for d in self.catalogs}
         self._where: dict[str, str] = {}
         self._sorted: dict[str, tuple[LiveSlice, ...]] = {d: () for d in self.catalogs}
-        self._memo: dict[tuple[int, tuple[tuple[str, int, bool], ...], int, float], _Option | None] = {}
+        self._memo: dict[tuple[int, int, int, float], _Option | None] = {}
+        self._sig_ids: dict[tuple[tuple[str, int, bool], ...], int] = {(): 0}
+        self._sig: dict[str, int] = dict.fromkeys(self.catalogs, 0)
         self._made = 0
         self.created = 0
         self.destroyed = 0
@@ -320,30 +322,35 @@ class CarvingPlanner:
     def plan(self, need: SliceNeed, devices: Iterable[str] | None = None) -> CarvePlan | None:
         """The best option for ``need`` over ``devices`` (default: all, in the planner's order);
         ties go to the device listed first."""
-        best: tuple[tuple[float, ...], int, str, _Option] | None = None
+        best: tuple[tuple[float, ...], int, str, _Option, int] | None = None
+        resolved: dict[int, tuple[int, float] | None] = {}
+        seen: set[tuple[int, int]] = set()
         for pos, dev in enumerate(self.catalogs if devices is None else devices):
             cat = self._catalog(dev)
-            got = need.resolve(cat)
+            shape = (id(cat), self._sig[dev])
+            if shape in seen:
+                continue  # same catalog and live layout as a device listed earlier: same options
+            seen.add(shape)
+            if shape[0] not in resolved:
+                resolved[shape[0]] = need.resolve(cat)
+            got = resolved[shape[0]]
             if got is None:
                 continue
-            opt = self._best(dev, cat, got[0], got[1])
+            opt = self._best(shape, cat, self._sorted[dev], got[0], got[1])
             if opt is None:
                 continue
             if self.policy == "first-fit":
                 return _plan(dev, cat, self._sorted[dev], opt, got[0])
-            cand = (opt.key, pos, dev, opt)
-            if best is None or cand[:2] < best[:2]:
-                best = cand
+            if best is None or (opt.key, pos) < best[:2]:
+                best = (opt.key, pos, dev, opt, got[0])
         if best is None:
             return None
         dev, opt = best[2], best[3]
-        got = need.resolve(self.catalogs[dev])
-        assert got is not None
-        return _plan(dev, self.catalogs[dev], self._sorted[dev], opt, got[0])
+        return _plan(dev, self.catalogs[dev], self._sorted[dev], opt, best[4])
 
-    def _best(self, dev: str, cat: SliceCatalog, mem: int, comp: float) -> _Option | None:
-        live = self._sorted[dev]
-        memo_key = (id(cat), tuple((s.profile, s.start, s.busy) for s in live), mem, comp)
+    def _best(self, shape: tuple[int, int], cat: SliceCatalog, live: tuple[LiveSlice, ...], mem: int,
+              comp: float) -> _Option | None:
+        memo_key = (*shape, mem, comp)
         if memo_key in self._memo:
             return self._memo[memo_key]
         if self.policy == "first-fit":
@@ -414,9 +421,16 @@ class CarvingPlanner:
     def _put(self, device: str, s: LiveSlice) -> None:
         self._live[device][s.id] = s
         self._where[s.id] = device
-        self._sorted[device] = tuple(sorted(self._live[device].values(), key=lambda x: (x.start, x.profile, x.id)))
+        self._resort(device)
 
     def _drop(self, device: str, pid: str) -> None:
         del self._live[device][pid]
         del self._where[pid]
-        self._sorted[device] = tuple(sorted(self._live[device].values(), key=lambda x: (x.start, x.profile, x.id)))
+        self._resort(device)
+
+    def _resort(self, device: str) -> None:
+        """Keep the device's sorted live tuple and its interned layout signature current."""
+        items = tuple(sorted(self._live[device].values(), key=lambda x: (x.start, x.profile, x.id)))
+        self._sorted[device] = items
+        sig = tuple((x.profile, x.start, x.busy) for x in items)
+        self._sig[device] = self._sig_ids.setdefault(sig, len(self._sig_ids))

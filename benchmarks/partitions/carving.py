@@ -296,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
           f"best static per seed {mean['best_static_alloc']:.4f} -> ratio "
           f"{summary['alloc_ratio_vs_best_static_per_seed']}")
     print(f"mean wait share: carving {mean['carving_wait']:.4f}, first-fit {mean['first_fit_wait']:.4f}, "
-          f"best static per seed {mean['best_static_wait']:.4f} -> ratio {summary['wait_ratio_vs_best_static_per_seed']}")
+          f"best static per seed {mean['best_static_wait']:.4f} -> ratio "
+          f"{summary['wait_ratio_vs_best_static_per_seed']}")
     print(f"best static overall: {overall_name} (mean alloc {summary['best_static_overall_mean_alloc']})")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
