@@ -301,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"best static overall: {overall_name} (mean alloc {summary['best_static_overall_mean_alloc']})")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    tag = "quick" if args.quick else f"load{args.load:g}"
+    stem = trace.stem.removeprefix("openb_pod_list_")
+    tag = f"{stem}_quick" if args.quick else f"{stem}_load{args.load:g}"
     with open(out / f"carving_{tag}.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(per_seed[0]))
         w.writeheader()
