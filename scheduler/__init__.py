@@ -4,7 +4,9 @@ The scheduler consumes :class:`accel.model.HostInventory` snapshots (or plain
 :class:`HostSpec` values) and nothing else.  Pipeline: filter -> score -> reserve -> bind
 (:class:`Scheduler`), with pluggable scorers (:func:`make_scorer`; the built-in ones are listed in
 :data:`BUILTIN_SCORERS`, third-party ones come from the entry-point group ``accel.scheduler.scorers``)
-and topology-aware all-or-nothing gangs (:class:`GangPlacer`).
+and topology-aware all-or-nothing gangs (:class:`GangPlacer`).  Slices of carvable devices (MIG-like
+profiles with placements) can be placed by a :class:`CarvingPlanner` that chooses between reusing
+an idle partition and creating one, keeping whole devices and large profiles placeable.
 
 Words: a *scorer* rates hosts for one request (the score stage); a *policy* is the queueing
 engine's rules (:class:`accel.scheduler.queueing.Policy`: classes, backfill, preemption) and
@@ -20,6 +22,8 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 
 import warnings as _warnings
 
+from ._carve_catalog import SliceCatalog, SliceProfile
+from ._carving import CarveAction, CarvePlan, CarveStep, CarvingPlanner, LiveSlice, SliceNeed, plan_device
 from ._default import DEFAULT_SCORER
 from ._errors import InvalidRequestError, SchedulerStateError, UnknownScorerError
 from ._fgd import TypicalPod, TypicalPods
@@ -66,6 +70,10 @@ __all__ = [
     "Allocation",
     "BalancedFGDScorer",
     "BestFitScorer",
+    "CarveAction",
+    "CarvePlan",
+    "CarveStep",
+    "CarvingPlanner",
     "ClusterState",
     "Decision",
     "DemandFGDPlusScorer",
@@ -81,6 +89,7 @@ __all__ = [
     "GpuPackingScorer",
     "HostSpec",
     "InvalidRequestError",
+    "LiveSlice",
     "RandomScorer",
     "ReplayResult",
     "Request",
@@ -89,6 +98,9 @@ __all__ = [
     "SchedulerStateError",
     "Scorer",
     "Share",
+    "SliceCatalog",
+    "SliceNeed",
+    "SliceProfile",
     "SpreadScorer",
     "TopologyConstraint",
     "TopologyLevel",
@@ -106,6 +118,7 @@ __all__ = [
     "load_openb_pods",
     "make_scorer",
     "openb_order",
+    "plan_device",
     "register_scorer",
     "replay",
 ]

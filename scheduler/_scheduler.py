@@ -12,6 +12,13 @@
 4. **binds** by updating the state and returns the :class:`Allocation`.
 
 Unhealthy or lost devices never pass the filter; degraded devices are chosen last.
+
+With a :class:`~accel.scheduler.CarvingPlanner` (``carving=``), slice requests (``partition`` or
+``share``) whose fitting devices include carvable ones are placed by the planner instead of the
+scorer: it chooses the device and whether to reuse an idle partition or create one (see
+:mod:`accel.scheduler._carving`); ties go to the host rank.  The decision carries the plan
+(:attr:`Decision.carve`), binding applies it, :meth:`Scheduler.carved` gives the partition and
+the actuation steps, and releasing leaves the partition idle.  Without ``carving`` nothing changes.
 """
 
 from __future__ import annotations
@@ -23,10 +30,11 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from ._carving import CarvePlan, CarveStep, CarvingPlanner, SliceNeed
 from ._default import DEFAULT_SCORER
 from ._errors import InvalidRequestError
 from ._registry import make_scorer
-from ._request import Request
+from ._request import MILLI, Request
 from ._scorers import Scorer
 from ._state import Allocation, ClusterState
 
@@ -54,6 +62,8 @@ class Decision:
     score: float = float("nan")
     feasible_hosts: int = 0
     reason: str = ""
+    carve: CarvePlan | None = None
+    """The carving plan binding applies (only with a :class:`CarvingPlanner`)."""
 
 
 @dataclass(slots=True)
@@ -80,13 +90,17 @@ class Scheduler:
     ``seed`` fixes the host rank used to break score ties and any randomness in the scorer.
     ``cache=False`` rescores every feasible host on every decision, scorer-side caches included
     (the baseline the speed benchmark compares against; results are identical).
+    ``carving`` places slice requests on carvable devices by a :class:`CarvingPlanner` (see the
+    module docstring); its device ids are the states' device ids.
     """
 
     def __init__(self, state: ClusterState, scorer: str | Scorer = DEFAULT_SCORER, *,
                  workload: Sequence[Request] | None = None, seed: int = 0,
                  filters: Sequence[Filter] = (), host_rank: IntArray | None = None,
-                 cache: bool = True) -> None:
+                 cache: bool = True, carving: CarvingPlanner | None = None) -> None:
         self.state = state
+        self.carving = carving
+        self._carved: dict[int, tuple[str, tuple[CarveStep, ...]]] = {}
         self.scorer = make_scorer(scorer) if isinstance(scorer, str) else scorer
         if not isinstance(self.scorer, Scorer):
             raise InvalidRequestError("scorer must be a Scorer or a registered name", field="scorer")
@@ -171,6 +185,10 @@ class Scheduler:
         hosts = self.filter(req)
         if len(hosts) == 0:
             return Decision(req, None, reason="no host passes the filters")
+        if self.carving is not None and (req.partition is not None or req.share is not None):
+            carved = self._decide_carved(req, hosts, self.carving)
+            if carved is not None:
+                return carved
         scores, slots = self.score(req, hosts)
         best = scores.max()
         if not np.isfinite(best):
@@ -180,6 +198,35 @@ class Scheduler:
         host = int(hosts[pick])
         devices = self.reserve_devices(req, host, int(slots[pick]))
         return Decision(req, host, devices, float(best), len(hosts))
+
+    def _decide_carved(self, req: Request, hosts: IntArray, carving: CarvingPlanner) -> Decision | None:
+        """The planner's decision, or ``None`` when no fitting device is carvable."""
+        fit = self.state.slot_fit(req, hosts)
+        order = np.argsort(self.host_rank[hosts], kind="stable")
+        where: dict[str, tuple[int, int]] = {}
+        for i in order.tolist():
+            host = int(hosts[i])
+            for slot in np.nonzero(fit[i])[0].tolist():
+                dev = self.state.dev_ids[host][slot]
+                if carving.carvable(dev):
+                    where[dev] = (host, int(slot))
+        if not where:
+            return None
+        if req.partition is not None:
+            need = SliceNeed(profile=req.partition)
+        else:
+            assert req.share is not None
+            need = SliceNeed(req.share.memory_bytes, req.share.compute_milli / MILLI)
+        plan = carving.plan(need, where)
+        if plan is None:
+            return Decision(req, None, feasible_hosts=len(hosts),
+                            reason="no partition of a carvable device can serve the slice")
+        host, slot = where[plan.device]
+        return Decision(req, host, (slot,), -plan.layout_loss, len(hosts), carve=plan)
+
+    def carved(self, alloc: Allocation) -> tuple[str, tuple[CarveStep, ...]] | None:
+        """The partition a carved allocation holds and the steps (destroy / create) binding took."""
+        return self._carved.get(alloc.seq)
 
     def reserve_devices(self, req: Request, host: int, hint: int = -1) -> tuple[int, ...]:
         """Device slots on ``host`` for ``req`` (scorer's hint for single-device requests)."""
@@ -200,7 +247,17 @@ class Scheduler:
         """Apply a decision to the state."""
         if decision.host is None:
             raise InvalidRequestError(f"{decision.request.name}: cannot bind an empty decision")
-        return self.state.allocate(decision.request, decision.host, decision.devices)
+        if decision.carve is None:
+            return self.state.allocate(decision.request, decision.host, decision.devices)
+        if self.carving is None:
+            raise InvalidRequestError(f"{decision.request.name}: a carved decision needs a carving planner")
+        alloc = self.state.allocate(decision.request, decision.host, decision.devices)
+        try:
+            self._carved[alloc.seq] = self.carving.apply(decision.carve)
+        except Exception:
+            self.state.release(alloc)
+            raise
+        return alloc
 
     def place(self, req: Request) -> Allocation | None:
         """The whole pipeline; ``None`` when the request does not fit anywhere."""
@@ -212,5 +269,8 @@ class Scheduler:
         return self.bind(decision)
 
     def release(self, alloc: Allocation) -> None:
-        """Return an allocation's resources."""
+        """Return an allocation's resources (a carved partition stays, idle)."""
         self.state.release(alloc)
+        held = self._carved.pop(alloc.seq, None)
+        if held is not None and self.carving is not None:
+            self.carving.release(held[0])

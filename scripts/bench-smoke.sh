@@ -12,6 +12,7 @@ echo "== bench: pytest plugin cost (a project that does not use the kit)"; "$PY"
 echo "== bench: NVML calls per snapshot"; "$PY" benchmarks/nvml_calls/run.py
 echo "== bench: scheduler speed (quick)"; "$PY" benchmarks/scheduler_speed/bench_speed.py --quick
 echo "== bench: openb (quick)";           "$PY" benchmarks/openb/run_openb.py --quick --out "$OUT/openb"
+echo "== bench: MIG carving on demand vs the best static layout (quick)"; "$PY" benchmarks/partitions/carving.py --quick --out "$OUT/partitions"
 echo "== bench: philly (quick)";          "$PY" benchmarks/philly/run_philly.py --quick --out "$OUT/philly"
 echo "== bench: parse time per byte (quick)"; "$PY" benchmarks/parse_scaling/run.py --quick
 echo "== bench: memory-leak detection (quick)"; "$PY" benchmarks/leak/run.py --quick
