@@ -31,6 +31,7 @@ steps the half-made partition is listed too (a MIG one with ``ci_id`` ``None``).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import uuid as uuidlib
 from collections.abc import Callable, Sequence
@@ -336,9 +337,12 @@ class Carver:
             why = ""
         if why:
             return None, PartitionNoPlacementError(why, device_id=dev.id, profile=prof.name)
-        phy = dev.extras.get("huawei.com/npuId", position)
+        # Ids follow npu-smi's rule: phy_id * 16 + 100 + k, phy_id the /dev/davinciN number (a
+        # 310P3 card with NPU id 7 on davinci0-6 gave 100-106: plugins/ascend/_vnpu.py's sources).
+        nodes = [n for n in dev.binding.device_nodes if re.fullmatch(r"/dev/davinci\d+", n)]
+        phy: object = nodes[0].removeprefix("/dev/davinci") if nodes else dev.extras.get("huawei.com/npuId", position)
         used = {p.id for p in live}
-        base = int(phy) * 16 + 100 if isinstance(phy, int | str) and str(phy).isdigit() else 100 + 16 * position
+        base = int(str(phy)) * 16 + 100 if str(phy).isdigit() else 100 + 16 * position
         vid = next(base + k for k in range(16) if f"{dev.id}/vnpu{base + k}" not in used)
         part = Partition(id=f"{dev.id}/vnpu{vid}", parent_id=dev.id, profile=prof.name,
                          memory_bytes=prof.memory_bytes, compute_units=prof.compute_units,
