@@ -352,8 +352,11 @@ class QueueingScheduler:
     def estimate(self, job_id: str, now: float | None = None, *, depth: int | None = None) -> list[WaitEstimate]:
         """Estimated start per pool for a queued job, with the reason it waits (best first).
 
-        Jobs ahead of it are planned exactly (conservative reservations) up to ``depth``
-        (default ``Policy.plan_depth``) and as fluid work beyond.  A job of a fixed pool gets
+        Jobs ahead of it are planned exactly (conservative reservations) up to ``depth`` and as
+        fluid work beyond.  The default plans every job ahead exactly where that is cheap (the
+        plan kept between estimates serves it: conservative backfill, no grace period, no quotas,
+        every job ahead in the target's class and tier and with one pool; ``_walk.exact_case``)
+        and ``Policy.plan_depth`` jobs elsewhere.  A job of a fixed pool gets
         estimates for every pool that could serve it, so a user can choose.
         """
         st = self._st
