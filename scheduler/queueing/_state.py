@@ -22,7 +22,7 @@ import numpy as np
 
 from accel.scheduler import ClusterState, DeviceSelector, InvalidRequestError, Request, SchedulerStateError
 
-from ._estimators import DurationModel
+from ._estimators import DeclaredModel, DurationModel
 from ._journal import Journal
 from ._meter import Meter
 from ._placement import IN_HOST_LEVELS, PlacementRefusal, QueuePlacer
@@ -101,7 +101,9 @@ class EngineState:
                  dev_mem, np.zeros((cluster.n_hosts, len(names)), dtype=np.int64),
                  np.zeros((cluster.n_hosts, len(names)), dtype=np.int64),
                  ratios=deque(maxlen=max(1, policy.calibrate_window)),
-                 order_kept=all(c.order == InClassOrder.FIFO for c in policy.classes),
+                 order_kept=all(c.order == InClassOrder.FIFO
+                                or (c.order == InClassOrder.SHORTEST and type(durations) is DeclaredModel)
+                                for c in policy.classes),
                  guard=policy.promote_after_wait_s is not None or policy.promote_after_wait_ratio is not None)
         for h in range(cluster.n_hosts):
             st.refresh_host(h)

@@ -651,11 +651,16 @@ def _no_quotas(st: EngineState) -> bool:
     return all(not t.guaranteed and not t.limit and t.max_running_jobs is None for t in st.book.tenants.values())
 
 
+def _policy_in_case(st: EngineState) -> bool:
+    """The policy's part of the kept plan's case: conservative backfill, no grace, no quotas."""
+    pol = st.policy
+    return pol.backfill == BackfillMode.CONSERVATIVE and pol.grace_s <= 0 and _no_quotas(st)
+
+
 def _plan_key(st: EngineState, view: View, job: Job) -> tuple[str, int, int, int] | None:
     """What a kept plan for ``job`` depends on beyond the queue and the running jobs, or ``None``
     where the kept plan does not apply (the full walk then plans)."""
-    pol = st.policy
-    if pol.backfill != BackfillMode.CONSERVATIVE or pol.grace_s > 0 or not _no_quotas(st):
+    if not _policy_in_case(st):
         return None
     if isinstance(view, TieredView):
         level, q = job.klass.level, st.tier(job, view.now)
@@ -682,6 +687,8 @@ def _fast_plan(st: EngineState, now: float, mode: Plan, view: View) -> dict[str,
     from ``t1`` on: a job planned at ``t1`` fits now, one planned later does not fit at ``t1``
     and its earliest fit from ``t1`` is its planned start (no fit in ``[t0, planned)``).  The
     jobs queued since are then planned on that profile as the walk would."""
+    if not _policy_in_case(st):
+        return None  # (before sorting the queue: a policy outside the case never gets further)
     jobs = queue(st, now, upto=mode.target)
     if not jobs or jobs[-1].id != mode.target or (not mode.auto and mode.depth < len(jobs) - 1):
         return None
@@ -778,6 +785,8 @@ def exact_case(st: EngineState, now: float, view: View, target: str) -> bool:
     """Is an estimate for ``target`` in the kept plan's case (see :func:`_fast_plan`)?  There the
     default estimate plans every job ahead exactly; :func:`_fast_plan` answers exactly when this
     holds (it checks the same conditions as it plans)."""
+    if not _policy_in_case(st):
+        return False
     jobs = queue(st, now, upto=target)
     if not jobs or jobs[-1].id != target:
         return False
