@@ -47,6 +47,7 @@ from ._estimate import WaitEstimate
 from ._estimators import DeclaredModel, DurationModel
 from ._events import emit, replay, spec_dict
 from ._events import update_health as health_events
+from ._gcpause import gc_paused
 from ._intervals import IntervalCalibration, add_intervals
 from ._invariants import check_invariants as check_all
 from ._invariants import verify_reservations as verify_all
@@ -312,7 +313,7 @@ class QueueingScheduler:
         st = self._st
         st.advance(now)
         res = CycleResult()
-        with st.journal.transaction():
+        with gc_paused(), st.journal.transaction():  # (the collector: ``_gcpause``)
             for job in st.running():
                 if job.state == JobState.PREEMPTING and job.stop_at is not None and job.stop_at <= now + 1e-9:
                     finish_preemption(st, job, now)

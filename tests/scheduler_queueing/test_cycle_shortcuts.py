@@ -216,3 +216,38 @@ def test_free_index_follows_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_starts, "place", counted)
     assert run(True) == run(False)
     assert len(calls) > 100
+
+
+def test_the_collector_is_paused_for_a_cycle_and_restored() -> None:
+    """``_gcpause``: off inside a cycle, back on after it (also after a failing cycle, and when
+    pauses nest); left off when it was off before."""
+    import gc
+
+    from accel.scheduler.queueing._gcpause import gc_paused
+
+    seen: list[bool] = []
+    eng = QueueingScheduler(uniform_cluster(2, 8))
+    eng.submit(JobSpec(id="a", devices=2, estimate_s=60.0), 0.0)
+    plain = eng._st.journal.transaction
+
+    def spy() -> object:
+        seen.append(gc.isenabled())
+        return plain()
+
+    eng._st.journal.transaction = spy  # type: ignore[method-assign]
+    assert gc.isenabled()
+    eng.cycle(0.0)
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(RuntimeError), gc_paused():
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer pause still holds
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # it was off: left off
+    finally:
+        gc.enable()
