@@ -4,7 +4,9 @@ Two engines, each filled to 90% by running jobs and then given ``--queued`` wait
 as ``cycle_bench.py``), one cycle run, then a job submitted one second later and its start
 estimated (``QueueingScheduler.quote``) planning ``plan_depth`` (64) jobs ahead exactly (the
 rest fluid), every job ahead by the full walk, and every job ahead from the kept plan (the
-estimate before it, at the previous instant, made the plan that this one carries forward):
+estimate before it, at the previous instant, made the plan that this one carries forward);
+then, one cycle later, at the engine's default depth (every job ahead where the kept plan
+serves, else ``plan_depth``; the last row's wait is one second later's):
 
 ``philly``: the Philly benchmark's policy (one FIFO class, tiers, conservative backfill, no
 quotas): the case the kept plan serves.  ``cycle_bench``: ``cycle_bench.build`` (two classes,
@@ -50,7 +52,7 @@ def philly(hosts: int, queued: int, seed: int = 0) -> QueueingScheduler:
     return eng
 
 
-def timed(eng: QueueingScheduler, name: str, at: float, depth: int, kept: bool) -> tuple[float, float]:
+def timed(eng: QueueingScheduler, name: str, at: float, depth: int | None, kept: bool) -> tuple[float, float]:
     _walk.KEEP_PLANS = kept
     spec = JobSpec(id=name, tenant="vc" if name.endswith("philly") else "a", devices=8, estimate_s=3600.0)
     t0 = time.process_time()
@@ -76,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = [("depth 64 (fluid past it)", *timed(eng, f"a-{name}", t, 64, True)),
                 ("every job ahead, full walk", *timed(eng, f"b-{name}", t, EXACT, False)),
                 ("every job ahead, kept plan", *timed(eng, f"c-{name}", t, EXACT, True))]
+        # the engine's default depth, one cycle later (as the kept-plan row: the plan of the
+        # estimate before, at the previous instant, carried forward where it serves)
+        eng.cycle(t)
+        rows.append(("the default depth", *timed(eng, f"d-{name}", t + 1.0, None, True)))
         _walk.KEEP_PLANS = True
         base = rows[1][1]
         for label, cpu, wait in rows:

@@ -248,7 +248,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="default-guard: promote a waiting job after this many seconds of waiting ('off': never)")
     ap.add_argument("--estimate-depth", type=_non_negative(int), default=None,
                     help="plan this many jobs ahead exactly for the start estimate at submission, the rest as "
-                         "fluid work (default: the policy's plan_depth, 64; 0 = every job ahead exactly)")
+                         "fluid work (0 = every job ahead exactly; default: the engine's, every job ahead "
+                         "exactly where the kept plan serves the policy (conservative backfill, no grace, no "
+                         "quotas: default, shortest-banded), else the policy's plan_depth, 64)")
     ap.add_argument("--scorer", default=DEFAULT_SCORER,
                     help=f"where queued jobs go (default {DEFAULT_SCORER}, the engine's historical rule)")
     args = ap.parse_args(argv)

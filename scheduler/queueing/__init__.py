@@ -23,7 +23,8 @@ target's wait estimate; ``_intervals``: its p50 / p90 from the predicted spread 
 durations ahead; ``_walk``: the planning walk (a cycle commits, an estimate plans);
 ``_invariants``: bookkeeping checks; ``_engine``: the public façade.  The other ``_`` modules
 (``_types``, ``_records``, ``_profile``, ``_tenants``, ``_meter``, ``_journal``, ``_estimators``,
-``_placement``, ``_audit``) import no stage; ``_sim`` and ``cli`` use the façade.
+``_placement``, ``_freeindex``: hosts by free count per pool, ``_gcpause``: the collector
+paused for a cycle, ``_audit``) import no stage; ``_sim`` and ``cli`` use the façade.
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ from ._estimate import WaitEstimate
 from ._estimators import DeclaredModel, DurationModel
 from ._events import emit, replay, spec_dict
 from ._events import update_health as health_events
+from ._gcpause import gc_paused
 from ._intervals import IntervalCalibration, add_intervals
 from ._invariants import check_invariants as check_all
 from ._invariants import verify_reservations as verify_all
@@ -312,7 +313,7 @@ class QueueingScheduler:
         st = self._st
         st.advance(now)
         res = CycleResult()
-        with st.journal.transaction():
+        with gc_paused(), st.journal.transaction():  # (the collector: ``_gcpause``)
             for job in st.running():
                 if job.state == JobState.PREEMPTING and job.stop_at is not None and job.stop_at <= now + 1e-9:
                     finish_preemption(st, job, now)
@@ -352,8 +353,11 @@ class QueueingScheduler:
     def estimate(self, job_id: str, now: float | None = None, *, depth: int | None = None) -> list[WaitEstimate]:
         """Estimated start per pool for a queued job, with the reason it waits (best first).
 
-        Jobs ahead of it are planned exactly (conservative reservations) up to ``depth``
-        (default ``Policy.plan_depth``) and as fluid work beyond.  A job of a fixed pool gets
+        Jobs ahead of it are planned exactly (conservative reservations) up to ``depth`` and as
+        fluid work beyond.  The default plans every job ahead exactly where that is cheap (the
+        plan kept between estimates serves it: conservative backfill, no grace period, no quotas,
+        every job ahead in the target's class and tier and with one pool; ``_walk.exact_case``)
+        and ``Policy.plan_depth`` jobs elsewhere.  A job of a fixed pool gets
         estimates for every pool that could serve it, so a user can choose.
         """
         st = self._st

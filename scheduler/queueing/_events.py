@@ -68,7 +68,7 @@ def on_placed(st: EngineState, ev: Event) -> None:
     for i, (host_name, slots) in enumerate(chunks):
         h = cl.host_index[host_name]
         req = st.req_cache.pop((job.id, i), None) or st.chunk_request(spec, pool, i, len(slots), len(chunks))
-        devs = tuple(int(s) for s in slots)
+        devs = tuple(map(int, slots))
         # slots that were fully free and usable stop being free: count them down in place
         # (a full recount per host costs more than the allocation itself at 5,000 hosts; the
         # host's rows are read once as lists, cheaper than a numpy scalar per slot and field)
@@ -78,6 +78,9 @@ def on_placed(st: EngineState, ev: Event) -> None:
         allocs.append(cl.allocate(req, h, devs))
         for d in was_free:
             st.host_free[h, pools[d]] -= 1
+        if was_free and st.free_index is not None:
+            for p in {pools[d] for d in was_free}:
+                st.free_index.moved(h, p)
         st.pool_totals = None
     job.allocs = allocs
     job.pool = pool

@@ -64,6 +64,10 @@ from accel.scheduler import TopologyLevel
 from ._meter import PriceTable
 from ._types import PreemptMode
 
+#: ``json.dumps(data, sort_keys=True)``, the same text, with one encoder kept (``dumps`` builds
+#: a new one per call when given any option, and every journaled event is encoded)
+_encode = json.JSONEncoder(sort_keys=True).encode
+
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "Event", "Journal", "JournalError", "JournalLockedError"]
 
 SCHEMA_VERSION = 3
@@ -669,7 +673,7 @@ class Journal:
                data: dict[str, Any] | None = None) -> None:
         if self.readonly:
             raise ConfigError(f"scheduler journal {self.path} is open read-only")
-        self._pending.append((float(t), job, kind, reason, json.dumps(data or {}, sort_keys=True)))
+        self._pending.append((float(t), job, kind, reason, _encode(data or {})))
         if self._depth == 0:
             self.flush()
 

@@ -65,15 +65,19 @@ def kept_order(st: EngineState, now: float) -> list[tuple[tuple[float, ...], Job
     """The waiting jobs in queue order, kept up to date from the waiting set's changes
     (:func:`sync_waiting`).
 
-    Exact when every class orders FIFO: a waiting job's key is then (class level, tier,
-    promoted, 0, submit sequence), and each term is fixed while the job waits.  The tier of a
+    Exact when every class orders FIFO, or SHORTEST under the declared-duration model
+    (:class:`~._estimators.DeclaredModel` itself, no subclass): a waiting job's key is then
+    (class level, tier, promoted, inner, submit sequence) with ``inner`` 0 (FIFO) or the band of
+    its expected device-seconds, ``max(1, declared - kept work (or the overrun margin)) x
+    devices``, which reads only the job's spec, its kept work and the policy; and each term is
+    fixed while the job waits.  The tier of a
     job holding no devices is a function of its kept work, lost work and service base
     (``EngineState.tier``), and those, the promoted flag and the class change only through
     events that also set or remove the job in ``waiting`` (preemption, failure, requeue,
     promotion), so a key computed when the job was last set stays the key :func:`order_key`
-    would give at any later instant until it is set or removed again.  (SHORTEST reads the
-    duration model and FAIR the decayed usage, which move while a job waits: those orders are
-    sorted afresh.)
+    would give at any later instant until it is set or removed again.  (SHORTEST under a model
+    that learns, such as the history model, and FAIR's decayed usage move while a job waits:
+    those orders are sorted afresh.)
     """
     sync_waiting(st, now)
     return st.order

@@ -44,6 +44,8 @@ from accel.scheduler import (
     best_device_set,
 )
 
+from ._freeindex import FreeIndex
+
 __all__ = ["IN_HOST_LEVELS", "Chunk", "FewestFreeScorer", "PlacementPlan", "PlacementRefusal", "QueuePlacer",
            "RefusalKind"]
 
@@ -156,6 +158,8 @@ class QueuePlacer:
         # (the engine's pool selector, usable and fully free): the device fit and the default
         # scorer's count are read from it instead of recounted per request (same decisions)
         self._exact = False
+        # ``pool_free`` is the engine's live count column of this pool, indexed (``_freeindex``)
+        self._index: tuple[FreeIndex, int] | None = None
 
     # -- one decision over a set of candidate hosts -----------------------------------------------
     def _candidates(self, req: Request, allowed: BoolArray | None) -> IntArray:
@@ -254,18 +258,26 @@ class QueuePlacer:
                 and not self.scheduler.filters and type(self.scheduler.scorer) is FewestFreeScorer
                 and not (topo is not None and topo.level in _IN_HOST and req.devices > 1)):
             st = self.state
-            count = self._pool_free
-            ok = count >= req.devices
-            if allowed is not None:
-                ok &= allowed
-            if self._exclude is not None:
-                ok &= ~self._exclude
-            cand = ok.nonzero()[0]
-            if not len(cand):
-                return RefusalKind.RESOURCES  # no host holds the request (what _candidates finds)
-            # argmin / argmax answer the first of equal counts: the lowest host index on ties
-            fit = count[cand]
-            host = int(cand[int(fit.argmax() if req.gang is not None else fit.argmin())])
+            if self._index is not None and allowed is None and self._exclude is None:
+                # the same host from the index of hosts by count (``_freeindex``), without a scan
+                index, p = self._index
+                got = index.first(p, req.devices, most=req.gang is not None)
+                if got is None:
+                    return RefusalKind.RESOURCES
+                host = got
+            else:
+                count = self._pool_free
+                ok = count >= req.devices
+                if allowed is not None:
+                    ok &= allowed
+                if self._exclude is not None:
+                    ok &= ~self._exclude
+                cand = ok.nonzero()[0]
+                if not len(cand):
+                    return RefusalKind.RESOURCES  # no host holds the request (what _candidates finds)
+                # argmin / argmax answer the first of equal counts: the lowest host index on ties
+                fit = count[cand]
+                host = int(cand[int(fit.argmax() if req.gang is not None else fit.argmin())])
             if (st.cpu_free[host] >= req.cpu_milli and st.mem_free[host] >= req.memory_bytes
                     and st.pods_used[host] < st.pods_cap[host]):
                 return host, self._fewest_free_slots(req, host)
@@ -295,7 +307,7 @@ class QueuePlacer:
         """Would the pipeline put the whole job (one chunk) on ``host``?  Filters (CPU, memory,
         pod slots, extra filters), the required in-host topology level and the scorer decide, on
         the state as it is now (a caller trying victims frees their allocations first)."""
-        self._pool_free, self._exclude, self._exact = pool_free, None, exact_counts
+        self._pool_free, self._exclude, self._exact, self._index = pool_free, None, exact_counts, None
         allowed = np.zeros(self.state.n_hosts, dtype=bool)
         allowed[host] = True
         whole = make(0, devices, 1)
@@ -303,7 +315,8 @@ class QueuePlacer:
 
     def plan(self, make: MakeRequest, devices: int, *, split: bool,
              topology: TopologyConstraint | None, pool_free: IntArray,
-             exclude: BoolArray | None = None, exact_counts: bool = False) -> PlacementPlan | PlacementRefusal:
+             exclude: BoolArray | None = None, exact_counts: bool = False,
+             index: tuple[FreeIndex, int] | None = None) -> PlacementPlan | PlacementRefusal:
         """Place a job of ``devices`` devices whose chunk requests ``make`` builds.
 
         ``split``: the job may become a gang of per-host chunks.  ``pool_free``: fully free
@@ -311,8 +324,11 @@ class QueuePlacer:
         and to tell fragmentation from a lack of devices.  ``exclude``: hosts that are never
         chosen (kept for another job).  ``exact_counts``: ``pool_free`` counts exactly the slots a
         whole-device chunk request of ``make`` can take on each host (it is then not recounted).
+        ``index``: the engine's index of hosts by count and the pool's column, when ``pool_free``
+        is that live column (the fewest-free choice then reads the index instead of scanning).
         """
         self._pool_free, self._exclude, self._exact = pool_free, exclude, exact_counts
+        self._index = index if exact_counts else None
         whole = make(0, devices, 1)
         got = self._decide(whole, None, topology)
         if not isinstance(got, RefusalKind):

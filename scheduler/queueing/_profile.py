@@ -43,6 +43,26 @@ class Profile:
         self._held = 0
         self._monotone = True
 
+    @classmethod
+    def from_releases(cls, now: float, free: int, ends: npt.NDArray[np.float64],
+                      ns: npt.NDArray[np.int64]) -> Profile:
+        """``Profile(now, free, zip(ends, ns))`` from arrays: the same breakpoints and counts
+        (each release at ``max(end, now)``, equal instants summed, in ascending order)."""
+        out = cls(now, free)
+        if not len(ends):
+            return out
+        keys = np.maximum(ends.astype(np.float64), out.now)
+        uniq, inv = np.unique(keys, return_inverse=True)
+        sums = np.zeros(len(uniq), dtype=np.int64)
+        np.add.at(sums, inv, ns.astype(np.int64))
+        start = int(free)
+        if uniq[0] == out.now:  # releases due now count as free now
+            start += int(sums[0])
+            uniq, sums = uniq[1:], sums[1:]
+        out.ts = np.concatenate((np.array((out.now,), dtype=np.float64), uniq))
+        out.fs = np.cumsum(np.concatenate((np.array((start,), dtype=np.int64), sums))).astype(np.int64)
+        return out
+
     def copy(self) -> Profile:
         self._flush()
         out = Profile.__new__(Profile)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Iterator, MutableMapping, ValuesView
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from accel.scheduler import Allocation
 
@@ -20,6 +20,7 @@ from ._types import JobSpec, JobState, PriorityClass, WaitReason
 
 __all__ = ["CycleResult", "GraceHold", "Job", "PreemptCheck", "Reservation", "WaitingJobs"]
 
+_MISSING: Any = object()  # no default given to WaitingJobs.pop
 _HOLDING = frozenset((JobState.RUNNING, JobState.PREEMPTING))  # the states of a job holding devices
 
 
@@ -173,6 +174,17 @@ class WaitingJobs(MutableMapping[str, Job]):
 
     def get(self, key: str, default: Job | None = None) -> Job | None:  # type: ignore[override]
         return self._jobs.get(key, default)
+
+    def pop(self, key: str, default: Any = _MISSING) -> Any:
+        """``MutableMapping.pop`` (a removal is a change) without its generic layers: every
+        queued start pops its job."""
+        jobs = self._jobs
+        if key in jobs:
+            self._changed.add(key)
+            return jobs.pop(key)
+        if default is _MISSING:
+            raise KeyError(key)
+        return default
 
     def take_changed(self) -> set[str]:
         """The ids set or removed since the last call (and forget them)."""

@@ -197,8 +197,10 @@ class Simulator:
     """Replays ``jobs`` in submit order on ``engine``.
 
     With ``estimate_at_submit`` each job's start estimate is taken as it arrives, planning the
-    jobs ahead exactly up to ``estimate_depth`` (default: the policy's ``plan_depth``) and the
-    rest as fluid work, which is not exact for gang jobs (issue 19; ``benchmarks/philly``).
+    jobs ahead exactly up to ``estimate_depth`` and the rest as fluid work, which is not exact
+    for gang jobs (issue 19; ``benchmarks/philly``).  The default (``None``) is the engine's:
+    every job ahead exactly where the kept plan makes that cheap, else the policy's
+    ``plan_depth`` (:meth:`QueueingScheduler.estimate`).
     """
 
     def __init__(self, engine: QueueingScheduler, jobs: Iterable[TraceJob], estimator: Estimator | None = None, *,

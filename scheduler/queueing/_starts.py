@@ -56,8 +56,10 @@ def place(st: EngineState, job: Job, pool: str) -> list[tuple[str, list[int]]] |
         got = st.placer.plan(make, spec.devices, split=split, topology=spec.topology,
                              pool_free=np.where(only, 0, pool_free), exclude=only, exact_counts=True)
     if not isinstance(got, PlacementPlan):
+        # host_free counts what the pool selector takes; its live column is indexed by count
+        index = (st.free_index, st.pool_index[pool]) if exclude is None and st.free_index is not None else None
         got = st.placer.plan(make, spec.devices, split=split, topology=spec.topology, pool_free=pool_free,
-                             exclude=exclude, exact_counts=True)  # host_free counts what the pool selector takes
+                             exclude=exclude, exact_counts=True, index=index)
     if isinstance(got, PlacementRefusal):
         return got
     out: list[tuple[str, list[int]]] = []

@@ -22,7 +22,8 @@ import numpy as np
 
 from accel.scheduler import ClusterState, DeviceSelector, InvalidRequestError, Request, SchedulerStateError
 
-from ._estimators import DurationModel
+from ._estimators import DeclaredModel, DurationModel
+from ._freeindex import FreeIndex
 from ._journal import Journal
 from ._meter import Meter
 from ._placement import IN_HOST_LEVELS, PlacementRefusal, QueuePlacer
@@ -85,6 +86,9 @@ class EngineState:
     # are not placed there (set by each walk from the journaled ``preempting`` events)
     held_hosts: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
     guard: bool = False  # the starvation guard is on
+    # hosts by ``host_free`` count per pool (``_freeindex``): every writer of ``host_free`` files
+    # the (host, pool) it moved (``refresh_host`` and the ``placed`` handler)
+    free_index: FreeIndex | None = None
 
     @classmethod
     def build(cls, cluster: ClusterState, policy: Policy, durations: DurationModel, placer: QueuePlacer,
@@ -101,10 +105,13 @@ class EngineState:
                  dev_mem, np.zeros((cluster.n_hosts, len(names)), dtype=np.int64),
                  np.zeros((cluster.n_hosts, len(names)), dtype=np.int64),
                  ratios=deque(maxlen=max(1, policy.calibrate_window)),
-                 order_kept=all(c.order == InClassOrder.FIFO for c in policy.classes),
+                 order_kept=all(c.order == InClassOrder.FIFO
+                                or (c.order == InClassOrder.SHORTEST and type(durations) is DeclaredModel)
+                                for c in policy.classes),
                  guard=policy.promote_after_wait_s is not None or policy.promote_after_wait_ratio is not None)
         for h in range(cluster.n_hosts):
             st.refresh_host(h)
+        st.free_index = FreeIndex(st.host_free, cluster.dev_cap.shape[1] if cluster.n_hosts else 0)
         return st
 
     # -- pools -----------------------------------------------------------------------------------
@@ -115,9 +122,15 @@ class EngineState:
         usable = st.dev_usable[h] & (pools >= 0)
         free = usable & (st.dev_left[h] == st.dev_cap[h])
         n = len(self.pools)
-        self.host_free[h] = np.bincount(pools[free], minlength=n)[:n]
+        row = np.bincount(pools[free], minlength=n)[:n]
+        moved = (row != self.host_free[h]).nonzero()[0].tolist()
+        self.host_free[h] = row
         self.host_usable[h] = np.bincount(pools[usable], minlength=n)[:n]
         self.pool_totals = None
+        index = self.free_index
+        if index is not None:
+            for p in moved:
+                index.moved(h, p)
 
     def pool_free(self, pool: str) -> int:
         """Fully free usable devices of ``pool``."""
@@ -221,11 +234,43 @@ class EngineState:
 
     def profiles(self, now: float) -> dict[str, Profile]:
         """Free devices per pool over time: now, and as each active job's expected end frees them."""
+        if type(self.durations) is DeclaredModel:
+            return self._declared_profiles(now)
+        return self.loop_profiles(now)
+
+    def loop_profiles(self, now: float) -> dict[str, Profile]:
+        """:meth:`profiles` job by job, for any duration model."""
         rel: dict[str, list[tuple[float, int]]] = {p: [] for p in self.pools}
         for j in self.active.values():
             if j.pool is not None:
                 rel[j.pool].append((self.expected_end(j, now), j.spec.devices))
         return {p: Profile(now, self.pool_free(p), rel[p]) for p in self.pools}
+
+    def _declared_profiles(self, now: float) -> dict[str, Profile]:
+        """:meth:`profiles` under the :class:`DeclaredModel` (the default), as array arithmetic:
+        each job's end is :meth:`expected_end`'s, operation for operation in float64 (its stop
+        time while winding down; else declared estimate - work done now, ``overrun_margin_s``
+        once past it, at least 1 s for a job that started this instant)."""
+        jobs = [j for j in self.active.values() if j.pool is not None]
+        n = len(jobs)
+        pool_ix = self.pool_index
+        pix = np.fromiter((pool_ix[j.pool] for j in jobs), dtype=np.int64, count=n)  # type: ignore[index]
+        devs = np.fromiter((j.spec.devices for j in jobs), dtype=np.int64, count=n)
+        est = np.fromiter((j.spec.estimate_s for j in jobs), dtype=np.float64, count=n)
+        work = np.fromiter((j.work_s for j in jobs), dtype=np.float64, count=n)
+        # Job.progress: the current run segment counts only while it holds devices with a start
+        started = np.fromiter((j.started_at if j.started_at is not None and j.state in _ACTIVE else math.nan
+                               for j in jobs), dtype=np.float64, count=n)
+        stop = np.fromiter((j.stop_at if j.state == JobState.PREEMPTING and j.stop_at is not None else math.nan
+                            for j in jobs), dtype=np.float64, count=n)
+        running = ~np.isnan(started)
+        done = np.where(running, work + np.maximum(0.0, now - np.where(running, started, 0.0)), work)
+        left = est - done
+        left = np.where(left > 0, left, self.policy.overrun_margin_s)
+        ends = np.where(done == work, now + np.maximum(1.0, left), now + left)
+        ends = np.where(np.isnan(stop), ends, stop)
+        return {p: Profile.from_releases(now, self.pool_free(p), ends[pix == i], devs[pix == i])
+                for i, p in enumerate(self.pools)}
 
     # -- attained-service tiers (Policy.demote_after_device_s) -----------------------------------
     def attained(self, job: Job, now: float | None = None) -> float:

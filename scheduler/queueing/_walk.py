@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +40,8 @@ from ._tenants import Admission, Usage
 from ._tiers import TierFit, TierViews
 from ._types import BackfillMode, WaitReason
 
-__all__ = ["Commit", "PlainView", "Plan", "PlanCache", "TieredView", "View", "WalkState", "run", "view_for"]
+__all__ = ["EXACT", "Commit", "PlainView", "Plan", "PlanCache", "TieredView", "View", "WalkState", "exact_case", "run",
+           "view_for"]
 
 
 @dataclass(slots=True)
@@ -90,14 +92,20 @@ class Commit:
 
 class Plan:
     """An estimate for ``target``: decisions are only booked on the view; jobs ahead of it past
-    ``depth`` reservations count as fluid work."""
+    ``depth`` reservations count as fluid work.
+
+    ``depth=None`` (the default): every job ahead exactly where the kept plan serves the case
+    (:func:`exact_case`: conservative backfill, no grace period, no quotas, every job ahead in
+    the target's own view and with one pool), where an exact estimate costs about one pass over
+    the queue; elsewhere the policy's ``plan_depth`` (a full exact walk there costs a cycle)."""
 
     planning = True
-    __slots__ = ("depth", "now", "res", "st", "target")
+    __slots__ = ("auto", "depth", "now", "res", "st", "target")
 
     def __init__(self, st: EngineState, now: float, target: str, depth: int | None) -> None:
         self.st, self.now, self.target = st, now, target
         self.res = CycleResult()  # never filled: nothing is started or preempted
+        self.auto = depth is None  # exact where cheap (see the class docstring), decided by ``run``
         self.depth = st.policy.plan_depth if depth is None else depth
 
     def begin(self) -> None:
@@ -296,6 +304,9 @@ def run(st: EngineState, now: float, mode: Mode, *, kept: bool = True) -> dict[s
             if PLAN_CHECK:
                 _check(st, now, mode, fast)
             return fast
+        # (``None`` with the default depth: outside the case, so the walk below plans ``plan_depth``)
+    elif isinstance(mode, Plan) and mode.auto and exact_case(st, now, view, mode.target):
+        mode.depth = EXACT  # the default depth in the kept plan's case, walked in full (``KEEP_PLANS`` off)
     target = mode.target if isinstance(mode, Plan) else None
     exact = mode.depth if isinstance(mode, Plan) else 0
     out: dict[str, WaitEstimate] = {}
@@ -573,6 +584,8 @@ class _Settled:
 #: Tests set this: every estimate the kept plan answers is also planned by the full walk and the
 #: two must agree (start and reason per pool), or :class:`AssertionError` names the first job.
 PLAN_CHECK = False
+#: The depth of an exact estimate: every job ahead of the target planned (no fluid tail).
+EXACT = sys.maxsize
 #: ``False``: every estimate walks the whole queue afresh (the baseline ``deep_plan.py --full-walk`` measures).
 KEEP_PLANS = True
 _TOL_S = 1e-6  # time differences below this are float rounding (a hold added in another order)
@@ -638,11 +651,16 @@ def _no_quotas(st: EngineState) -> bool:
     return all(not t.guaranteed and not t.limit and t.max_running_jobs is None for t in st.book.tenants.values())
 
 
+def _policy_in_case(st: EngineState) -> bool:
+    """The policy's part of the kept plan's case: conservative backfill, no grace, no quotas."""
+    pol = st.policy
+    return pol.backfill == BackfillMode.CONSERVATIVE and pol.grace_s <= 0 and _no_quotas(st)
+
+
 def _plan_key(st: EngineState, view: View, job: Job) -> tuple[str, int, int, int] | None:
     """What a kept plan for ``job`` depends on beyond the queue and the running jobs, or ``None``
     where the kept plan does not apply (the full walk then plans)."""
-    pol = st.policy
-    if pol.backfill != BackfillMode.CONSERVATIVE or pol.grace_s > 0 or not _no_quotas(st):
+    if not _policy_in_case(st):
         return None
     if isinstance(view, TieredView):
         level, q = job.klass.level, st.tier(job, view.now)
@@ -669,8 +687,10 @@ def _fast_plan(st: EngineState, now: float, mode: Plan, view: View) -> dict[str,
     from ``t1`` on: a job planned at ``t1`` fits now, one planned later does not fit at ``t1``
     and its earliest fit from ``t1`` is its planned start (no fit in ``[t0, planned)``).  The
     jobs queued since are then planned on that profile as the walk would."""
+    if not _policy_in_case(st):
+        return None  # (before sorting the queue: a policy outside the case never gets further)
     jobs = queue(st, now, upto=mode.target)
-    if not jobs or jobs[-1].id != mode.target or mode.depth < len(jobs) - 1:
+    if not jobs or jobs[-1].id != mode.target or (not mode.auto and mode.depth < len(jobs) - 1):
         return None
     target = jobs[-1]
     key = _plan_key(st, view, target)
@@ -723,6 +743,8 @@ def _reuse(st: EngineState, cache: PlanCache, jobs: list[Job], base: Mapping[str
     for b, job in zip(stay, jobs, strict=False):
         if b.job_id != job.id or b.at < now - _TOL_S:
             return None, []
+        if _one_pool(st, view, cache.key, job, now) is None:
+            return None, []  # left the case since (a promotion moved it to another tier)
     if not declared:
         # the duration model may have learnt since: the holds must be the kept ones
         for b, job in zip(stay, jobs, strict=False):
@@ -745,11 +767,9 @@ def _reuse(st: EngineState, cache: PlanCache, jobs: list[Job], base: Mapping[str
     return final, list(stay)
 
 
-def _book_next(st: EngineState, view: View, key: tuple[str, int, int, int], job: Job, final: dict[str, Profile],
-               now: float, *, book: bool = True) -> _Booked | None:
-    """Plan one job ahead on ``final`` as :func:`_examine` does in this case (start now if it
-    fits for its hold, else a reservation at its earliest fit), or ``None`` if it is outside
-    the case (another view, several pools)."""
+def _one_pool(st: EngineState, view: View, key: tuple[str, int, int, int], job: Job, now: float) -> str | None:
+    """The one pool ``job`` (ahead of a target planned with ``key``) may use, or ``None`` where it
+    is outside the kept plan's case (another class or tier than the target's, several pools)."""
     pools = st.pools_for(job.spec)
     if len(pools) != 1:
         return None
@@ -758,8 +778,32 @@ def _book_next(st: EngineState, view: View, key: tuple[str, int, int, int], job:
             return None
     elif job.klass.level != key[1]:
         return None
+    return pools[0]
+
+
+def exact_case(st: EngineState, now: float, view: View, target: str) -> bool:
+    """Is an estimate for ``target`` in the kept plan's case (see :func:`_fast_plan`)?  There the
+    default estimate plans every job ahead exactly; :func:`_fast_plan` answers exactly when this
+    holds (it checks the same conditions as it plans)."""
+    if not _policy_in_case(st):
+        return False
+    jobs = queue(st, now, upto=target)
+    if not jobs or jobs[-1].id != target:
+        return False
+    key = _plan_key(st, view, jobs[-1])
+    return key is not None and all(_one_pool(st, view, key, j, now) is not None for j in jobs[:-1])
+
+
+def _book_next(st: EngineState, view: View, key: tuple[str, int, int, int], job: Job, final: dict[str, Profile],
+               now: float, *, book: bool = True) -> _Booked | None:
+    """Plan one job ahead on ``final`` as :func:`_examine` does in this case (start now if it
+    fits for its hold, else a reservation at its earliest fit), or ``None`` if it is outside
+    the case (another view, several pools)."""
+    p = _one_pool(st, view, key, job, now)
+    if p is None:
+        return None
     _own, hold = view.for_job(job)
-    p, n = pools[0], job.spec.devices
+    n = job.spec.devices
     prof = final[p]
     at = now if prof.fits(now, hold, n) else prof.earliest(n, hold)
     if book and math.isfinite(at):
@@ -771,7 +815,7 @@ def _check(st: EngineState, now: float, mode: Plan, fast: Mapping[str, WaitEstim
     """:data:`PLAN_CHECK`: the kept plan's answer must be the full walk's."""
     keep = st.plan_cache
     try:
-        full = run(st, now, Plan(st, now, mode.target, mode.depth), kept=False)
+        full = run(st, now, Plan(st, now, mode.target, EXACT if mode.auto else mode.depth), kept=False)
     finally:
         st.plan_cache = keep
     for p, e in full.items():

@@ -140,15 +140,34 @@ def test_quotas_leave_the_estimate_to_the_full_walk(monkeypatch: pytest.MonkeyPa
     assert count.ok == count.refused == 0
 
 
-def test_the_default_depth_still_plans_fluid_past_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Only an exact estimate (every job ahead within the depth) comes from the kept plan: past
-    the default depth the jobs ahead are still fluid work (``test_sim``'s example: one 8-device
-    host, plan depth 1, D estimated at 250 s though it starts at 300 s; exact: 300 s)."""
+def test_the_default_is_exact_where_the_kept_plan_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default estimate plans every job ahead exactly in the kept plan's case, and the
+    policy's ``plan_depth`` (fluid past it) elsewhere; an explicit depth still plans fluid past
+    it (``test_sim``'s example: one 8-device host, plan depth 1, D estimated at 250 s planning
+    one job exactly, though it starts at 300 s; exact: 300 s)."""
     count = _Count(monkeypatch)
     jobs = [TraceJob("A", 0.0, 8, 100.0), TraceJob("B", 1.0, 4, 100.0), TraceJob("C", 2.0, 8, 100.0),
             TraceJob("D", 3.0, 8, 100.0)]
-    for depth, want in ((None, 250.0), (EXACT, 300.0)):
-        eng = QueueingScheduler(uniform_cluster(1, 8), _policy(True, depth=1))
-        res = Simulator(eng, jobs, estimate_depth=depth).run()
-        assert {o.id: o.estimate_s for o in res.outcomes}["D"] == want
+    for tiered in (False, True):
+        for depth, want in ((1, 250.0), (None, 300.0), (EXACT, 300.0)):
+            eng = QueueingScheduler(uniform_cluster(1, 8), _policy(tiered, depth=1))
+            res = Simulator(eng, jobs, estimate_depth=depth).run()
+            got = {o.id: (o.estimate_s, o.start_s) for o in res.outcomes}["D"]
+            assert got == (want, 300.0), (tiered, depth)
     assert count.ok > 0
+    # outside the case (a grace period, a quota): the default is the policy's depth, walked
+    for extra in ({"grace_s": 30.0}, {}):
+        pol = Policy(classes=(PriorityClass("default", 0, InClassOrder.FIFO),), backfill=BackfillMode.CONSERVATIVE,
+                     plan_depth=1, **extra)
+        tenants = [] if extra else [Tenant("t", guaranteed={"*": Quota(devices=8)})]
+        runs = {}
+        for depth in (None, 1, EXACT):
+            eng = QueueingScheduler(uniform_cluster(1, 8), pol, tenants=tenants)
+            before = count.ok
+            res = Simulator(eng, [TraceJob(j.id, j.submit_s, j.devices, j.duration_s, tenant="t") for j in jobs],
+                            estimate_depth=depth).run()
+            assert count.ok == before  # the kept plan never answered
+            runs[depth] = {o.id: o.estimate_s for o in res.outcomes}
+        assert runs[None] == runs[1], extra
+        if extra:  # the grace period changes nothing here but the default depth
+            assert (runs[None]["D"], runs[EXACT]["D"]) == (250.0, 300.0)

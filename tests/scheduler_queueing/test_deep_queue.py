@@ -18,6 +18,7 @@ import pytest
 from accel.scheduler import ClusterState, DeviceSpec, HostSpec
 from accel.scheduler.queueing import (
     BackfillMode,
+    HistoryModel,
     InClassOrder,
     JobSpec,
     JobState,
@@ -124,17 +125,23 @@ def _sorted_afresh(st: EngineState, now: float) -> list[tuple[tuple[float, ...],
     return sorted(((_order.order_key(st, j, now), j) for j in st.waiting.values()), key=lambda kj: kj[0])
 
 
-def test_kept_order_follows_promotion_preemption_and_requeue() -> None:
-    """Under FIFO classes with tiers and the starvation guard, the kept order is, after every
-    event of a busy run, the order sorted afresh from each job's key."""
+@pytest.mark.parametrize("batch", [InClassOrder.FIFO, InClassOrder.SHORTEST])
+def test_kept_order_follows_promotion_preemption_and_requeue(batch: InClassOrder) -> None:
+    """Under FIFO classes (and SHORTEST ones under the declared-duration model) with tiers and the
+    starvation guard, the kept order is, after every event of a busy run, the order sorted afresh
+    from each job's key."""
     rng = random.Random(7)
     policy = Policy(classes=(PriorityClass("prod", 20, InClassOrder.FIFO, preempts=True, preemptible=False),
-                             PriorityClass("batch", 0, InClassOrder.FIFO)),
+                             PriorityClass("batch", 0, batch, band_ratio=2.0 if batch == InClassOrder.SHORTEST
+                                           else None)),
                     backfill=BackfillMode.CONSERVATIVE, preempt_mode=PreemptMode.SUSPEND, grace_s=60.0,
                     demote_after_device_s=(1800.0, 20_000.0), plan_depth=4, default_class="batch",
                     promote_after_wait_ratio=2.0)
     eng = QueueingScheduler(_cluster(), policy, tenants=TENANTS)
     assert eng._st.order_kept
+    # a model that learns moves a SHORTEST job's key while it waits: no kept order then
+    assert QueueingScheduler(_cluster(), policy, tenants=TENANTS,
+                             durations=HistoryModel())._st.order_kept == (batch == InClassOrder.FIFO)
     devices = [d for ids in eng.state.dev_ids for d in ids]
     t = 0.0
     true_s: dict[str, float] = {}

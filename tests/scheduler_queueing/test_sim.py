@@ -129,7 +129,8 @@ def test_estimate_past_the_plan_depth_is_fluid_and_exact_with_estimate_depth(tie
     device), which a gang job cannot use.  Here one 8-device host runs A (8 devices, 100 s);
     B (4 devices) and C (8 devices) queue behind it, then D (8 devices).  With plan_depth 1 only
     B is planned exactly; C's 800 device-seconds fill B's idle half first, so D is estimated at
-    250 s instead of 300 s.  Planning every job ahead exactly (``estimate_depth``) gives 300 s."""
+    250 s instead of 300 s.  Planning every job ahead exactly (``estimate_depth``) gives 300 s,
+    and so does the default since issue 35 (exact where the kept plan serves, as here)."""
     jobs = [TraceJob("A", 0.0, 8, 100.0), TraceJob("B", 1.0, 4, 100.0), TraceJob("C", 2.0, 8, 100.0),
             TraceJob("D", 3.0, 8, 100.0)]
     # tier threshold far above any job's service: the tiers change nothing but the walk's code path
@@ -143,9 +144,10 @@ def test_estimate_past_the_plan_depth_is_fluid_and_exact_with_estimate_depth(tie
         eng.check_invariants()
         return {o.id: (o.estimate_s, o.start_s) for o in res.outcomes}
 
-    fluid, exact = run(None), run(10)
+    fluid, exact, default = run(1), run(10), run(None)
     assert fluid["D"] == (250.0, 300.0)  # the fluid tail: 50 s early
     assert exact["D"] == (300.0, 300.0)
+    assert default == exact
     # the schedule is the same: the depth of the estimate changes no decision
     assert {k: v[1] for k, v in fluid.items()} == {k: v[1] for k, v in exact.items()} == \
         {"A": 0.0, "B": 100.0, "C": 200.0, "D": 300.0}
