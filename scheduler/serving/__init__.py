@@ -51,7 +51,7 @@ from ._costmodel import (
 )
 from ._engine import EngineConfig
 from ._errors import InvalidRequestError, UnknownModelError
-from ._operator import OperatorProfile, ValidationPoint, load_operator_profile
+from ._operator import EndToEndRun, OperatorProfile, ValidationPoint, load_operator_profile
 from ._routers import CacheAware, ConsistentHash, LeastOutstanding, ReplicaLoad, RoundRobin, Router
 from ._service import Service
 from ._sim import (
@@ -81,6 +81,7 @@ __all__ = [
     "ConsistentHash",
     "CostProfile",
     "CostTable",
+    "EndToEndRun",
     "EngineConfig",
     "HitReplay",
     "InvalidRequestError",
