@@ -94,8 +94,10 @@ def end_to_end() -> tuple[int, int]:
 
 def validation() -> bool:
     op = load_operator_profile("llama-2-70b", "h100-80gb")
-    print("\n1. interpolation check, held-out Vidur rows (per-layer ms: linear operators + 2 all-reduces), "
-          "Llama-2-70B TP8 H100")
+    print(
+        "\n1. interpolation check, held-out Vidur rows (per-layer ms: linear operators + 2 all-reduces), "
+        "Llama-2-70B TP8 H100"
+    )
     print(f"   {'point':<24} {'tokens':>6} {'measured':>9} {'model':>9} {'error':>7}  within 20%")
     ok = True
     for v in op.validation:

@@ -82,8 +82,9 @@ def _run(v: Mapping[str, Any]) -> EndToEndRun:
     if not measured or not set(measured) <= _METRICS or min(measured.values()) <= 0:
         raise ValueError(f"run {v.get('name')!r}: measured metrics must be positive and among {sorted(_METRICS)}")
     skip = {"name", "source", "prompt_tokens", "output_tokens", "measured"}
-    return EndToEndRun(str(v["name"]), str(v["source"]), prompts, outputs, measured,
-                       {k: x for k, x in v.items() if k not in skip})
+    return EndToEndRun(
+        str(v["name"]), str(v["source"]), prompts, outputs, measured, {k: x for k, x in v.items() if k not in skip}
+    )
 
 
 @dataclass(frozen=True)
