@@ -53,7 +53,7 @@ from ._costmodel import (
 )
 from ._engine import EngineConfig
 from ._errors import InvalidRequestError, UnknownModelError
-from ._operator import OperatorProfile, ValidationPoint, load_operator_profile
+from ._operator import EndToEndRun, OperatorProfile, ValidationPoint, load_operator_profile
 from ._routers import CacheAware, ConsistentHash, LeastOutstanding, ReplicaLoad, RoundRobin, Router
 from ._service import Service
 from ._sim import (
@@ -84,6 +84,7 @@ __all__ = [
     "ConsistentHash",
     "CostProfile",
     "CostTable",
+    "EndToEndRun",
     "EngineConfig",
     "HitReplay",
     "InvalidRequestError",

@@ -51,6 +51,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from ._costmodel import CostProfile
 from ._errors import InvalidRequestError
+from ._operator import OperatorProfile
 from ._routers import Router
 from ._sim import Objective, ReplicaChange, ReplicaSpec, ServingRequest, ServingSnapshot, simulate
 
@@ -69,9 +70,22 @@ __all__ = [
 ]
 
 
-def decode_weight(profile: CostProfile) -> float:
-    """Time of one decode token (a batch-64 step / 64) over one prefill token (8192 tokens / 8192)."""
-    return (profile.decode_step_seconds(64) / 64.0) / (profile.prefill_seconds(8192) / 8192.0)
+#: Context per request assumed when an operator profile prices a decode token (its decode step
+#: depends on the KV tokens read; a whole-iteration table does not).
+DECODE_WEIGHT_CONTEXT_TOKENS = 1024
+
+
+def decode_weight(profile: CostProfile | OperatorProfile) -> float:
+    """Time of one decode token (a batch-64 step / 64) over one prefill token (8192 tokens / 8192).
+
+    With an :class:`OperatorProfile` (engine replicas) the step's 64 requests hold
+    :data:`DECODE_WEIGHT_CONTEXT_TOKENS` KV tokens each.
+    """
+    if isinstance(profile, OperatorProfile):
+        step = profile.decode_step_seconds(64, 64 * DECODE_WEIGHT_CONTEXT_TOKENS)
+    else:
+        step = profile.decode_step_seconds(64)
+    return (step / 64.0) / (profile.prefill_seconds(8192) / 8192.0)
 
 
 def work_tokens(prompt_tokens: int, output_tokens: float, weight: float) -> float:

@@ -34,7 +34,7 @@ from typing import Any
 from ._costmodel import CostTable, ModelSpec, load_catalog
 from ._errors import InvalidRequestError, UnknownModelError
 
-__all__ = ["OperatorProfile", "ValidationPoint", "load_operator_profile"]
+__all__ = ["EndToEndRun", "OperatorProfile", "ValidationPoint", "load_operator_profile"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,46 @@ class ValidationPoint:
     tokens: int
     layer_ms: float
     source: str
+
+
+@dataclass(frozen=True)
+class EndToEndRun:
+    """A published end-to-end serving run, replayable: every request's prompt and output tokens.
+
+    Not used to build the profile.  ``measured`` maps a metric name (``median_tpot_s``,
+    ``median_ttft_s``, ``duration_s``) to the published value in seconds; ``config`` keeps what
+    the source states about the deployment (served model, devices, precision, engine, token
+    budget, arrival pattern).  Requests recorded with 0 output tokens produced nothing and are
+    left out by :meth:`requests`.
+    """
+
+    name: str
+    source: str
+    prompt_tokens: tuple[int, ...]
+    output_tokens: tuple[int, ...]
+    measured: Mapping[str, float]
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    def requests(self) -> list[tuple[int, int]]:
+        """``(prompt tokens, output tokens)`` of every request that produced output, in order."""
+        return [(p, o) for p, o in zip(self.prompt_tokens, self.output_tokens, strict=True) if o > 0]
+
+
+_METRICS = frozenset({"median_tpot_s", "median_ttft_s", "duration_s"})
+
+
+def _run(v: Mapping[str, Any]) -> EndToEndRun:
+    prompts = tuple(int(x) for x in v["prompt_tokens"])
+    outputs = tuple(int(x) for x in v["output_tokens"])
+    measured = {str(k): float(x) for k, x in dict(v["measured"]).items()}
+    if len(prompts) != len(outputs) or not prompts or min(prompts) < 1 or min(outputs) < 0:
+        raise ValueError(f"run {v.get('name')!r}: prompt and output token lists must have one entry per request")
+    if not measured or not set(measured) <= _METRICS or min(measured.values()) <= 0:
+        raise ValueError(f"run {v.get('name')!r}: measured metrics must be positive and among {sorted(_METRICS)}")
+    skip = {"name", "source", "prompt_tokens", "output_tokens", "measured"}
+    return EndToEndRun(
+        str(v["name"]), str(v["source"]), prompts, outputs, measured, {k: x for k, x in v.items() if k not in skip}
+    )
 
 
 @dataclass(frozen=True)
@@ -66,6 +106,8 @@ class OperatorProfile:
     iteration_overhead_ms: float
     sources: Mapping[str, str] = field(default_factory=dict)
     validation: tuple[ValidationPoint, ...] = ()
+    #: Published end-to-end runs to validate against (``end_to_end_validation`` in the data).
+    end_to_end: tuple[EndToEndRun, ...] = ()
 
     def layer_ms(self, tokens: int) -> float:
         """Linear operators plus all-reduces of one layer over ``tokens`` tokens (ms)."""
@@ -141,6 +183,7 @@ def _parse(doc: Mapping[str, Any]) -> list[OperatorProfile]:
                     ValidationPoint(str(v["name"]), int(v["tokens"]), float(v["layer_ms"]), str(v["source"]))
                     for v in p.get("validation", [])
                 ),
+                end_to_end=tuple(_run(v) for v in p.get("end_to_end_validation", [])),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidRequestError(f"operator profile: malformed entry ({exc!r})", field="profiles") from exc

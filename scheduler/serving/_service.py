@@ -24,6 +24,7 @@ from accel.scheduler import Share
 from accel.scheduler.queueing import JobSpec
 
 from ._costmodel import DEFAULT_BLOCK_TOKENS, CostProfile, CostTable, ModelCatalog, cache_blocks, load_catalog
+from ._engine import EngineConfig
 from ._errors import InvalidRequestError
 from ._sim import Objective, ReplicaSpec
 
@@ -42,7 +43,8 @@ class Service:
     ``pool`` is the engine pool (device model) replicas are placed in (empty: any pool).
     ``startup_s`` is the model load time between placement and serving (default: the model's
     published figure).  ``priority_class`` must be a class of the engine's policy, normally a
-    high one that may preempt training.
+    high one that may preempt training.  ``engine``: replicas run as calibrated engine replicas
+    (chunked prefill, KV on demand; :class:`EngineConfig`) instead of the whole-iteration model.
     """
 
     name: str
@@ -58,6 +60,7 @@ class Service:
     startup_s: float | None = None
     priority_class: str = "serving"
     block_tokens: int = DEFAULT_BLOCK_TOKENS
+    engine: EngineConfig | None = None
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:
@@ -140,7 +143,7 @@ class Service:
         if startup is None:
             raise InvalidRequestError(f"service {self.name}: no published start-up time for {self.model}; "
                                       "set startup_s", field="startup_s")
-        return ReplicaSpec(prof, blocks, self.block_tokens, startup)
+        return ReplicaSpec(prof, blocks, self.block_tokens, startup, engine=self.engine)
 
     def replica_job(self, index: int) -> JobSpec:
         """The queueing-engine job of replica ``index`` (id ``<service>/r<index>``, not preemptible)."""

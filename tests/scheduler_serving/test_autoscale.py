@@ -7,6 +7,7 @@ import math
 import pytest
 
 from accel.scheduler.serving import (
+    EngineConfig,
     InvalidRequestError,
     LeastOutstanding,
     Objective,
@@ -17,6 +18,7 @@ from accel.scheduler.serving import (
     ServingSnapshot,
     decode_weight,
     load_catalog,
+    load_operator_profile,
     measure_capacity,
     oracle_plan,
     simulate,
@@ -179,6 +181,26 @@ def test_measured_capacity_meets_the_objective_at_that_rate() -> None:
     assert simulate(faster, LeastOutstanding(), [rs] * 2).attainment(obj) < 0.99
     with pytest.raises(InvalidRequestError):
         measure_capacity([], rs, LeastOutstanding, obj, w)
+
+
+def test_engine_replicas_price_decode_from_the_operator_profile_and_meet_a_tbt_objective() -> None:
+    prof = load_catalog().profile("llama-2-70b", "h100-80gb")
+    op = load_operator_profile("llama-2-70b", "h100-80gb")
+    w = decode_weight(op)
+    # a decode token over a prefill token, both from the operator profile (64 requests x 1024 KV tokens)
+    step = op.decode_step_seconds(64, 64 * 1024) / 64
+    assert w == pytest.approx(step / (op.prefill_seconds(8192) / 8192))
+    assert 1.0 < w < decode_weight(prof)  # the calibrated decode step is relatively cheaper
+    rs = ReplicaSpec.from_memory(prof, engine=EngineConfig(op, token_budget=2048))
+    reqs = [ServingRequest(i, i * 0.05, 800 + 37 * (i % 11), 40 + 13 * (i % 7)) for i in range(300)]
+    obj = Objective(2.0, 0.2, 0.99, tbt_s=0.2)
+    cap = measure_capacity(reqs, rs, LeastOutstanding, obj, w, replicas=1, target=0.99, iterations=5)
+    work = sum(r.prompt_tokens + w * r.output_tokens for r in reqs)
+    scale = work / reqs[-1].arrival_s / cap
+    at = [ServingRequest(r.request_id, r.arrival_s * scale, r.prompt_tokens, r.output_tokens) for r in reqs]
+    res = simulate(at, LeastOutstanding(), [rs])
+    assert res.attainment(obj) >= 0.99
+    assert all(o.max_tbt_s is not None for o in res.outcomes if o.output_tokens > 1)
 
 
 def test_predictive_headroom_follows_its_own_forecast_errors() -> None:

@@ -216,3 +216,12 @@ def test_predictive_replicas_are_ready_when_a_ramp_needs_them() -> None:
     lagging = ready_times(0.0)
     assert lagging[0] >= 300.0 + STARTUP - 15.0, lagging
     assert ahead[0] < lagging[0] - 30.0
+
+
+def test_a_service_with_an_engine_places_engine_replicas() -> None:
+    from accel.scheduler.serving import EngineConfig, load_operator_profile
+
+    eng = EngineConfig(load_operator_profile("llama-2-70b", "h100-80gb"), token_budget=1024)
+    spec = service(engine=eng).replica_spec()
+    assert spec.engine is eng
+    assert service().replica_spec().engine is None

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
+from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +32,32 @@ def test_held_out_points_stay_within_20_percent() -> None:
     for v in OP.validation:
         assert float(v.tokens) not in stored, v.name
         assert OP.layer_ms(v.tokens) == pytest.approx(v.layer_ms, rel=0.20), v.name
+
+
+def test_published_end_to_end_runs_are_recorded_and_replay() -> None:
+    # README section 5.1: Lambda's vLLM runs of Llama-3-70B (BF16, TP8, 8 x H100), not used to fit
+    runs = OP.end_to_end
+    assert sum(len(r.measured) for r in runs) >= 3
+    for run in runs:
+        assert "LambdaLabsML/vllm-benchmark@" in run.source and run.config["tensor_parallel"] == 8
+        assert len(run.prompt_tokens) == len(run.output_tokens)
+        reqs = [ServingRequest(i, 0.0, p, o, ()) for i, (p, o) in enumerate(run.requests())]
+        engine = EngineConfig(OP, token_budget=int(run.config["token_budget"]))
+        res = simulate(reqs, RoundRobin(), [ReplicaSpec.from_memory(PROFILE, engine=engine)])
+        assert res.complete
+        tpots = sorted(o.tpot_s for o in res.outcomes if o.output_tokens > 1)
+        # the decode-side points (median TPOT, duration) are met; the TTFT points are documented misses
+        assert tpots[len(tpots) // 2] == pytest.approx(run.measured["median_tpot_s"], rel=0.20), run.name
+        assert max(o.end_s for o in res.outcomes) == pytest.approx(run.measured["duration_s"], rel=0.20), run.name
+
+
+def test_end_to_end_run_data_is_checked(tmp_path: Path) -> None:
+    doc = json.loads(resources.files("scheduler.serving").joinpath("data", "operators.json").read_text())
+    doc["profiles"][0]["end_to_end_validation"][0]["output_tokens"] = [1, 2]
+    bad = tmp_path / "ops.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(InvalidRequestError, match="one entry per request"):
+        load_operator_profile("llama-2-70b", "h100-80gb", path=bad)
 
 
 def test_iteration_time_grows_with_tokens_and_context() -> None:
