@@ -20,7 +20,7 @@ from accel.plugin import ENTRY_POINT_GROUP, BackendConfig, check_options
 BACKENDS = {
     "nvidia": ("a100-mig", ["proc_root", "scenario"]),
     "amd": ("mi300x-8", ["scenario"]),
-    "ascend": ("310-4", ["board", "read", "scenario"]),
+    "ascend": ("310-4", ["board", "read", "scenario", "vnpu"]),
     "cambricon": ("mlu370-x4", ["read", "scenario"]),
     "enflame": ("s60g-sriov", ["read", "scenario", "sriov"]),
     "hygon": ("k100-8dcu", ["read", "scenario"]),

@@ -91,7 +91,10 @@ RULES = {
     ),
     # DESIGN.md section 1: integrations -> model, discovery, scheduler (the extender runs accel.scheduler)
     # (accel._net: the loopback check its extender shares with the exporter)
-    "accel.integrations.k8s": ("accel.integrations", "accel.model", "accel.errors", "accel.scheduler", "accel._net"),
+    # (accel.plugin: the partition actuation contract its --dynamic-partitions drives, as a type)
+    "accel.integrations.k8s": (
+        "accel.integrations", "accel.model", "accel.errors", "accel.scheduler", "accel._net", "accel.plugin",
+    ),
     "accel._net": ("accel._net",),
     # Reads each backend through discovery; accel.plugin only for the BackendConfig it passes.
     "accel.integrations.frameworks": (

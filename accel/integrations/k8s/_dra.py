@@ -464,6 +464,29 @@ def _consumes(set_name: str, counters: dict[str, dict[str, str]]) -> list[dict[s
     return [{"counterSet": set_name, "counters": dict(counters)}]
 
 
+def _slice_specs(devices: list[dict[str, Any]], counter_sets: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One pool's slice bodies: its counter sets first, then its devices, each within the limits."""
+    guarded = any("taints" in d or "consumesCounters" in d for d in devices)
+    per_slice = MAX_DEVICES_WITH_TAINTS if guarded else MAX_DEVICES
+    specs: list[dict[str, Any]] = []
+    # Counter sets live in slices of their own (1.36+); at most 8 sets and, for 1.34's
+    # rule, 32 counters in all sets of one slice.
+    pending: list[dict[str, Any]] = []
+    for cset in counter_sets:
+        total = sum(len(c["counters"]) for c in pending) + len(cset["counters"])
+        if pending and (len(pending) >= MAX_COUNTER_SETS or total > MAX_COUNTERS):
+            specs.append({"sharedCounters": pending})
+            pending = []
+        pending.append(cset)
+    if pending:
+        specs.append({"sharedCounters": pending})
+    chunks = [devices[i : i + per_slice] for i in range(0, len(devices), per_slice)]
+    specs += [{"devices": chunk} for chunk in chunks]
+    if not specs:
+        specs = [{"devices": []}]
+    return specs
+
+
 def resource_slices(
     inv: HostInventory,
     *,
@@ -544,24 +567,7 @@ def resource_slices(
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})
             raise ConfigError(f"DRA device names collide in pool {node!r}: {', '.join(dup)}")
-        guarded = any("taints" in d or "consumesCounters" in d for d in devices)
-        per_slice = MAX_DEVICES_WITH_TAINTS if guarded else MAX_DEVICES
-        specs: list[dict[str, Any]] = []
-        # Counter sets live in slices of their own (1.36+); at most 8 sets and, for 1.34's
-        # rule, 32 counters in all sets of one slice.
-        pending: list[dict[str, Any]] = []
-        for cset in counter_sets.get(vendor, []):
-            total = sum(len(c["counters"]) for c in pending) + len(cset["counters"])
-            if pending and (len(pending) >= MAX_COUNTER_SETS or total > MAX_COUNTERS):
-                specs.append({"sharedCounters": pending})
-                pending = []
-            pending.append(cset)
-        if pending:
-            specs.append({"sharedCounters": pending})
-        chunks = [devices[i : i + per_slice] for i in range(0, len(devices), per_slice)]
-        specs += [{"devices": chunk} for chunk in chunks]
-        if not specs:
-            specs = [{"devices": []}]
+        specs = _slice_specs(devices, counter_sets.get(vendor, []))
         for n, body in enumerate(specs):
             projection.slices.append(
                 {

@@ -202,8 +202,31 @@ def _numeric() -> list[tuple[tuple[str, ...], argparse.Action]]:
     return found
 
 
+def _name(action: argparse.Action) -> str:
+    """How argparse names ``action`` in an error: its option strings, or a positional's metavar."""
+    return "/".join(action.option_strings) or str(action.metavar or action.dest)
+
+
+def _argv(path: tuple[str, ...], action: argparse.Action, value: str) -> list[str]:
+    """The command line that gives ``action`` the value ``value``: ``--opt=value``, or for a
+    positional, a placeholder for each positional before it, then ``--`` (so ``-inf`` is a value)."""
+    if action.option_strings:
+        return [*path, f"{action.option_strings[0]}={value}"]
+    parser = build_parser()
+    for name in path:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[name]
+    before = []
+    for other in parser._actions:
+        if other is action:
+            break
+        if not other.option_strings and not isinstance(other, argparse._SubParsersAction):
+            before.append("placeholder")
+    return [*path, *before, "--", value]
+
+
 def test_every_numeric_option_is_found() -> None:
-    names = {(" ".join(path), action.option_strings[0]) for path, action in _numeric()}
+    names = {(" ".join(path), _name(action)) for path, action in _numeric()}
     # the options as of this writing; a new one is picked up by the next test automatically
     assert {
         ("ls", "--timeout"),
@@ -211,17 +234,18 @@ def test_every_numeric_option_is_found() -> None:
         ("watch", "--interval"),
         ("bugreport", "--max-bytes"),
         ("sched bill", "--at"),
+        ("job serving scale", "REPLICAS"),
     } <= names
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999", HUGE, "", "x"])
 def test_every_numeric_option_rejects_non_finite_and_garbage(capsys: pytest.CaptureFixture[str], value: str) -> None:
     for path, action in _numeric():
-        option = action.option_strings[0]
-        code, out, err = run(capsys, *path, f"{option}={value}")
+        option = _name(action)
+        code, out, err = run(capsys, *_argv(path, action, value))
         assert code == EXIT_USAGE and out == "", (path, option, err)
         line = one_error_line(err)
-        assert f"argument {'/'.join(action.option_strings)}: must be a " in line, line
+        assert f"argument {option}: must be a " in line, line
         assert len(line) < 300
 
 
