@@ -94,6 +94,26 @@ def violations(profile: str, state: str) -> list[str]:
     return out
 
 
+def kill_round(argv: list[str], env: dict[str, str], *, between: bool, delay_s: float, timeout_s: float) -> int:
+    """Start the worker ``argv`` and kill it: with ``between`` the worker kills itself between
+    two steps of its operation; otherwise SIGKILL ``delay_s`` after it says ready.  Returns its
+    exit status (``-SIGKILL`` when killed).  Shared with ``kubelet_chain.py``."""
+    proc = subprocess.Popen(argv + (["--kill-between"] if between else []),
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdout is not None
+    proc.stdout.readline()  # "ready" (or EOF if it died first)
+    if not between:
+        time.sleep(delay_s)
+        os.kill(proc.pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    proc.stdout.close()
+    return proc.returncode
+
+
 def chain(rounds: int, workdir: Path, seed: int = 0, max_delay_s: float = 0.3) -> tuple[int, list[str]]:
     """Run ``rounds`` kill rounds; returns (processes killed by SIGKILL, violations)."""
     rng = random.Random(seed)
@@ -105,21 +125,10 @@ def chain(rounds: int, workdir: Path, seed: int = 0, max_delay_s: float = 0.3) -
         profile = list(PROFILES)[r % len(PROFILES)]
         state = str(workdir / f"{profile}.json")
         between = rng.random() < 0.5
-        proc = subprocess.Popen(
-            [sys.executable, __file__, "--worker", profile, "--state", state, "--seed", str(seed * 1000 + r)]
-            + (["--kill-between"] if between else []),
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-        assert proc.stdout is not None
-        proc.stdout.readline()  # "ready" (or EOF if it died first)
-        if not between:
-            time.sleep(rng.uniform(0.0, max_delay_s))
-            os.kill(proc.pid, signal.SIGKILL)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-        killed += proc.returncode == -signal.SIGKILL
+        argv = [sys.executable, __file__, "--worker", profile, "--state", state, "--seed", str(seed * 1000 + r)]
+        delay_s = 0.0 if between else rng.uniform(0.0, max_delay_s)  # the draws of the chains before
+        code = kill_round(argv, env, between=between, delay_s=delay_s, timeout_s=30)
+        killed += code == -signal.SIGKILL
         found += violations(profile, state)
     return killed, found
 

@@ -29,13 +29,15 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from crash_chain import kill_round
 
 PROFILE = "a100-mig"
 DRIVER = "nvidia.accel.dev"
@@ -267,21 +269,10 @@ def chain(rounds: int, work: Path, seed: int = 0, max_delay_s: float = 0.6) -> d
                                                          os.environ.get("PYTHONPATH", "")])}
     for r in range(rounds):
         between = rng.random() < 0.4
-        proc = subprocess.Popen(
-            [sys.executable, __file__, "--worker", str(work), "--seed", str(seed * 1000 + r)]
-            + (["--kill-between"] if between else []), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-        assert proc.stdout is not None
-        proc.stdout.readline()  # "ready" (or EOF if it died first)
-        if not between:
-            time.sleep(rng.uniform(0.0, max_delay_s))
-            os.kill(proc.pid, signal.SIGKILL)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-        proc.stdout.close()
-        killed += proc.returncode == -signal.SIGKILL
+        argv = [sys.executable, __file__, "--worker", str(work), "--seed", str(seed * 1000 + r)]
+        delay_s = 0.0 if between else rng.uniform(0.0, max_delay_s)  # the draws of the chains before
+        code = kill_round(argv, env, between=between, delay_s=delay_s, timeout_s=60)
+        killed += code == -signal.SIGKILL
         kinds[between] += 1
         bad, owned = violations(work, foreign)
         found += [f"round {r}: {line}" for line in bad]
