@@ -36,6 +36,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from accel.integrations.k8s.testing import DraPoolModel
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from crash_chain import kill_round
 
@@ -107,35 +109,8 @@ class FileApi:
         self.slices.pop(name, None)
 
 
-class Allocator:
-    """The DRA allocator's rules over one pool: each device at most once, counters within capacity."""
-
-    def __init__(self, slices: list[dict[str, Any]]) -> None:
-        self.capacity: dict[tuple[str, str], int] = {}
-        self.devices: dict[str, dict[str, Any]] = {}
-        for s in slices:
-            for cset in s["spec"].get("sharedCounters", []):
-                for counter, q in cset["counters"].items():
-                    self.capacity[(cset["name"], counter)] = int(q["value"])
-            for dev in s["spec"].get("devices", []):
-                self.devices[dev["name"]] = dev
-
-    def demand(self, name: str) -> dict[tuple[str, str], int]:
-        out: dict[tuple[str, str], int] = {}
-        for use in self.devices[name].get("consumesCounters", []):
-            for counter, q in use["counters"].items():
-                key = (use["counterSet"], counter)
-                out[key] = out.get(key, 0) + int(q["value"])
-        return out
-
-    def fits(self, chosen: list[str]) -> bool:
-        if len(set(chosen)) != len(chosen) or any(n not in self.devices for n in chosen):
-            return False
-        used: dict[tuple[str, str], int] = {}
-        for name in chosen:
-            for key, n in self.demand(name).items():
-                used[key] = used.get(key, 0) + n
-        return all(n <= self.capacity.get(key, 0) for key, n in used.items())
+# The DRA allocator's rules over one pool: each device at most once, counters within capacity.
+Allocator = DraPoolModel
 
 
 def _open(work: Path, faults: str = "") -> tuple[Any, Any]:

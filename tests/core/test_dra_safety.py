@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accel.integrations.k8s import resource_slices
+from accel.integrations.k8s.testing import DraPoolModel
 from accel.model import HostInventory, validate
 from accel.plugin import BackendConfig
 from accel.sim import PLUGIN, list_profiles
@@ -57,55 +58,7 @@ def _silicon(inv: HostInventory) -> dict[str, frozenset[object]]:
     return {k: frozenset(v) for k, v in units.items()}
 
 
-class Pool:
-    """One driver's pool as the allocator sees it."""
-
-    def __init__(self, slices: list[dict[str, Any]]) -> None:
-        self.capacity: dict[tuple[str, str], int] = {}
-        self.devices: dict[str, dict[str, Any]] = {}
-        for s in slices:
-            spec = s["spec"]
-            for cset in spec.get("sharedCounters", []):
-                for counter, q in cset["counters"].items():
-                    key = (cset["name"], counter)
-                    assert key not in self.capacity, f"counter {key} defined twice in the pool"
-                    self.capacity[key] = int(q["value"])
-            for dev in spec.get("devices", []):
-                assert dev["name"] not in self.devices
-                self.devices[dev["name"]] = dev
-
-    def demand(self, name: str) -> dict[tuple[str, str], int]:
-        out: dict[tuple[str, str], int] = {}
-        for use in self.devices[name].get("consumesCounters", []):
-            for counter, q in use["counters"].items():
-                key = (use["counterSet"], counter)
-                assert key in self.capacity, f"{name} consumes {key}, which no counter set defines"
-                out[key] = out.get(key, 0) + int(q["value"])
-        return out
-
-    def fits(self, chosen: list[str]) -> bool:
-        """The DRA rules: each device once, counters never overdrawn."""
-        if len(set(chosen)) != len(chosen):
-            return False
-        used: dict[tuple[str, str], int] = {}
-        for name in chosen:
-            for key, n in self.demand(name).items():
-                used[key] = used.get(key, 0) + n
-        return all(n <= self.capacity[key] for key, n in used.items())
-
-    def groups(self) -> list[list[str]]:
-        """Devices linked by a shared counter set (components), the rest one by one."""
-        by_set: dict[str, list[str]] = {}
-        alone: list[list[str]] = []
-        for name, dev in self.devices.items():
-            sets = {u["counterSet"] for u in dev.get("consumesCounters", [])}
-            assert len(sets) <= 1
-            if sets:
-                by_set.setdefault(sets.pop(), []).append(name)
-            else:
-                alone.append([name])
-        return list(by_set.values()) + alone
-
+Pool = DraPoolModel  # the allocator model (accel.integrations.k8s.testing)
 
 def pools(inv: HostInventory, partitionable: bool) -> Iterator[tuple[Pool, dict[str, str]]]:
     projection = resource_slices(inv, partitionable=partitionable)
