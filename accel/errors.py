@@ -39,7 +39,7 @@ Vendor exceptions are mapped at each plugin's boundary module and kept as ``__ca
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 __all__ = [
     "AccelError",
@@ -191,6 +191,15 @@ class PartitionProfileNotSupportedError(PartitionError):
     """The profile does not exist on this product (``7g.80gb`` on an A100-40GB, ``vir16`` on 910B)."""
 
     code = "partition.profile-not-supported"
+
+    @classmethod
+    def not_offered(
+        cls, device_id: str, model: str | None, profile: str, offered: Iterable[str], *, what: str = "profile"
+    ) -> PartitionProfileNotSupportedError:
+        """The refusal every actuator gives for a name the device does not offer, listing what it does."""
+        names = ", ".join(offered) or "none: the product cannot be partitioned"
+        on = f"{model} ({device_id})" if model else device_id
+        return cls(f"{what} {profile!r} is not offered by {on}; offered: {names}", device_id=device_id, profile=profile)
 
 
 class PartitionNoPlacementError(PartitionError):

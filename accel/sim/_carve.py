@@ -167,10 +167,8 @@ class Carver:
         offered = self.profiles(dev)
         prof = next((p for p in offered if p.name == profile), None)
         if prof is None:
-            names = ", ".join(p.name for p in offered) or "none: the product cannot be partitioned"
-            raise PartitionProfileNotSupportedError(
-                f"profile {profile!r} is not offered by {dev.model} ({device_id}); offered: {names}",
-                device_id=device_id, profile=profile)
+            names = (p.name for p in offered)
+            raise PartitionProfileNotSupportedError.not_offered(device_id, dev.model, profile, names)
         family = _family(dev, offered)
         error: AccelError | None = None
         finals: list[dict[str, Any]] = []

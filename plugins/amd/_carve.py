@@ -219,12 +219,7 @@ class XcpCarver:
         offered = self.modes(dev.pci.bus_id if dev.pci else dev.id, handles[0])
         mode = next((m for m in offered if m.name == profile), None)
         if mode is None:
-            names = ", ".join(m.name for m in offered) or "none: the product cannot be partitioned"
-            raise PartitionProfileNotSupportedError(
-                f"profile {profile!r} is not offered by {dev.model} ({dev.id}); offered: {names}",
-                device_id=dev.id,
-                profile=profile,
-            )
+            raise PartitionProfileNotSupportedError.not_offered(dev.id, dev.model, profile, (m.name for m in offered))
         current = self._current(handles[0])
         if current != WHOLE:
             now = "_".join(current).lower()

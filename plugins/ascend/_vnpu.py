@@ -252,12 +252,8 @@ class VnpuCarver:
         templates = self.templates(s, chip)
         tmpl = next((t for t in templates if t.name == profile), None)
         if tmpl is None:
-            offered = ", ".join(t.name for t in templates) or "none"
-            raise PartitionProfileNotSupportedError(
-                f"template {profile!r} is not offered by {dev.id} ({dev.model}); offered: {offered}",
-                device_id=dev.id,
-                profile=profile,
-            )
+            raise PartitionProfileNotSupportedError.not_offered(
+                dev.id, dev.model, profile, (t.name for t in templates), what="template")
         info = self.info(s, chip, profile)
         free_cores = info.free("AICORE")
         used = {r.vnpu_id for r in info.vnpus}

@@ -87,9 +87,7 @@ class MigCarver(NvmlPart):
         offered = self._mig.profiles(st, h)
         prof = next((p for p in offered if p.name == profile), None)
         if prof is None or prof.profile_id is None:
-            names = ", ".join(p.name for p in offered) or "none"
-            raise PartitionProfileNotSupportedError(f"profile {profile!r} is not offered by {dev}; offered: {names}",
-                                                    device_id=dev, profile=profile)
+            raise PartitionProfileNotSupportedError.not_offered(dev, None, profile, (p.name for p in offered))
         gi = self._create_gi(st, h, prof.profile_id, profile, placement_start,
                              [(p.start, p.size) for p in prof.placements])
         gi_info = self._nv.call("nvmlGpuInstanceGetInfo", gi, device_id=dev)

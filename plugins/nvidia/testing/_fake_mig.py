@@ -221,15 +221,7 @@ class MigCalls(FakeCore):
         privileges NO_PERMISSION, an unknown profile or a NULL pointer INVALID_ARGUMENT.
         """
         fn = "nvmlDeviceGetGpuInstances"
-        gpu, _mig, index = self._enter(fn, device)
-        assert gpu is not None
-        if gpu.mig_mode is None or gpu.mig_mode[0] != 1:
-            raise self._err(3)
-        if not gpu.mig_privileged:
-            raise self._err(4)
-        prof = next((p for p in gpu.mig_profiles if p.profile_id == profileId), None)
-        if prof is None:
-            raise self._err(2)
+        _gpu, index, prof = self._mig_profile(fn, device, profileId)
         count = self._out_uint(fn, 4, countRef)
         addr, size = self._pointee(fn, 3, gpuInstancesRef)
         item = self.pynvml.c_nvmlGpuInstance_t
@@ -280,7 +272,9 @@ class MigCalls(FakeCore):
         gpu = self.scenario.gpus[index]
         return [*gpu.mig_slots.values(), *(m for (i, _g), m in self._migs.bare.items() if i == index)]
 
-    def _create_gi(self, fn: str, device: Any, profileId: int, want: tuple[int, int] | None) -> Any:
+    def _mig_profile(self, fn: str, device: Any, profileId: int) -> tuple[Any, int, Any]:
+        """(gpu, index, profile) for a MIG call on ``device``: MIG mode off NOT_SUPPORTED (3), no
+        privileges NO_PERMISSION (4), a profile the GPU does not have INVALID_ARGUMENT (2)."""
         gpu, _mig, index = self._enter(fn, device)
         assert gpu is not None
         if gpu.mig_mode is None or gpu.mig_mode[0] != 1:
@@ -290,6 +284,10 @@ class MigCalls(FakeCore):
         prof = next((p for p in gpu.mig_profiles if p.profile_id == profileId), None)
         if prof is None:
             raise self._err(2)
+        return gpu, index, prof
+
+    def _create_gi(self, fn: str, device: Any, profileId: int, want: tuple[int, int] | None) -> Any:
+        gpu, index, prof = self._mig_profile(fn, device, profileId)
         if want is not None and want not in prof.placements:
             raise self._err(2)
         live = self._gis(index)
