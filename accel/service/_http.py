@@ -19,12 +19,13 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from accel._net.asgi_server import BodyTimeoutError, read_body
 from accel._net.bounded_json import JSONLimitError, JSONLimits, loads_bounded
 
 from ._auth import Principal, RateLimiter, TokenBook
 
 __all__ = ["BODY_LIMITS", "MAX_BODY_BYTES", "SESSION_COOKIE", "SESSION_S", "Gate", "HTTPError", "error_response",
-           "job_id_of", "read_json", "read_log"]
+           "job_id_of", "read_json", "read_log", "read_raw"]
 
 #: A request body's bounds (:mod:`accel._net.bounded_json`, the project's one bounded reader): 64 KiB,
 #: 16 levels of nesting (a job request is 3 deep), numbers of at most 32 characters.
@@ -116,23 +117,30 @@ class Gate:
         return sid
 
 
-async def read_json(request: Request, max_bytes: int) -> Any:
+#: How long a client has to send a whole request body (a slow client gets a 408, not a thread).
+BODY_TIMEOUT_S = 10.0
+
+
+async def read_raw(request: Request, max_bytes: int) -> bytes:
+    """The request body, at most ``max_bytes`` (413) and all of it within :data:`BODY_TIMEOUT_S`
+    (408; also when the client goes away first), read by the shared stack's :func:`read_body`."""
     length = request.headers.get("content-length")
-    if length is not None:
-        if not length.isdigit():
-            raise HTTPError(400, "bad-request", "Content-Length is not a number")
-        if int(length) > max_bytes:
-            raise HTTPError(413, "too-large", f"request body is {length} bytes; the limit is {max_bytes}")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise HTTPError(413, "too-large", f"request body is over the limit of {max_bytes} bytes")
-        chunks.append(chunk)
+    if length is not None and not length.isdigit():
+        raise HTTPError(400, "bad-request", "Content-Length is not a number")
+    try:
+        return await read_body(request.receive, max_bytes, BODY_TIMEOUT_S, request.scope)
+    except ValueError as exc:
+        raise HTTPError(413, "too-large", str(exc)) from None
+    except BodyTimeoutError as exc:
+        raise HTTPError(408, "body-timeout", str(exc)) from None
+
+
+async def read_json(request: Request, max_bytes: int) -> Any:
+    raw = await read_raw(request, max_bytes)
     try:
         limits = BODY_LIMITS if max_bytes == BODY_LIMITS.max_bytes else dataclasses.replace(BODY_LIMITS,
                                                                                               max_bytes=max_bytes)
-        return loads_bounded(b"".join(chunks), limits)
+        return loads_bounded(raw, limits)
     except JSONLimitError as exc:
         if exc.limit == "max_bytes":
             raise HTTPError(413, "too-large", str(exc)) from None

@@ -23,7 +23,7 @@ from ._auth import Principal
 from ._base import NotFoundError
 from ._charts import Chart, line_chart
 from ._core import Service
-from ._http import SESSION_COOKIE, SESSION_S, Gate, HTTPError, error_response, job_id_of, read_log
+from ._http import SESSION_COOKIE, SESSION_S, Gate, HTTPError, error_response, job_id_of, read_log, read_raw
 from ._prometheus import MetricsSourceError, PrometheusSource
 
 __all__ = ["page_routes"]
@@ -80,11 +80,10 @@ def page_routes(service: Service, gate: Gate, metrics: PrometheusSource | None =
     async def login_page(request: Request) -> Response:
         if request.method == "POST":
             # a urlencoded form of one field, read within a small cap (no multipart parser needed)
-            raw = b""
-            async for chunk in request.stream():
-                raw += chunk
-                if len(raw) > 4096:
-                    return error_response(HTTPError(413, "too-large", "the login form is over 4096 bytes"))
+            try:
+                raw = await read_raw(request, 4096)
+            except HTTPError as exc:
+                return error_response(exc)
             try:
                 fields = parse_qs(raw.decode("utf-8", "replace"), max_num_fields=4)
             except ValueError:

@@ -62,7 +62,6 @@ def _token_create(args: argparse.Namespace) -> int:
 def main(args: argparse.Namespace) -> int:
     if getattr(args, "serve_action", None) == "token":
         return _token_create(args)
-    import uvicorn
 
     from ._app import build_app
     from ._auth import TokenBook, ensure_admin_token
@@ -137,8 +136,17 @@ def main(args: argparse.Namespace) -> int:
     if not is_loopback(host):
         print(f"accel serve: warning: listening on {host}, not loopback: put TLS in front of it", file=sys.stderr)
     app = build_app(service, tokens, rate=args.rate, burst=args.burst, metrics=metrics)
+    from accel._net.asgi_server import BackgroundServer
+
+    # The shared stack's server: a deadline for each request head (a slow client is cut off, not
+    # held), a cap on connections, and no signal handlers of uvicorn's (they stay this thread's).
+    try:
+        server = BackgroundServer(app, listen=host, port=port, name="accel-serve")
+    except OSError as exc:
+        service.close()
+        raise ConfigError(f"--listen {host}:{port}: {exc.strerror or exc}") from exc
     shown = f"[{host}]" if ":" in host else host
-    print(f"accel serve: http://{shown}:{port} (state {state}, executors {', '.join(names)}, "
+    print(f"accel serve: http://{shown}:{server.port} (state {state}, executors {', '.join(names)}, "
           f"time scale {args.time_scale:g})", file=sys.stderr, flush=True)
     # The handlers' threads, the live loop and the event loop share one GIL, and every SQLite
     # call lets it go: at the default 5 ms switch interval a thread that wants it back (holding
@@ -148,24 +156,21 @@ def main(args: argparse.Namespace) -> int:
     service.start_loop()
     if service.serving.spawn:
         service.serving.start()
-    _run(uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
-                                       lifespan="off")), service)
+    _run(server, service)
     return 0
 
 
 def _run(server: Any, service: Any) -> None:
-    """Serve until SIGTERM / SIGINT, then close the service.
-
-    uvicorn (0.29 and later) raises the signal that stopped it again once it has shut down, with
-    the handler found at its start: the default one would end the process before the ``finally``
-    closes the service (its journal, and its replicas' engines).  The signal is noted instead.
-    """
-    stopped_by: list[int] = []
-    previous = {s: _signal.signal(s, lambda signum, frame: stopped_by.append(signum))
+    """Serve until SIGTERM / SIGINT, then stop the server and close the service (its journal, and
+    its replicas' engines).  The server runs on its own thread; the signals are this thread's."""
+    previous = {s: _signal.signal(s, lambda signum, frame: server.shutdown())
                 for s in (_signal.SIGTERM, _signal.SIGINT)}
     try:
-        server.run()
+        server.start()
+        while server.running:
+            server.wait(0.2)
     finally:
+        server.close()
         service.close()
         for s, handler in previous.items():
             _signal.signal(s, handler)
