@@ -1,6 +1,6 @@
 """Putting a router together: replicas, policy, proxy, monitor, KV-event subscribers, KEDA scaler.
 
-:func:`start_router` runs one in this process (on :class:`~accel.router._serve.RouterServer`: uvicorn
+:func:`start_router` runs one in this process (on :class:`~accel._net.fast_server.FastServer`: uvicorn
 with httptools and uvloop, the header and body deadlines and connection limits of accel's shared stack);
 ``accel router`` (:func:`main`) runs one until SIGTERM / SIGINT.
 """
@@ -103,7 +103,7 @@ def start_router(backends: Sequence[str], *, listen: str = "127.0.0.1", port: in
     """Start a router over ``backends`` (engine base URLs), or over the ready replicas of an
     ``accel serve`` serving group (``from_serve``, followed while the router runs); see
     :mod:`accel.router`."""
-    from ._serve import serve
+    from accel._net.fast_server import serve
 
     if from_serve is not None and (backends or kv_events or roles):
         raise RouterError("--from-serve takes the replicas (and their roles) from the service: no --backend, "
@@ -297,8 +297,9 @@ def _write_ready(path: str, data: dict[str, Any]) -> None:
 
 
 def fake_main(args: argparse.Namespace) -> int:
+    from accel._net.fast_server import serve
+
     from ._fake import FakeEngine, FakeEngineConfig
-    from ._serve import serve
 
     host, port = parse_listen(args.listen)
     if args.exit_with_parent is not None and os.getppid() != args.exit_with_parent:

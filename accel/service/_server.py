@@ -136,12 +136,13 @@ def main(args: argparse.Namespace) -> int:
     if not is_loopback(host):
         print(f"accel serve: warning: listening on {host}, not loopback: put TLS in front of it", file=sys.stderr)
     app = build_app(service, tokens, rate=args.rate, burst=args.burst, metrics=metrics)
-    from accel._net.asgi_server import BackgroundServer
+    from accel._net.fast_server import serve
 
-    # The shared stack's server: a deadline for each request head (a slow client is cut off, not
-    # held), a cap on connections, and no signal handlers of uvicorn's (they stay this thread's).
+    # The shared stack's server (httptools on uvloop where installed): a deadline for each request
+    # head (a slow client is cut off, not held), a cap on connections, and no signal handlers of
+    # uvicorn's (they stay this thread's).
     try:
-        server = BackgroundServer(app, listen=host, port=port, name="accel-serve")
+        server = serve(app, listen=host, port=port, name="accel-serve")
     except OSError as exc:
         service.close()
         raise ConfigError(f"--listen {host}:{port}: {exc.strerror or exc}") from exc

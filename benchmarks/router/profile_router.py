@@ -44,8 +44,8 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=30)
     args = ap.parse_args()
 
+    from accel._net.fast_server import FastServer as BackgroundServer
     from accel.router import start_router
-    from accel.router._serve import RouterServer as BackgroundServer
 
     # the thread's CPU clock, not the wall clock: on a loaded machine wall time lands wherever the
     # thread was preempted (a loopback send that wakes an engine, most often)

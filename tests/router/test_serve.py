@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from accel._net.asgi_server import ServerLimits
-from accel.router._serve import RouterServer, fast_stack
+from accel._net.fast_server import FastServer, fast_stack
 
 from ._engines import Engine, router_over, start_engine, wait_for
 
@@ -27,8 +27,8 @@ async def _hello(scope: Any, receive: Any, send: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RouterServer]:
-    s = RouterServer(_hello, listen="127.0.0.1", port=0,
+def server() -> Iterator[FastServer]:
+    s = FastServer(_hello, listen="127.0.0.1", port=0,
                      limits=ServerLimits(header_timeout_s=0.5, keep_alive_s=5, max_header_bytes=8192)).start()
     yield s
     s.close()
@@ -46,7 +46,7 @@ def _recv_all(sock: socket.socket, timeout_s: float) -> tuple[bytes, bool]:
     return out, True
 
 
-def test_a_head_that_trickles_past_the_deadline_is_closed(server: RouterServer) -> None:
+def test_a_head_that_trickles_past_the_deadline_is_closed(server: FastServer) -> None:
     with socket.create_connection(("127.0.0.1", server.port)) as s:
         s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
         start = time.monotonic()
@@ -57,14 +57,14 @@ def test_a_head_that_trickles_past_the_deadline_is_closed(server: RouterServer) 
         assert closed and out == b"" and time.monotonic() - start < 3.0
 
 
-def test_a_head_over_the_limit_is_a_400_and_closed(server: RouterServer) -> None:
+def test_a_head_over_the_limit_is_a_400_and_closed(server: FastServer) -> None:
     with socket.create_connection(("127.0.0.1", server.port)) as s:
         s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20_000)
         out, closed = _recv_all(s, 5.0)
     assert closed and out.startswith(b"HTTP/1.1 400")
 
 
-def test_keep_alive_requests_and_a_head_under_the_limit_are_served(server: RouterServer) -> None:
+def test_keep_alive_requests_and_a_head_under_the_limit_are_served(server: FastServer) -> None:
     with httpx.Client(base_url=f"http://127.0.0.1:{server.port}") as c:
         for _ in range(3):
             time.sleep(0.3)  # each wait under the head deadline, together over it: re-armed per request
@@ -72,7 +72,7 @@ def test_keep_alive_requests_and_a_head_under_the_limit_are_served(server: Route
             assert r.status_code == 200 and r.text == "ok"
 
 
-def test_pipelined_requests_are_each_answered(server: RouterServer) -> None:
+def test_pipelined_requests_are_each_answered(server: FastServer) -> None:
     with socket.create_connection(("127.0.0.1", server.port)) as s:
         s.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         out, closed = _recv_all(s, 5.0)

@@ -1,10 +1,11 @@
-"""The router's HTTP server: uvicorn with httptools' parser on uvloop, the limits of accel's shared stack.
+"""accel's fast HTTP server: uvicorn with httptools' parser on uvloop, the limits of the shared stack.
 
-:class:`~accel._net.asgi_server.BackgroundServer` (h11, the standard asyncio loop) is what accel's
-services share; a router sits on every request's path, and on it h11's pure-Python parser and the
-standard loop are a large part of the CPU a proxied request costs (``benchmarks/router/README.md``).
-:class:`RouterServer` serves the same way with uvicorn's ``httptools`` protocol (llhttp, in C) on
-``uvloop`` (libuv), both in the ``[router]`` extra; without them installed it is a
+:class:`~accel._net.asgi_server.BackgroundServer` (h11, the standard asyncio loop) is the shared
+stack; on a service that answers many small requests (``accel router``, on every proxied request's
+path; ``accel serve``'s API) h11's pure-Python parser and the standard loop are a large part of
+the CPU a request costs (``benchmarks/router/README.md``, ``benchmarks/service/``).
+:class:`FastServer` serves the same way with uvicorn's ``httptools`` protocol (llhttp, in C) on
+``uvloop`` (libuv), both in the ``[router]`` and ``[server]`` extras; without them installed it is a
 ``BackgroundServer``.  The limits stay those of :class:`~accel._net.asgi_server.ServerLimits`:
 
 * a complete request head within ``header_timeout_s`` of the connection opening or of the previous
@@ -23,7 +24,7 @@ from typing import Any
 
 from accel._net.asgi_server import BackgroundServer, ServerLimits
 
-__all__ = ["RouterServer", "fast_stack"]
+__all__ = ["FastServer", "fast_stack", "serve"]
 
 
 def fast_stack() -> bool:
@@ -88,13 +89,13 @@ def _protocol_class(limits: ServerLimits) -> type:
     return DeadlineProtocol
 
 
-class RouterServer(BackgroundServer):
+class FastServer(BackgroundServer):
     """Serve ``app`` on ``listen:port`` with httptools and uvloop (see the module doc); the
     lifecycle of :class:`~accel._net.asgi_server.BackgroundServer` (bound at construction,
     :meth:`start`, :meth:`close`), only uvicorn's configuration differs."""
 
     def __init__(self, app: Any, *, listen: str, port: int, limits: ServerLimits | None = None,
-                 name: str = "accel-router") -> None:
+                 name: str = "accel-http") -> None:
         super().__init__(app, listen=listen, port=port, limits=ServerLimits() if limits is None else limits,
                          name=name, verbose=False)
 
@@ -108,8 +109,8 @@ class RouterServer(BackgroundServer):
             proxy_headers=False)  # no X-Forwarded-* rewriting of the scope: nothing here reads the client address
 
 
-def serve(app: Any, *, listen: str, port: int, name: str) -> RouterServer | BackgroundServer:
+def serve(app: Any, *, listen: str, port: int, name: str) -> BackgroundServer:
     """The fast server where httptools and uvloop are installed, else accel's shared one."""
     if fast_stack():
-        return RouterServer(app, listen=listen, port=port, name=name)
+        return FastServer(app, listen=listen, port=port, name=name)
     return BackgroundServer(app, listen=listen, port=port, name=name)
