@@ -181,6 +181,10 @@ class Proxy:
         self.config = config
         self.on_routed = on_routed
         self.on_finished = on_finished
+        # imported here, not at the first request: `accel router` freezes what start-up made out of the
+        # garbage collector's walks (_server.main), and the first request does not pay for an import
+        import aiohttp  # noqa: F401
+
         self._client: Any = None
         self._timeout: Any = None  # the session's aiohttp.ClientTimeout
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -268,8 +272,9 @@ class Proxy:
             self.metrics.request("", str(exc.status))
             return await _send_error(send, _Error(exc.status, str(exc)))
         model = body.get("model") or self.config.default_model
-        blocks, n_ids = self.hasher.hash_prompt(prompt, model)
-        self.metrics.prefix_blocks.inc(len(blocks))
+        blocks, n_ids = self.hasher.hash_prompt(prompt, model, self.picker.blocks_needed(self.hasher.max_blocks))
+        if blocks:
+            self.metrics.prefix_blocks.inc(len(blocks))
         if self.on_routed is not None:
             self.on_routed(n_ids)
         # the client's headers as they came (ASGI gives them lower-cased), less the hop-by-hop ones
