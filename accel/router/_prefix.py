@@ -185,7 +185,7 @@ class PromptHasher:
             return []
         data = prompt[:n * size].encode(_UTF32, "surrogatepass")
         parent = seed_hash(model).to_bytes(8, "big", signed=True)
-        out = []
+        out: list[int] = []
         step = 4 * size
         blake2b, from_bytes, append = hashlib.blake2b, int.from_bytes, out.append
         for start in range(0, n * step, step):

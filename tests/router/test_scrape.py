@@ -83,14 +83,16 @@ def _histogram(name: str, buckets: int, engines: int) -> str:
         for i in range(buckets):
             lines.append(f'{name}_bucket{{engine="{e}",le="{0.01 * 2 ** i}",model_name="m"}} {i * 3}.0')
         lines.append(f'{name}_bucket{{engine="{e}",le="+Inf",model_name="m"}} {buckets * 3}.0')
-        lines += [f'{name}_sum{{engine="{e}",model_name="m"}} 12.5', f'{name}_count{{engine="{e}",model_name="m"}} 40.0']
+        lines.append(f'{name}_sum{{engine="{e}",model_name="m"}} 12.5')
+        lines.append(f'{name}_count{{engine="{e}",model_name="m"}} 40.0')
     return "\n".join(lines) + "\n"
 
 
 def test_only_the_names_read_are_parsed_and_the_rest_of_a_page_is_skipped() -> None:
     # a vLLM page is mostly histograms: the answer is the same with them, with a malformed line of a name
     # the router does not read, and with names that only begin like one it reads
-    noise = (_histogram("vllm:time_to_first_token_seconds", 20, 2) + _histogram("vllm:e2e_request_latency_seconds", 20, 2)
+    noise = (_histogram("vllm:time_to_first_token_seconds", 20, 2)
+             + _histogram("vllm:e2e_request_latency_seconds", 20, 2)
              + "vllm:some_new_metric{engine=broken 1\n"
              + 'vllm:num_requests_running_peak{engine="0",model_name="m"} 99.0\n'
              + 'vllm:num_requests_waiting:rate{engine="0",model_name="m"} 50.0\n')
