@@ -60,7 +60,7 @@ from accel._net.asgi_server import BodyTimeoutError, read_body
 from accel._net.bounded_json import JSONLimitError, JSONLimits, loads_bounded
 
 from ._backends import Backend
-from ._errors import BadRequestError
+from ._errors import BadRequestError, RouterError
 from ._lag import LoopLag
 from ._metrics import RouterMetrics
 from ._policy import Picker
@@ -183,7 +183,10 @@ class Proxy:
         self.on_finished = on_finished
         # imported here, not at the first request: `accel router` freezes what start-up made out of the
         # garbage collector's walks (_server.main), and the first request does not pay for an import
-        import aiohttp  # noqa: F401
+        try:
+            import aiohttp  # noqa: F401
+        except ImportError as exc:
+            raise RouterError("the router's upstream client needs aiohttp: pip install 'accel-sdk[router]'") from exc
 
         self._client: Any = None
         self._timeout: Any = None  # the session's aiohttp.ClientTimeout
