@@ -32,6 +32,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -135,6 +136,8 @@ def main() -> int:
                     help="sample the (first) router with py-spy while it runs, only when it holds the GIL (its CPU, "
                          "not its waits); FILE: collapsed stacks (py-spy's raw format, one stack and its count a line)")
     args = ap.parse_args()
+    if args.py_spy and shutil.which("py-spy") is None:
+        raise SystemExit("--py-spy needs py-spy on the PATH (pip install py-spy)")
     procs: list[subprocess.Popen[str]] = []
     try:
         engines = []
