@@ -60,7 +60,7 @@ from accel._net.asgi_server import BodyTimeoutError, read_body
 from accel._net.bounded_json import JSONLimitError, JSONLimits, loads_bounded
 
 from ._backends import Backend
-from ._errors import BadRequestError
+from ._errors import BadRequestError, RouterError
 from ._lag import LoopLag
 from ._metrics import RouterMetrics
 from ._policy import Picker
@@ -181,6 +181,13 @@ class Proxy:
         self.config = config
         self.on_routed = on_routed
         self.on_finished = on_finished
+        # imported here, not at the first request: `accel router` freezes what start-up made out of the
+        # garbage collector's walks (_server.main), and the first request does not pay for an import
+        try:
+            import aiohttp  # noqa: F401
+        except ImportError as exc:
+            raise RouterError("the router's upstream client needs aiohttp: pip install 'accel-sdk[router]'") from exc
+
         self._client: Any = None
         self._timeout: Any = None  # the session's aiohttp.ClientTimeout
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -268,8 +275,9 @@ class Proxy:
             self.metrics.request("", str(exc.status))
             return await _send_error(send, _Error(exc.status, str(exc)))
         model = body.get("model") or self.config.default_model
-        blocks, n_ids = self.hasher.hash_prompt(prompt, model)
-        self.metrics.prefix_blocks.inc(len(blocks))
+        blocks, n_ids = self.hasher.hash_prompt(prompt, model, self.picker.blocks_needed(self.hasher.max_blocks))
+        if blocks:
+            self.metrics.prefix_blocks.inc(len(blocks))
         if self.on_routed is not None:
             self.on_routed(n_ids)
         # the client's headers as they came (ASGI gives them lower-cased), less the hop-by-hop ones

@@ -8,11 +8,17 @@ take the replica out of routing, one success puts it back (its models are then r
 (:func:`parse_engine_metrics`); a failed scrape leaves the load unknown, not zero.  Every
 ``sync_s`` of the autoscaler, its decision on the live load (:class:`LiveLoad`) becomes the
 desired replica count.
+
+The thread's HTTP client is aiohttp's (as the proxy's): it shares the interpreter lock with the
+proxy's loop, so its work a check is held into proxied requests; httpx cost about three times
+aiohttp's CPU a request (``benchmarks/router/README.md``).  A metrics page is read up to
+``max_scrape_bytes`` and no further.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Sequence
@@ -35,6 +41,19 @@ class MonitorConfig:
     scrape_interval_s: float = 1.0
     scrape_timeout_s: float = 2.0
     max_scrape_bytes: int = 8 * 1024 * 1024
+
+
+def _why(exc: BaseException, timeout_s: float) -> str:
+    """A failed check, as ``/health`` shows it: the kind of failure first, in the words it had
+    before the checks moved from httpx to aiohttp (``ConnectError``: no connection, ``Timeout``: no
+    answer in time), so that what a reader matches on does not change with the client library."""
+    import aiohttp
+
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"ConnectError: {exc}"
+    if isinstance(exc, TimeoutError):
+        return f"Timeout: no answer within {timeout_s:g} s"
+    return f"{type(exc).__name__}: {exc}"
 
 
 class LiveLoad:
@@ -107,10 +126,15 @@ class Monitor:
     def _run(self) -> None:
         asyncio.run(self._main())
 
-    async def _main(self) -> None:
-        import httpx
+    def _session(self) -> Any:
+        import aiohttp
 
-        async with httpx.AsyncClient(follow_redirects=False) as client:
+        # no cookie jar, no proxy from the environment; connections to the replicas kept alive between rounds
+        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30),
+                                     cookie_jar=aiohttp.DummyCookieJar(), trust_env=False)
+
+    async def _main(self) -> None:
+        async with self._session() as client:
             self._ready.set()
             await asyncio.gather(self._every(self.config.health_interval_s, self._health, client),
                                  self._every(self.config.scrape_interval_s, self._scrape, client),
@@ -132,20 +156,37 @@ class Monitor:
 
     async def check_now(self) -> None:
         """One round of health checks and scrapes (tests and start-up)."""
-        import httpx
-
-        async with httpx.AsyncClient() as client:
+        async with self._session() as client:
             await asyncio.gather(*(self._health(client, b) for b in self.backends))
             await asyncio.gather(*(self._scrape(client, b) for b in self.backends))
 
+    async def _get(self, client: Any, url: str, timeout_s: float, max_bytes: int) -> tuple[int, bytes]:
+        """``GET url``: its status and its body when 200, read to its end or to one byte past
+        ``max_bytes`` (no further: the caller tells it is too long).  Raises ``aiohttp.ClientError``,
+        ``OSError`` or ``TimeoutError`` when it fails."""
+        import aiohttp
+
+        async with client.get(url, allow_redirects=False, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status != 200:
+                return resp.status, b""
+            chunks, size = [], 0
+            while size <= max_bytes:
+                chunk = await resp.content.read(max_bytes + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            return resp.status, b"".join(chunks)
+
     async def _health(self, client: Any, b: Backend) -> None:
-        import httpx
+        import aiohttp
 
         try:
-            resp = await client.get(b.url + "/health", timeout=self.config.health_timeout_s)
-            ok, why = resp.status_code < 300, f"HTTP {resp.status_code}"
-        except httpx.HTTPError as exc:
-            ok, why = False, f"{type(exc).__name__}: {exc}"
+            async with client.get(b.url + "/health", allow_redirects=False,
+                                  timeout=aiohttp.ClientTimeout(total=self.config.health_timeout_s)) as resp:
+                ok, why = resp.status < 300, f"HTTP {resp.status}"
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            ok, why = False, _why(exc, self.config.health_timeout_s)
         if ok:
             b.health_failures = 0
             b.healthy = True
@@ -159,32 +200,36 @@ class Monitor:
                 b.healthy = False
 
     async def _models(self, client: Any, b: Backend) -> None:
-        import httpx
+        import aiohttp
 
         try:
-            resp = await client.get(b.url + "/v1/models", timeout=self.config.health_timeout_s)
-            data = resp.json().get("data", []) if resp.status_code == 200 else []
-            b.models = tuple(str(m["id"]) for m in data if isinstance(m, dict) and isinstance(m.get("id"), str))
+            status, data = await self._get(client, b.url + "/v1/models", self.config.health_timeout_s,
+                                           self.config.max_scrape_bytes)
+            if len(data) > self.config.max_scrape_bytes:
+                raise ValueError("models list too long")
+            listed = json.loads(data).get("data", []) if status == 200 else []
+            b.models = tuple(str(m["id"]) for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str))
             if b.block_map is not None and b.block_map.model is None and b.models:
                 b.block_map.model = b.models[0]  # the seed of the replica's block chains
-        except (httpx.HTTPError, ValueError, AttributeError):
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError, AttributeError, RecursionError):
             b.models = ()
 
     async def _scrape(self, client: Any, b: Backend) -> None:
-        import httpx
+        import aiohttp
 
         try:
-            resp = await client.get(b.url + "/metrics", timeout=self.config.scrape_timeout_s)
-            if resp.status_code != 200:
-                raise ValueError(f"HTTP {resp.status_code}")
-            if len(resp.content) > self.config.max_scrape_bytes:
+            status, data = await self._get(client, b.url + "/metrics", self.config.scrape_timeout_s,
+                                           self.config.max_scrape_bytes)
+            if status != 200:
+                raise ValueError(f"HTTP {status}")
+            if len(data) > self.config.max_scrape_bytes:
                 raise ValueError(f"metrics page over {self.config.max_scrape_bytes} bytes")
-            b.load = parse_engine_metrics(resp.text)
+            b.load = parse_engine_metrics(data.decode("utf-8", "replace"))
             b.scraped_at = time.monotonic()
             b.scrape_error = None
-        except (httpx.HTTPError, ValueError) as exc:
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
             b.load = None
-            b.scrape_error = f"{type(exc).__name__}: {exc}"
+            b.scrape_error = _why(exc, self.config.scrape_timeout_s)
 
     def decide(self) -> int | None:
         """One autoscaler decision on the live load, clamped to the bounds (also kept in :attr:`desired`)."""

@@ -82,6 +82,24 @@ class Picker:
         self.backends = backends if isinstance(backends, BackendSet) else BackendSet(backends)
         self.lock = threading.Lock()
 
+    def blocks_needed(self, most: int) -> int:
+        """How many of a prompt's leading blocks a routing decision can read (at most ``most``): all
+        of them for the cache-aware views and a replica fed by KV events (matched against their
+        caches), the ring's key for ``consistent-hash`` (its first ``prefix_blocks``), none for
+        ``round-robin`` and ``least-outstanding``.  Hashing a block costs a few microseconds, so a
+        long prompt routed by a policy that never reads its blocks was up to a millisecond of work
+        for nothing (:data:`~accel.router._prefix.DEFAULT_MAX_BLOCKS` blocks)."""
+        policy = self.policy
+        if isinstance(policy, (CacheAware, AdaptiveCacheAware)):
+            return most
+        if any(b.block_map is not None for b in self.backends):
+            return most
+        if isinstance(policy, ConsistentHash):
+            return min(most, policy.prefix_blocks)
+        if isinstance(policy, (RoundRobin, LeastOutstanding)):
+            return 0
+        return most  # a policy of another kind: what it reads is not known
+
     def forget(self, backend: Backend) -> None:
         """A replica left the set: the policy drops what it kept of it (its cache view)."""
         with self.lock:

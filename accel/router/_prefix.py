@@ -154,10 +154,11 @@ class PromptHasher:
             return list(self._tok.encode(prompt, add_special_tokens=False).ids)
         return [ord(c) for c in prompt]
 
-    def blocks(self, ids: Sequence[int], model: str) -> list[int]:
-        """Chained hashes of the full blocks of ``ids`` (at most ``max_blocks``)."""
+    def blocks(self, ids: Sequence[int], model: str, limit: int | None = None) -> list[int]:
+        """Chained hashes of the full blocks of ``ids`` (at most ``max_blocks``, and at most
+        ``limit`` when given: the leading blocks are the same whatever the limit)."""
         size = self.block_size
-        n = min(len(ids) // size, self.max_blocks)
+        n = min(len(ids) // size, self.max_blocks if limit is None else min(limit, self.max_blocks))
         parent = seed_hash(model)
         out = []
         for b in range(n):
@@ -165,29 +166,32 @@ class PromptHasher:
             out.append(parent)
         return out
 
-    def hash_prompt(self, prompt: str | list[int], model: str) -> tuple[list[int], int]:
-        """``(block hashes, prompt length in ids)`` of a rendered prompt."""
+    def hash_prompt(self, prompt: str | list[int], model: str, limit: int | None = None) -> tuple[list[int], int]:
+        """``(block hashes, prompt length in ids)`` of a rendered prompt; ``limit``: hash at most
+        that many leading blocks (what the routing policy reads, :meth:`Picker.blocks_needed`)."""
         if isinstance(prompt, str) and self._tok is None and _FOUR_BYTE_IDS:
-            return self._char_blocks(prompt, model), len(prompt)
+            return self._char_blocks(prompt, model, limit), len(prompt)
         ids = self.ids(prompt)
-        return self.blocks(ids, model), len(ids)
+        return self.blocks(ids, model, limit), len(ids)
 
-    def _char_blocks(self, prompt: str, model: str) -> list[int]:
+    def _char_blocks(self, prompt: str, model: str, limit: int | None = None) -> list[int]:
         """:meth:`blocks` of a text's code points without a list of them: UTF-32 in this machine's
         byte order is the same bytes as ``array("I", ids)`` (lone surrogates kept as their code
-        points); a few times faster than the list at the router's request rate."""
+        points); a few times faster than the list at the router's request rate.  Only the
+        characters of the blocks hashed are encoded."""
         size = self.block_size
-        n = min(len(prompt) // size, self.max_blocks)
+        n = min(len(prompt) // size, self.max_blocks if limit is None else min(limit, self.max_blocks))
+        if n <= 0:
+            return []
         data = prompt[:n * size].encode(_UTF32, "surrogatepass")
-        parent = seed_hash(model)
-        out = []
+        parent = seed_hash(model).to_bytes(8, "big", signed=True)
+        out: list[int] = []
         step = 4 * size
-        for b in range(n):
-            h = hashlib.blake2b(digest_size=8, person=b"accel-block")
-            h.update(parent.to_bytes(8, "big", signed=True))
-            h.update(data[b * step:(b + 1) * step])
-            parent = _signed64(h.digest())
-            out.append(parent)
+        blake2b, from_bytes, append = hashlib.blake2b, int.from_bytes, out.append
+        for start in range(0, n * step, step):
+            # the same bytes as chain_hash's two updates: the parent's 8 bytes, then the block's ids
+            parent = blake2b(parent + data[start:start + step], digest_size=8, person=b"accel-block").digest()
+            append(from_bytes(parent, "big", signed=True))
         return out
 
 

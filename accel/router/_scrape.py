@@ -16,10 +16,18 @@ prefix-cache tokens       ``vllm:prefix_cache_{queries,hits}_total``, else ``vll
 Series of several engines behind one endpoint (the ``engine`` label, data parallel ranks) are
 summed for request counts and averaged for KV use.  A signal the page does not carry is
 ``None`` (unknown), never 0; a page with neither vLLM's nor SGLang's names is ``kind=None``.
+
+Only the sample lines of the names above reach the parser: one regular-expression pass (in C)
+picks them out of the page first.  A real engine's page is mostly histograms the router never
+reads (vLLM's time-to-first-token, inter-token and end-to-end latency buckets, one series per
+bucket and label set); parsing all of it in Python on the monitor's thread held the interpreter
+lock that every proxied request needs (see ``benchmarks/router/README.md``).  A malformed line
+of a name the router reads is still an error; one of a name it does not read is not looked at.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -60,12 +68,25 @@ _SGLANG = {
 }
 
 
+_WANTED = sorted({n for table in (_VLLM, _SGLANG) for names in table.values() for n in names}, key=len, reverse=True)
+# A sample line of a wanted name: the name, then its labels or the blank before its value (so that
+# vllm:num_requests_running never picks up vllm:num_requests_running_foo).
+_WANTED_LINES = re.compile(r"^(?:" + "|".join(re.escape(n) for n in _WANTED) + r")[{ \t].*$", re.MULTILINE)
+
+
+def wanted_lines(text: str) -> str:
+    """The sample lines of the names :func:`parse_engine_metrics` reads, without comments (a sample
+    parses the same without its family's ``# TYPE``)."""
+    return "\n".join(_WANTED_LINES.findall(text)) + "\n"
+
+
 def parse_engine_metrics(text: str) -> EngineLoad:
-    """The load an engine's ``/metrics`` page reports.  Raises ``ValueError`` on a malformed page."""
+    """The load an engine's ``/metrics`` page reports.  Raises ``ValueError`` when a line of a name
+    it reads is malformed (lines of other names are skipped unparsed, see the module doc)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     values: dict[str, list[float]] = defaultdict(list)
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(wanted_lines(text)):
         for sample in family.samples:
             values[sample.name].append(float(sample.value))
 

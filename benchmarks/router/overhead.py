@@ -32,6 +32,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -131,7 +132,12 @@ def main() -> int:
     ap.add_argument("--compare", default=None, metavar="DIR",
                     help="also route through a router run from DIR/accel (another version), as a third side")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
+    ap.add_argument("--py-spy", default=None, metavar="FILE",
+                    help="sample the (first) router with py-spy while it runs, only when it holds the GIL (its CPU, "
+                         "not its waits); FILE: collapsed stacks (py-spy's raw format, one stack and its count a line)")
     args = ap.parse_args()
+    if args.py_spy and shutil.which("py-spy") is None:
+        raise SystemExit("--py-spy needs py-spy on the PATH (pip install py-spy)")
     procs: list[subprocess.Popen[str]] = []
     try:
         engines = []
@@ -147,6 +153,10 @@ def main() -> int:
             routers["routed-compare"] = _spawn(router_args, source=str(Path(args.compare).resolve()))
         procs += [p for p, _ in routers.values()]
         time.sleep(1.5)  # the routers' first health checks
+        spy = None
+        if args.py_spy:
+            spy = subprocess.Popen(["py-spy", "record", "--gil", "--nonblocking", "-r", "200", "-f", "raw", "-o",
+                                    args.py_spy, "-p", str(routers["routed"][0].pid)], stdout=subprocess.DEVNULL)
         body = json.dumps({"model": "m", "prompt": "The quick brown fox jumps over the lazy dog. " * 8,
                            "max_tokens": args.max_tokens, "stream": args.stream}).encode()
         sides: list[tuple[str, list[str]]] = [("direct", engines)] + [(k, [u]) for k, (_, u) in routers.items()]
@@ -187,6 +197,9 @@ def main() -> int:
                 fails[side] += failed
                 rates[side].append(achieved)
                 sent[side] += int(args.rate * args.seconds) + min(WARMUP, int(args.rate * args.seconds))
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            spy.wait(timeout=60)
         # the routers' own counters of trouble (retries, breakers opened, answers that were not 200)
         trouble: dict[str, list[str]] = {}
         for k, (_, u) in routers.items():

@@ -77,3 +77,20 @@ def test_the_command_line_refuses_a_router_without_replicas(capsys: pytest.Captu
     assert "http://HOST:PORT" in capsys.readouterr().err
     assert main(["router", "--backend", "http://127.0.0.1:1", "--listen", "nowhere"]) != 0
     assert "HOST:PORT" in capsys.readouterr().err
+
+
+def test_the_monitor_reads_an_engine_and_bounds_its_metrics_page(both: Engine) -> None:
+    import asyncio
+
+    from accel.router import Backend, Monitor, MonitorConfig
+
+    b = Backend(0, both.url)
+    asyncio.run(Monitor([b], MonitorConfig()).check_now())
+    assert b.healthy and b.models == ("m",) and b.load is not None and b.load.kind == "vllm" and b.scrape_error is None
+    small = Backend(1, both.url)
+    asyncio.run(Monitor([small], MonitorConfig(max_scrape_bytes=64)).check_now())
+    assert small.load is None and small.scrape_error == "ValueError: metrics page over 64 bytes"
+    gone = Backend(2, "http://127.0.0.1:9")  # nothing listens on the discard port of loopback
+    asyncio.run(Monitor([gone], MonitorConfig(unhealthy_after=1)).check_now())
+    assert not gone.healthy and gone.last_health_error is not None and gone.last_health_error.startswith("ConnectError")
+    assert gone.load is None and gone.scrape_error is not None and gone.scrape_error.startswith("ConnectError")

@@ -29,3 +29,20 @@ def test_a_scraped_queue_steers_a_new_conversation_and_a_missing_one_is_not_gues
     fresh = Picker(make_policy("cache-aware", capacity_blocks=64), reps)
     picked = fresh.pick([21, 22, 23])
     assert picked is not None and picked[0].url == "http://a"
+
+
+def test_blocks_needed_is_what_the_policy_reads() -> None:
+    from accel.router import BlockMap, EventCache
+
+    def picker(name: str) -> Picker:
+        return Picker(make_policy(name, capacity_blocks=100), [Backend(0, "http://a"), Backend(1, "http://b")])
+
+    assert picker("cache-aware").blocks_needed(256) == 256
+    assert picker("consistent-hash").blocks_needed(256) == 2  # the ring's key: the first two blocks
+    assert picker("consistent-hash").blocks_needed(1) == 1
+    assert picker("round-robin").blocks_needed(256) == 0
+    assert picker("least-outstanding").blocks_needed(256) == 0
+    # a replica fed by KV events is matched against its cache view whatever the policy
+    fed = picker("round-robin")
+    fed.backends[1].block_map = BlockMap(EventCache(100), 16, "m")
+    assert fed.blocks_needed(256) == 256

@@ -96,3 +96,13 @@ def test_character_blocks_of_text_match_the_blocks_of_its_code_points() -> None:
     capped = PromptHasher(block_chars=2, max_blocks=3)
     assert capped.hash_prompt("abcdefghij", "m") == (capped.blocks([ord(c) for c in "abcdefghij"], "m"), 10)
 
+
+
+def test_a_limit_hashes_the_same_leading_blocks_and_no_more() -> None:
+    h = PromptHasher(block_chars=4, max_blocks=5)
+    text = "abcdefghijklmnopqrstuvwxyz"  # 6 full blocks, 5 hashed
+    full, n = h.hash_prompt(text, "m")
+    assert n == 26 and len(full) == 5
+    for limit in (0, 1, 2, 5, 9):
+        assert h.hash_prompt(text, "m", limit) == (full[:limit], 26)
+        assert h.hash_prompt([ord(c) for c in text], "m", limit) == (full[:limit], 26)

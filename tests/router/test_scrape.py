@@ -75,3 +75,33 @@ def test_a_page_without_engine_metrics_is_unknown_and_a_broken_one_raises() -> N
     assert load.kind is None and load.outstanding is None
     with pytest.raises(ValueError):
         parse_engine_metrics("vllm:num_requests_running{engine=0 3\n")
+
+
+def _histogram(name: str, buckets: int, engines: int) -> str:
+    lines = [f"# HELP {name} A histogram the router does not read.", f"# TYPE {name} histogram"]
+    for e in range(engines):
+        for i in range(buckets):
+            lines.append(f'{name}_bucket{{engine="{e}",le="{0.01 * 2 ** i}",model_name="m"}} {i * 3}.0')
+        lines.append(f'{name}_bucket{{engine="{e}",le="+Inf",model_name="m"}} {buckets * 3}.0')
+        lines.append(f'{name}_sum{{engine="{e}",model_name="m"}} 12.5')
+        lines.append(f'{name}_count{{engine="{e}",model_name="m"}} 40.0')
+    return "\n".join(lines) + "\n"
+
+
+def test_only_the_names_read_are_parsed_and_the_rest_of_a_page_is_skipped() -> None:
+    # a vLLM page is mostly histograms: the answer is the same with them, with a malformed line of a name
+    # the router does not read, and with names that only begin like one it reads
+    noise = (_histogram("vllm:time_to_first_token_seconds", 20, 2)
+             + _histogram("vllm:e2e_request_latency_seconds", 20, 2)
+             + "vllm:some_new_metric{engine=broken 1\n"
+             + 'vllm:num_requests_running_peak{engine="0",model_name="m"} 99.0\n'
+             + 'vllm:num_requests_waiting:rate{engine="0",model_name="m"} 50.0\n')
+    page = noise + VLLM_NEW + noise
+    assert parse_engine_metrics(page) == parse_engine_metrics(VLLM_NEW)
+    assert parse_engine_metrics(noise + SGLANG) == parse_engine_metrics(SGLANG)
+    # a malformed line of a name it reads is still an error, wherever it is on the page
+    with pytest.raises(ValueError):
+        parse_engine_metrics(noise + 'vllm:num_requests_waiting{engine="0" 2\n' + VLLM_NEW)
+    # a sample with a timestamp, and one without labels
+    load = parse_engine_metrics("vllm:num_requests_running 2 1700000000000\nvllm:num_requests_waiting\t1\n")
+    assert (load.running, load.waiting) == (2.0, 1.0)
