@@ -104,14 +104,14 @@ def _draws(model: Any, job: Job, done: float, cap: float, booked: float, rng: np
 
 def scenario_waits(st: EngineState, job: Job, now: float, mc: MonteCarloPlan, pools: Sequence[str]) -> Waits | None:
     """Per pool of ``pools``: the target's wait in each of ``mc.draws`` scenarios, or ``None``
-    where the plan kept by the estimate just made at ``now`` is not this target's exact plan (or
-    the duration model cannot draw)."""
+    where the plan kept by the last walk is not this target's exact plan made at ``now`` by that
+    walk (``PlanCache.fresh``), or the duration model cannot draw."""
     cache = st.plan_cache
     model = st.durations
     if cache is None or getattr(model, "draw", None) is None:
         return None
     last = getattr(cache, "target", None)
-    if last is None or last.job_id != job.id or cache.at != now:
+    if last is None or last.job_id != job.id or cache.at != now or not getattr(cache, "fresh", False):
         return None
     kind, level, q = cache.key[0], cache.key[1], cache.key[2]
     tiered = kind == "tiered"
