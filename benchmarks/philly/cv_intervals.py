@@ -402,7 +402,8 @@ def mc_interval(draws: Sequence[float], a50: float, a90: float) -> tuple[float, 
     return MonteCarloPlan(draws=len(draws), p50_level=a50, p90_level=a90).interval(np.asarray(draws, dtype=float))
 
 
-def choose_levels(train: Mapping[str, Sequence[tuple[Waiter, Sequence[float]]]]) -> tuple[float, float, dict[str, float]]:
+def choose_levels(train: Mapping[str, Sequence[tuple[Waiter, Sequence[float]]]]
+                  ) -> tuple[float, float, dict[str, float]]:
     """Protocol v5's rule on the training VCs' Monte-Carlo waiters, pooled: ``a90`` with p90
     coverage closest to 0.90 (ties: lower), ``a50`` with the smallest median p50 error (ties:
     closest to 0.50, then lower).  Also returns each candidate's score."""
@@ -498,7 +499,7 @@ def run_mc(args: argparse.Namespace, vcs: Sequence[str], eval_only: Sequence[str
             w.writeheader()
             w.writerows(rows)
     md = ["| VC | fold | levels a50 / a90 | waiters (hist) | from MC | p50 err | p90 coverage | <= p50 | "
-          "plan as p50 | v2: p50 err / coverage | MC cost / point plan |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+          "plan as p50 | v2: p50 err / coverage | MC cost / point plan |", "|---" * 11 + "|"]
     for r in per_vc:
         md.append(f"| {r['vc']} | {r['fold']} | {r['a50']} / {r['a90']} | {r['n_history']} | {r['mc_share']} | "
                   f"{r.get('p50_err_history', '-')} | {r.get('cover_p90_history', '-')} | "

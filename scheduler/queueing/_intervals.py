@@ -21,6 +21,11 @@ backfill) is measured, not assumed: an :class:`IntervalCalibration` holds, per s
 chosen and fitted by ``benchmarks/philly/protocol-intervals-v2.md`` on the training VCs.
 Nothing here reads a true duration, and no scheduling decision reads p50 or p90.
 
+Where the estimate's kept exact plan serves it, the calibration's ``monte_carlo`` part (on by
+default, :data:`DEFAULT_MONTE_CARLO`) answers instead: the plan is replayed with the durations
+ahead drawn from the history (:mod:`._mcplan`) and p50 / p90 are quantiles of the scenario waits
+(``benchmarks/philly/protocol-intervals-v5.md``); the table above answers elsewhere.
+
 The earlier log-normal moment match (:func:`lognormal_interval`, p50 = P exp(-s^2/2)) is kept
 for comparison: its p90 stops growing once ``s`` passes z90, so it could not reach 90% coverage
 on the Philly preview (``benchmarks/philly/README.md``).
@@ -40,8 +45,8 @@ from ._records import Job
 from ._state import EngineState
 from ._tiers import budget
 
-__all__ = ["DEFAULT_CALIBRATION", "DEFAULT_MONTE_CARLO", "DEFAULT_SPREAD", "IntervalCalibration", "WorkSpread", "add_intervals",
-           "basis_of", "lognormal_interval", "work_spread"]
+__all__ = ["DEFAULT_CALIBRATION", "DEFAULT_MONTE_CARLO", "DEFAULT_SPREAD", "IntervalCalibration", "WorkSpread",
+           "add_intervals", "basis_of", "lognormal_interval", "work_spread"]
 
 Z90 = 1.2815515655446004  # standard normal 90% quantile
 
