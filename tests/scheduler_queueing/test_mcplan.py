@@ -77,8 +77,9 @@ def test_scenarios_spread_the_interval_deterministically(policy: Policy) -> None
 
 
 def test_more_spread_widens_the_interval() -> None:
-    narrow = _engine(CONSERVATIVE, [900.0, 1000.0, 1100.0] * 3, DEFAULT_MONTE_CARLO)
-    wide = _engine(CONSERVATIVE, [100.0, 1000.0, 1900.0] * 3, DEFAULT_MONTE_CARLO)
+    mc = MonteCarloPlan(p50_level=0.1, p90_level=0.9)  # the 10-90% range of the scenario waits
+    narrow = _engine(CONSERVATIVE, [900.0, 1000.0, 1100.0] * 3, mc)
+    wide = _engine(CONSERVATIVE, [100.0, 1000.0, 1900.0] * 3, mc)
     (n,) = narrow.estimate("q4", 120.0)
     (w,) = wide.estimate("q4", 120.0)
     assert n.p90_s is not None and n.p50_s is not None and w.p90_s is not None and w.p50_s is not None
@@ -130,3 +131,14 @@ def test_monte_carlo_plan_checks_and_quantiles() -> None:
     assert mc.interval(np.array([1.0, 2.0, math.inf])) == (2.0, math.inf)
     with pytest.raises(ValueError, match="no scenario"):
         mc.interval(np.array([]))
+
+
+def test_default_levels_are_the_protocol_reports_choice() -> None:
+    import json
+
+    root = Path(__file__).resolve().parents[2]
+    got = json.loads((root / "benchmarks" / "philly" / "results" / "intervals-mc-n2000" / "levels.json").read_text())
+    mc = DEFAULT_MONTE_CARLO
+    assert (mc.p50_level, mc.p90_level, mc.draws, mc.depth, mc.seed) == (
+        got["p50_level"], got["p90_level"], got["draws"], got["depth"], got["seed"])
+    assert DEFAULT_CALIBRATION.monte_carlo == mc
