@@ -23,6 +23,13 @@ the training VCs and applied to VC k.  Outputs in ``--out``: ``intervals_per_vc.
 fold's table), ``intervals_pooled.csv``, ``intervals_folds.csv`` (each fold's inner scores per
 configuration and its choice), ``calibration.json`` (the choice on all training VCs, fitted on
 them: the engine's default) and ``intervals_table.md``.
+
+``--mc`` is protocol v5 (``protocol-intervals-v5.md``): the history replays are run again with
+the engine's Monte-Carlo plans recording each submission's scenario waits
+(``scheduler/queueing/_mcplan.py``), p50 / p90 are their quantiles at the levels each fold
+chooses on its training VCs (``MC_LEVELS_50`` / ``MC_LEVELS_90``), the fold's v2 calibration
+where the Monte-Carlo plan did not apply; the cost of the Monte-Carlo part per estimate is
+measured in the same replays as a ratio to the rest of ``estimate`` (the point plan).
 """
 
 from __future__ import annotations
@@ -30,21 +37,41 @@ from __future__ import annotations
 import argparse
 import bisect
 import csv
+import gzip
 import json
 import math
+import os
 import statistics
 import sys
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import cv  # noqa: E402  (sibling script)
 
-from accel.scheduler.queueing import JobOutcome, load_philly  # noqa: E402
-from accel.scheduler.queueing._intervals import IntervalCalibration, fit_calibration  # noqa: E402
+from accel.scheduler.queueing import (  # noqa: E402
+    HistoryEstimator,
+    HistoryModel,
+    JobOutcome,
+    QueueingScheduler,
+    Simulator,
+    load_philly,
+)
+from accel.scheduler.queueing import _intervals as intervals_mod  # noqa: E402
+from accel.scheduler.queueing._intervals import (  # noqa: E402
+    DEFAULT_CALIBRATION,
+    DEFAULT_MONTE_CARLO,
+    IntervalCalibration,
+    fit_calibration,
+)
+from accel.scheduler.queueing._mcplan import MonteCarloPlan  # noqa: E402
 
 TARGET_LO, TARGET_HI = 0.85, 0.95
 MIN_WAIT_S = 60.0
@@ -239,6 +266,259 @@ def fold(hist: Mapping[str, Sequence[Waiter]], train_vcs: Sequence[str], held_ou
     return cfg, fit(train, cfg), table
 
 
+# -- protocol v5: Monte-Carlo plans ------------------------------------------------------------
+
+MC_LEVELS_50 = (0.30, 0.40, 0.50, 0.60, 0.70)
+MC_LEVELS_90 = (0.80, 0.85, 0.90, 0.95, 1.00)
+MC_CACHE_VERSION = 1
+
+
+@dataclass
+class McRun:
+    """A history replay with the Monte-Carlo plans recorded: each submission's scenario waits (the
+    job's own pool; with several, the earliest per scenario) and the CPU seconds spent in
+    ``estimate`` and in its Monte-Carlo part."""
+
+    key: cv.RunKey
+    outcomes: list[JobOutcome]
+    draws: dict[str, list[float]]
+    estimate_cpu_s: float
+    mc_cpu_s: float
+    n_estimates: int
+    n_mc: int
+    wall_s: float
+
+
+def _mc_name(key: cv.RunKey, mc: MonteCarloPlan) -> str:
+    return f"mc{mc.draws}d{mc.depth}s{mc.seed}_{key.filename()}"
+
+
+def simulate_mc(key: cv.RunKey, traces: str, mc: MonteCarloPlan = DEFAULT_MONTE_CARLO) -> McRun:
+    """``cv.simulate``'s history replay of ``key`` (same engine, policy, model, simulator), with
+    the engine's intervals from Monte-Carlo plans (``mc``) and every scenario recorded."""
+    import cv as cv_mod  # the sibling script, in a worker process too
+
+    jobs = load_philly(Path(traces) / f"trace_{key.vc}.csv", limit=key.limit)
+    model = HistoryModel(**json.loads(key.history))
+    if key.tier_s is None:
+        raise ValueError(f"run {key.filename()}: a tiered policy needs a tier threshold")
+    tiers = () if math.isinf(key.tier_s) else (key.tier_s,)
+    policy = replace(cv_mod.run_philly.tiered_policy(tiers, key.overhead_s), promote_after_wait_ratio=key.guard_ratio)
+    eng = QueueingScheduler(cv_mod.uniform_cluster(key.devices // 8, 8), policy, durations=model)
+    draws: dict[str, list[float]] = {}
+
+    def sink(job_id: str, now: float, waits: Mapping[str, np.ndarray]) -> None:
+        if job_id not in draws and waits:
+            draws[job_id] = [float(x) for x in np.sort(np.min(np.stack(list(waits.values())), axis=0))]
+
+    eng.interval_calibration = replace(DEFAULT_CALIBRATION, monte_carlo=replace(mc, sink=sink))
+    # the cost: CPU seconds in ``estimate`` and in its Monte-Carlo part (timed by wrapping the
+    # function ``add_intervals`` calls; this process only, nothing else reads it)
+    clock = {"est": 0.0, "mc": 0.0, "n_est": 0, "n_mc": 0}
+    inner_mc, inner_est = intervals_mod.scenario_waits, eng.estimate
+
+    def timed_mc(*a: object, **kw: object) -> object:
+        t0 = time.process_time()
+        try:
+            return inner_mc(*a, **kw)  # type: ignore[arg-type]
+        finally:
+            clock["mc"] += time.process_time() - t0
+            clock["n_mc"] += 1
+
+    def timed_est(*a: object, **kw: object) -> object:
+        t0 = time.process_time()
+        try:
+            return inner_est(*a, **kw)  # type: ignore[arg-type]
+        finally:
+            clock["est"] += time.process_time() - t0
+            clock["n_est"] += 1
+
+    intervals_mod.scenario_waits = timed_mc  # type: ignore[assignment]
+    eng.estimate = timed_est  # type: ignore[method-assign]
+    try:
+        sim = Simulator(eng, jobs, HistoryEstimator(model), estimate_at_submit=True)
+        t0 = time.perf_counter()
+        res = sim.run()
+        wall = time.perf_counter() - t0
+    finally:
+        intervals_mod.scenario_waits = inner_mc
+    return McRun(key, res.outcomes, draws, clock["est"], clock["mc"], int(clock["n_est"]), int(clock["n_mc"]), wall)
+
+
+def _save_mc(run: McRun, cache: Path, mc: MonteCarloPlan) -> None:
+    cache.mkdir(parents=True, exist_ok=True)
+    body = {"version": MC_CACHE_VERSION, "key": asdict(run.key), "draws": run.draws,
+            "cost": [run.estimate_cpu_s, run.mc_cpu_s, run.n_estimates, run.n_mc, run.wall_s],
+            "outcomes": [[o.id, o.tenant, o.devices, o.duration_s, o.submit_s, o.start_s, o.end_s, o.estimate_s,
+                          o.lost_s, o.estimate_p50_s, o.estimate_p90_s, o.estimate_log_spread]
+                         for o in run.outcomes]}
+    path = cache / _mc_name(run.key, mc)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with gzip.open(tmp, "wt") as fh:
+        json.dump(body, fh)
+    os.replace(tmp, path)
+
+
+def _load_mc(key: cv.RunKey, cache: Path, mc: MonteCarloPlan) -> McRun | None:
+    path = cache / _mc_name(key, mc)
+    if not path.exists():
+        return None
+    try:
+        with gzip.open(path, "rt") as fh:
+            body = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if body.get("version") != MC_CACHE_VERSION or body.get("key") != json.loads(json.dumps(asdict(key))):
+        return None
+    est, mcs, n_est, n_mc, wall = body["cost"]
+    return McRun(key, [JobOutcome(*r) for r in body["outcomes"]], body["draws"], est, mcs, n_est, n_mc, wall)
+
+
+def ensure_mc(keys: Sequence[cv.RunKey], traces: str, cache: Path, workers: int, sizes: Mapping[str, int],
+              mc: MonteCarloPlan = DEFAULT_MONTE_CARLO) -> dict[cv.RunKey, McRun]:
+    """Every Monte-Carlo replay of ``keys``, cached (biggest VC first) as each finishes."""
+    have = {k: r for k in keys if (r := _load_mc(k, cache, mc)) is not None}
+    todo = sorted((k for k in keys if k not in have), key=lambda k: -sizes[k.vc])
+    t0 = time.perf_counter()
+
+    def done(r: McRun) -> None:
+        _save_mc(r, cache, mc)
+        have[r.key] = r
+        print(f"mc: [{time.perf_counter() - t0:7.0f} s] {r.key.vc} n={len(r.outcomes)} wall {r.wall_s:.1f} s "
+              f"estimate {r.estimate_cpu_s:.1f} s, of it Monte-Carlo {r.mc_cpu_s:.1f} s", file=sys.stderr, flush=True)
+
+    if workers > 1 and len(todo) > 1:
+        with ProcessPoolExecutor(workers) as pool:
+            for r in pool.map(simulate_mc, todo, [traces] * len(todo), [mc] * len(todo)):
+                done(r)
+    else:
+        for k in todo:
+            done(simulate_mc(k, traces, mc))
+    return have
+
+
+def mc_interval(draws: Sequence[float], a50: float, a90: float) -> tuple[float, float]:
+    """(p50, p90) of recorded scenario waits at the levels (as the engine reads them)."""
+    return MonteCarloPlan(draws=len(draws), p50_level=a50, p90_level=a90).interval(np.asarray(draws, dtype=float))
+
+
+def choose_levels(train: Mapping[str, Sequence[tuple[Waiter, Sequence[float]]]]
+                  ) -> tuple[float, float, dict[str, float]]:
+    """Protocol v5's rule on the training VCs' Monte-Carlo waiters, pooled: ``a90`` with p90
+    coverage closest to 0.90 (ties: lower), ``a50`` with the smallest median p50 error (ties:
+    closest to 0.50, then lower).  Also returns each candidate's score."""
+    items = [x for ws in train.values() for x in ws]
+    if not items:
+        return 0.5, 0.9, {}
+    table: dict[str, float] = {}
+    cov = {}
+    for a in MC_LEVELS_90:
+        c = sum(w.wait_s <= mc_interval(d, 0.5, a)[1] + 1e-6 for w, d in items) / len(items)
+        cov[a] = c
+        table[f"a90={a:g} coverage"] = round(c, 4)
+    err = {}
+    for a in MC_LEVELS_50:
+        e = statistics.median(abs(mc_interval(d, a, max(a, 0.9))[0] - w.wait_s) / w.wait_s for w, d in items)
+        err[a] = e
+        table[f"a50={a:g} p50 err"] = round(e, 4)
+    a90 = min(MC_LEVELS_90, key=lambda a: (abs(cov[a] - 0.9), a))
+    a50 = min(MC_LEVELS_50, key=lambda a: (err[a], abs(a - 0.5), a))
+    return a50, a90, table
+
+
+def run_mc(args: argparse.Namespace, vcs: Sequence[str], eval_only: Sequence[str], limit: int | None,
+           tiers: Mapping[str, float]) -> int:
+    """Protocol v5 (``protocol-intervals-v5.md``)."""
+    out = args.out.with_name(args.out.name.replace("intervals", "intervals-mc", 1))
+    jobs = {v: load_philly(Path(args.traces) / f"trace_{v}.csv", limit=limit) for v in vcs}
+    devices = {v: cv.size_cluster(jobs[v]) for v in vcs}
+    keys = {v: cv.RunKey(v, "default", tiers[v], None, "history", devices[v], limit) for v in vcs}
+    runs = ensure_mc(list(keys.values()), args.traces, args.cache, args.workers, {v: len(jobs[v]) for v in vcs})
+    if args.replay_only:
+        print(f"cached {len(runs)} Monte-Carlo replays in {args.cache}")
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    train_vcs = [v for v in vcs if v not in eval_only]
+    hist = {v: waiters(runs[keys[v]].outcomes) for v in vcs}
+    ids = {v: [o.id for o in runs[keys[v]].outcomes if o.start_s is not None and o.start_s - o.submit_s >= MIN_WAIT_S
+               and o.estimate_s is not None and math.isfinite(o.estimate_s)] for v in vcs}
+    mcw = {v: [(w, runs[keys[v]].draws[i]) for w, i in zip(hist[v], ids[v], strict=True) if i in runs[keys[v]].draws]
+           for v in vcs}
+    per_vc: list[dict[str, object]] = []
+    folds: list[dict[str, object]] = []
+    given: dict[str, list[tuple[float, float]]] = {}
+    v2: dict[str, list[tuple[float, float]]] = {}
+    for v in vcs:
+        train = [u for u in train_vcs if u != v]
+        a50, a90, table = choose_levels({u: mcw[u] for u in train})
+        cfg, cal, _ = fold(hist, train_vcs, v)
+        draws = runs[keys[v]].draws
+        given[v] = [mc_interval(draws[i], a50, a90) if i in draws else
+                    (cal.interval(w.plan_s, w.s, w.devices) if cal is not None else point(w))
+                    for w, i in zip(hist[v], ids[v], strict=True)]
+        v2[v] = [cal.interval(w.plan_s, w.s, w.devices) if cal is not None else point(w) for w in hist[v]]
+        folds.append({"fold": v, "eval_only": v in eval_only, "a50": a50, "a90": a90, **table,
+                      "v2 fallback": cfg.label()})
+        sc = scores(hist[v], None, given[v])
+        r = runs[keys[v]]
+        per_vc.append({"vc": v, "fold": "evaluation-only" if v in eval_only else "leave-one-out",
+                       "tier_s": tiers[v], "devices": devices[v], "a50": a50, "a90": a90,
+                       "n_history": int(sc["n"]), "mc_share": round(len(mcw[v]) / len(hist[v]), 4) if hist[v] else None,
+                       **{f"{k}_history": round(x, 4) for k, x in sc.items() if k != "n"},
+                       "p50_err_history_plan": round(scores(hist[v], None)["p50_err"], 4),
+                       "p50_err_history_v2": round(scores(hist[v], None, v2[v])["p50_err"], 4),
+                       "cover_p90_history_v2": round(scores(hist[v], None, v2[v])["cover_p90"], 4),
+                       "estimates": r.n_estimates, "mc_estimates": r.n_mc,
+                       "estimate_cpu_s": round(r.estimate_cpu_s, 3), "mc_cpu_s": round(r.mc_cpu_s, 3),
+                       "mc_over_point_plan": round(r.mc_cpu_s / max(1e-9, r.estimate_cpu_s - r.mc_cpu_s), 3),
+                       "replay_wall_s": round(r.wall_s, 1)})
+    a50, a90, _ = choose_levels({u: mcw[u] for u in train_vcs})
+    (out / "levels.json").write_text(json.dumps({"p50_level": a50, "p90_level": a90, "draws": DEFAULT_MONTE_CARLO.draws,
+                                                 "depth": DEFAULT_MONTE_CARLO.depth, "seed": DEFAULT_MONTE_CARLO.seed,
+                                                 "chosen_on": train_vcs}, indent=1) + "\n")
+    pooled: list[dict[str, object]] = []
+    for label, sel in (("training VCs", train_vcs), ("all", list(vcs))):
+        ws = [w for v in sel for w in hist[v]]
+        iv = [x for v in sel for x in given[v]]
+        sc = scores(ws, None, iv) if ws else scores([], None)
+        est = sum(runs[keys[v]].estimate_cpu_s for v in sel)
+        mcs = sum(runs[keys[v]].mc_cpu_s for v in sel)
+        pooled.append({"vcs": label, "n_vcs": len(sel), "n_history": int(sc["n"]),
+                       "mc_share": round(sum(len(mcw[v]) for v in sel) / max(1, len(ws)), 4),
+                       **{f"{k}_history": round(x, 4) for k, x in sc.items() if k != "n"},
+                       "p50_err_history_plan": round(scores(ws, None)["p50_err"], 4) if ws else None,
+                       "p50_err_history_v2": round(scores(ws, None, [x for v in sel for x in v2[v]])["p50_err"], 4),
+                       "cover_p90_history_v2": round(scores(ws, None, [x for v in sel for x in v2[v]])["cover_p90"], 4),
+                       "estimates": sum(runs[keys[v]].n_estimates for v in sel),
+                       "mc_estimates": sum(runs[keys[v]].n_mc for v in sel),
+                       "mc_over_point_plan": round(mcs / max(1e-9, est - mcs), 3)})
+    for name, rows in (("intervals_per_vc.csv", per_vc), ("intervals_folds.csv", folds),
+                       ("intervals_pooled.csv", pooled)):
+        with open(out / name, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    md = ["| VC | fold | levels a50 / a90 | waiters (hist) | from MC | p50 err | p90 coverage | <= p50 | "
+          "plan as p50 | v2: p50 err / coverage | MC cost / point plan |", "|---" * 11 + "|"]
+    for r in per_vc:
+        md.append(f"| {r['vc']} | {r['fold']} | {r['a50']} / {r['a90']} | {r['n_history']} | {r['mc_share']} | "
+                  f"{r.get('p50_err_history', '-')} | {r.get('cover_p90_history', '-')} | "
+                  f"{r.get('at_or_below_p50_history', '-')} | {r['p50_err_history_plan']} | "
+                  f"{r['p50_err_history_v2']} / {r['cover_p90_history_v2']} | {r['mc_over_point_plan']} |")
+    md += ["", "| VCs | waiters | from MC | p50 err | p90 coverage | <= p50 | plan as p50 | v2: p50 err / coverage | "
+           "MC cost / point plan |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in pooled:
+        md.append(f"| {r['vcs']} ({r['n_vcs']}) | {r['n_history']} | {r['mc_share']} | {r['p50_err_history']} | "
+                  f"{r['cover_p90_history']} | {r['at_or_below_p50_history']} | {r['p50_err_history_plan']} | "
+                  f"{r['p50_err_history_v2']} / {r['cover_p90_history_v2']} | {r['mc_over_point_plan']} |")
+    md += ["", f"Engine default levels (rule on all {len(train_vcs)} training VCs): a50 {a50}, a90 {a90}; "
+           f"{DEFAULT_MONTE_CARLO.draws} scenarios, depth {DEFAULT_MONTE_CARLO.depth}"]
+    (out / "intervals_table.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+    print(f"wrote {out}")
+    return 0
+
+
 def fold_tiers(path: Path) -> dict[str, float]:
     with open(path) as fh:
         return {r["vc"]: float(r["tier_s"]) for r in csv.DictReader(fh)}
@@ -262,6 +542,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="protocol v3: each VC calibrated on its own past errors (output: <out>-online)")
     ap.add_argument("--online-km", action="store_true",
                     help="protocol v4: as --online, the still-waiting jobs censored (output: <out>-online-km)")
+    ap.add_argument("--mc", action="store_true",
+                    help="protocol v5: Monte-Carlo plans (history replays only; output: results/intervals-mc-n<limit>)")
     ap.add_argument("--replay-only", action="store_true",
                     help="simulate and cache the replays, compute no interval or score")
     args = ap.parse_args(argv)
@@ -274,6 +556,10 @@ def main(argv: list[str] | None = None) -> int:
         limit, tier = args.limit, args.tier
         args.out = args.out or HERE / "results" / (f"intervals-n{limit}" if limit else "intervals")
     tiers = {v: tier for v in vcs} if tier is not None else fold_tiers(args.tiers_from)
+    if args.mc:
+        if args.online or args.online_km:
+            ap.error("--mc is its own protocol: not with --online / --online-km")
+        return run_mc(args, vcs, eval_only, limit, tiers)
     jobs = {v: load_philly(Path(args.traces) / f"trace_{v}.csv", limit=limit) for v in vcs}
     devices = {v: cv.size_cluster(jobs[v]) for v in vcs}
     keys = {(v, e): cv.RunKey(v, "default", tiers[v], None, e, devices[v], limit) for v in vcs

@@ -11,15 +11,16 @@ and never the engine.  The stages import one another one way only, each only sta
 in this order (``tests/core/test_architecture.py`` enforces it, and that no stage reaches into
 the engine's ``_`` attributes):
 
-    _state -> _events -> _order -> _starts -> _tiers -> _preempt -> _estimate -> _intervals ->
-    _walk -> _invariants -> _engine
+    _state -> _events -> _order -> _starts -> _tiers -> _preempt -> _estimate -> _mcplan ->
+    _intervals -> _walk -> _invariants -> _engine
 
 ``_state``: the state and the questions every stage asks of it (free devices, usage, duration,
 expected end, tier); ``_events``: the only code that applies changes (live and on replay);
 ``_order``: the queue order, kept between calls; ``_starts``: placing queued work through the
 pipeline (:mod:`._placement`) and dry placements; ``_tiers``: attained-service tiers, their
 views and the starvation guard; ``_preempt``: victim choice and signalling; ``_estimate``: a
-target's wait estimate; ``_intervals``: its p50 / p90 from the predicted spread of the
+target's wait estimate; ``_mcplan``: Monte-Carlo plans (scenarios of the durations ahead,
+replanned); ``_intervals``: its p50 / p90 from the predicted spread of the
 durations ahead; ``_walk``: the planning walk (a cycle commits, an estimate plans);
 ``_invariants``: bookkeeping checks; ``_engine``: the public façade.  The other ``_`` modules
 (``_types``, ``_records``, ``_profile``, ``_tenants``, ``_meter``, ``_journal``, ``_estimators``,

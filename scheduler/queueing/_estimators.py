@@ -27,6 +27,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 __all__ = ["DeclaredModel", "DurationModel", "HistoryModel", "capped_remaining"]
 
 
@@ -244,6 +247,8 @@ class HistoryModel:
         self._version: dict[tuple[object, ...], int] = {}
         # the same with prefix sums of squares, for the variance a wait interval reads
         self._sorted2: dict[tuple[object, ...], tuple[int, list[float], list[float], list[float]]] = {}
+        # the same durations as a sorted array, for the draws of a Monte-Carlo plan
+        self._arrays: dict[tuple[object, ...], tuple[int, npt.NDArray[np.float64]]] = {}
 
     # -- censored observations (running jobs) --------------------------------------------------------------
     def attach(self, clock: Callable[[], float],
@@ -358,6 +363,32 @@ class HistoryModel:
             if got[0] and best is None:
                 best = got
         return None if best is None else (best[1], best[2])
+
+    def draw(self, key: tuple[str, int], done_s: float, cap_s: float, rng: np.random.Generator,
+             k: int) -> npt.NDArray[np.float64] | None:
+        """``k`` draws of the run time left, ``min(D, cap) - done`` given ``D > done``: ``D``
+        uniform over the durations longer than ``done`` of the finest level with ``min_samples``
+        of them (backing off as :meth:`spread` does; the coarsest level with any otherwise), None
+        when no level has one.  The residual-life draws of a Monte-Carlo plan (``_mcplan``)."""
+        fallback: tuple[npt.NDArray[np.float64], int] | None = None
+        d = done_s if done_s > 0 else 0.0
+        for lv in self._chain_levels(key):  # fine to coarse
+            ver = self._version.get(lv, 0)
+            got = self._arrays.get(lv)
+            if got is None or got[0] != ver:
+                got = self._arrays[lv] = (ver, np.sort(np.fromiter(self._hist[lv], dtype=np.float64)))
+            xs = got[1]
+            lo = int(np.searchsorted(xs, d, side="right")) if d > 0 else 0
+            if len(xs) - lo >= self.min_samples:
+                fallback = (xs, lo)
+                break
+            if len(xs) > lo and fallback is None:
+                fallback = (xs, lo)
+        if fallback is None:
+            return None
+        xs, lo = fallback
+        picks = xs[rng.integers(lo, len(xs), size=k)]
+        return np.maximum(np.minimum(picks, cap_s) - d, 0.0)
 
     def history(self, key: tuple[str, int]) -> deque[float] | None:
         """Finest history with at least ``min_samples`` jobs (else the coarsest non-empty one)."""

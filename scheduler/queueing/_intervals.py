@@ -21,6 +21,11 @@ backfill) is measured, not assumed: an :class:`IntervalCalibration` holds, per s
 chosen and fitted by ``benchmarks/philly/protocol-intervals-v2.md`` on the training VCs.
 Nothing here reads a true duration, and no scheduling decision reads p50 or p90.
 
+Where the estimate's kept exact plan serves it, the calibration's ``monte_carlo`` part (on by
+default, :data:`DEFAULT_MONTE_CARLO`) answers instead: the plan is replayed with the durations
+ahead drawn from the history (:mod:`._mcplan`) and p50 / p90 are quantiles of the scenario waits
+(``benchmarks/philly/protocol-intervals-v5.md``); the table above answers elsewhere.
+
 The earlier log-normal moment match (:func:`lognormal_interval`, p50 = P exp(-s^2/2)) is kept
 for comparison: its p90 stops growing once ``s`` passes z90, so it could not reach 90% coverage
 on the Philly preview (``benchmarks/philly/README.md``).
@@ -34,13 +39,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ._estimate import WaitEstimate
+from ._mcplan import MonteCarloPlan, scenario_waits
 from ._order import queue
 from ._records import Job
 from ._state import EngineState
 from ._tiers import budget
 
-__all__ = ["DEFAULT_CALIBRATION", "DEFAULT_SPREAD", "IntervalCalibration", "WorkSpread", "add_intervals",
-           "basis_of", "lognormal_interval", "work_spread"]
+__all__ = ["DEFAULT_CALIBRATION", "DEFAULT_MONTE_CARLO", "DEFAULT_SPREAD", "IntervalCalibration", "WorkSpread",
+           "add_intervals", "basis_of", "lognormal_interval", "work_spread"]
 
 Z90 = 1.2815515655446004  # standard normal 90% quantile
 
@@ -147,7 +153,10 @@ class IntervalCalibration:
     ``s_edges[i-1] < s <= s_edges[i]``) crossed with the bin of the job's device count among
     ``size_edges`` (bin ``j`` holds ``size_edges[j-1] <= devices < size_edges[j]``; empty: one
     size stratum).  ``log_q50`` / ``log_q90`` map ``(s_bin, size_bin)``
-    to the log quantiles; a stratum absent from the table falls back to ``fallback``."""
+    to the log quantiles; a stratum absent from the table falls back to ``fallback``.
+
+    ``monte_carlo`` (None: off): where the estimate's kept exact plan serves it, p50 / p90 come
+    from Monte-Carlo plans instead (:mod:`._mcplan`); the table answers elsewhere."""
 
     s_edges: tuple[float, ...]
     size_edges: tuple[int, ...]
@@ -156,6 +165,7 @@ class IntervalCalibration:
     fallback: tuple[float, float]
     tau_s: float = 60.0
     label: str = field(default="")
+    monte_carlo: MonteCarloPlan | None = None
 
     def __post_init__(self) -> None:
         if not (self.tau_s > 0 and math.isfinite(self.tau_s)):
@@ -192,16 +202,24 @@ class IntervalCalibration:
 def add_intervals(st: EngineState, job: Job, now: float, ests: dict[str, WaitEstimate],
                   calibration: IntervalCalibration | None = None) -> dict[str, WaitEstimate]:
     """``ests`` with p50, p90, the log-spread and the duration basis filled in: a point interval
-    at the plan with declared durations, ``calibration`` (default :data:`DEFAULT_CALIBRATION`)
-    applied to the plan and the log-spread with history durations."""
+    at the plan with declared durations; with history durations, quantiles of Monte-Carlo plans
+    where ``calibration.monte_carlo`` is set and the estimate's kept exact plan serves them
+    (:mod:`._mcplan`), else ``calibration`` (default :data:`DEFAULT_CALIBRATION`) applied to the
+    plan and the log-spread."""
     cal = DEFAULT_CALIBRATION if calibration is None else calibration
     basis = basis_of(st.durations)
     ws = work_spread(st, job, now, list(ests))
     history = getattr(st.durations, "spread", None) is not None
+    mc = cal.monte_carlo
+    waits = scenario_waits(st, job, now, mc, list(ests)) if history and mc is not None else None
     out = {}
     for p, e in ests.items():
         s = ws[p].log_spread() if p in ws else 0.0
-        if history:
+        if history and mc is not None and waits is not None and p in waits and math.isfinite(e.wait_s):
+            p50, p90 = mc.interval(waits[p])
+            basis_p = (f"{basis}; p{round(mc.p50_level * 100)} / p{round(mc.p90_level * 100)} of {mc.draws} "
+                       "Monte-Carlo plans, each job ahead and each running job's residual drawn from that history")
+        elif history:
             p50, p90 = cal.interval(e.wait_s, s, job.spec.devices)
             basis_p = f"{basis}; quantiles of actual / planned wait calibrated on Philly training VCs ({cal.label})"
         else:
@@ -253,8 +271,10 @@ def fit_calibration(samples: Sequence[tuple[float, float, int, float, float]], s
     return IntervalCalibration(tuple(edges), size_t, q50, q90, fallback, tau_s, label)
 
 
-def calibration_from_json(body: Mapping[str, object]) -> IntervalCalibration:
-    """The inverse of :meth:`IntervalCalibration.to_json`."""
+def calibration_from_json(body: Mapping[str, object], *,
+                          monte_carlo: MonteCarloPlan | None = None) -> IntervalCalibration:
+    """The inverse of :meth:`IntervalCalibration.to_json` (``monte_carlo``: how intervals are
+    read from Monte-Carlo plans where they apply; not part of the fitted table)."""
     strata = body["strata"]
     if not isinstance(strata, list):
         raise ValueError("interval calibration: 'strata' must be a list")
@@ -267,8 +287,17 @@ def calibration_from_json(body: Mapping[str, object]) -> IntervalCalibration:
     tau = body.get("tau_s", 60.0)
     return IntervalCalibration(tuple(float(x) for x in se), tuple(int(x) for x in ze), q50, q90,
                                (float(fb[0]), float(fb[1])), float(tau) if isinstance(tau, (int, float)) else 60.0,
-                               str(body.get("label", "")))
+                               str(body.get("label", "")), monte_carlo)
 
+
+#: How :meth:`QueueingScheduler.estimate` reads history intervals from Monte-Carlo plans
+#: (``benchmarks/philly/protocol-intervals-v5.md``: 32 scenarios, the first 64 jobs ahead
+#: exactly; the levels are the protocol's choice on the eight training VCs,
+#: ``benchmarks/philly/results/intervals-mc-n2000/levels.json``: p50 = the scenarios' 70%
+#: quantile, p90 = their maximum, the top of the grid).  It missed the protocol's goals: even
+#: the latest of the 32 scenarios covered only 40% of the training VCs' starts (README "Wait
+#: intervals", v5).
+DEFAULT_MONTE_CARLO = MonteCarloPlan(draws=32, depth=64, seed=0, p50_level=0.7, p90_level=1.0)
 
 #: The calibration :meth:`QueueingScheduler.estimate` applies to history estimates: the
 #: configuration chosen by ``protocol-intervals-v2.md``'s rule on the eight training VCs and
@@ -286,4 +315,4 @@ DEFAULT_CALIBRATION = calibration_from_json({
         [1, 1, 0.12321315483799104, 0.4205626759207543],
         [1, 2, -0.24013986608228904, 0.8803834455190446],
     ],
-})
+}, monte_carlo=DEFAULT_MONTE_CARLO)

@@ -292,6 +292,8 @@ def run(st: EngineState, now: float, mode: Mode, *, kept: bool = True) -> dict[s
     walks in full).
     """
     pol = st.policy
+    if isinstance(st.plan_cache, PlanCache):
+        st.plan_cache.fresh = False  # this walk did not make it (the fast plan makes a new one)
     view = view_for(st, now)
     st.pctx = None
     w = WalkState(grace_holds(st) if pol.grace_s > 0 else {}, {p: 0.0 for p in st.pools})
@@ -619,6 +621,9 @@ class PlanCache:
     # the last target as the plan would book it (not in ``final``): once submitted it is the next
     # job of the queue, or started; a quote's throwaway target is never either
     target: _Booked | None = None
+    # made by the last walk (an estimate that the kept plan answered); any later walk clears it:
+    # what a Monte-Carlo plan (``_mcplan``) checks before replaying this plan for the target
+    fresh: bool = True
 
 
 def _since(prof: Profile, t: float) -> Profile:
@@ -818,6 +823,8 @@ def _check(st: EngineState, now: float, mode: Plan, fast: Mapping[str, WaitEstim
         full = run(st, now, Plan(st, now, mode.target, EXACT if mode.auto else mode.depth), kept=False)
     finally:
         st.plan_cache = keep
+        if isinstance(keep, PlanCache):
+            keep.fresh = True  # still the plan this estimate made
     for p, e in full.items():
         f = fast[p]
         same = (math.isinf(e.start_at) and math.isinf(f.start_at)) or \

@@ -106,3 +106,25 @@ def test_online_calibrations_read_no_start_after_submission(cvi: Any) -> None:
     # after 961-1000 s (censored), keeps the 90% quantile above the plan: the largest value seen
     assert p50 == pytest.approx(540.0)
     assert p90 == pytest.approx((540.0 + 60.0) * (1000.0 + 60.0) / (540.0 + 60.0) - 60.0)
+
+
+def test_monte_carlo_levels_rule(cvi: Any) -> None:
+    # protocol v5: a90 is the level whose pooled training coverage is closest to 0.9, a50 the one
+    # with the smallest median p50 error; the scenario waits are 0..31 s + 100, so a level's p90
+    # is 100 + 31 x level, and every actual wait is 100 + 31 x u for u on a grid of 0.01 steps
+    draws = [100.0 + i for i in range(32)]
+    waiters = [(cvi.Waiter(100.0, 0.0, 1, 100.0 + 31.0 * u / 100), draws) for u in range(101)]
+    a50, a90, table = cvi.choose_levels({"x": waiters})
+    assert a90 == 0.9 and table["a90=0.9 coverage"] == pytest.approx(91 / 101, abs=1e-4)
+    # starts close to the scenarios' 60% quantile: a50 = 0.6
+    near = [(cvi.Waiter(100.0, 0.0, 1, 100.0 + 31.0 * (0.58 + u / 1000)), draws) for u in range(41)]
+    assert cvi.choose_levels({"x": near})[0] == 0.6
+    assert a50 in (0.3, 0.4, 0.5, 0.6, 0.7)
+    assert cvi.mc_interval(draws, 0.5, 1.0) == pytest.approx((115.5, 131.0))
+    # most starts after every scenario: the top of the grid covers the most
+    late = [(cvi.Waiter(100.0, 0.0, 1, 500.0), draws)] * 10 + [(cvi.Waiter(100.0, 0.0, 1, 131.0), draws)]
+    assert cvi.choose_levels({"x": late})[1] == 1.0
+    # every start after every scenario: all levels tie at coverage 0, the lower wins
+    assert cvi.choose_levels({"x": late[:10]})[1] == 0.8
+    # nothing to read: the defaults
+    assert cvi.choose_levels({})[:2] == (0.5, 0.9)
