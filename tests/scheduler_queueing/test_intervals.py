@@ -22,7 +22,6 @@ from accel.scheduler.queueing import (
 )
 from accel.scheduler.queueing._intervals import (
     DEFAULT_CALIBRATION,
-    DEFAULT_MONTE_CARLO,
     IntervalCalibration,
     WorkSpread,
     calibration_from_json,
@@ -170,4 +169,4 @@ def test_default_calibration_is_the_protocol_reports_fit() -> None:
 
     root = Path(__file__).resolve().parents[2]
     path = root / "benchmarks" / "philly" / "results" / "intervals-n2000" / "calibration.json"
-    assert calibration_from_json(json.loads(path.read_text()), monte_carlo=DEFAULT_MONTE_CARLO) == DEFAULT_CALIBRATION
+    assert calibration_from_json(json.loads(path.read_text())) == DEFAULT_CALIBRATION
