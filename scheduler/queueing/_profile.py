@@ -158,7 +158,8 @@ class Profile:
         """:meth:`fits`, as if ``k`` more devices were free from ``start`` until ``end`` for each
         ``(end, k)`` of ``extra`` (devices a preemption would give back), without copying."""
         start = max(start, self.now)
-        self._flush()
+        if len(self._deferred) * 4 > len(self.ts):
+            self._flush()  # many deferred bookings: merging them once is cheaper than reading them per call
         i = max(int(np.searchsorted(self.ts, start, side="right")) - 1, 0)
         end = start + duration
         j = int(np.searchsorted(self.ts, end, side="left")) if math.isfinite(end) else len(self.ts)
@@ -176,6 +177,20 @@ class Profile:
             vals = np.concatenate([vals, self.fs[np.searchsorted(self.ts, at, side="right") - 1]])
         for until, k in extra:
             vals[pts < until] += k
+        if self._deferred:
+            # the deferred bookings, read without merging them (a preemption storm asks this
+            # between every few starts, and a merge costs a pass over thousands of breakpoints):
+            # each holds its devices over [now, end), so free(p) loses the sum of those ending
+            # after p; where one ends, free(t) only rises, so no new minimum starts there and the
+            # points above (the window's start, its breakpoints, the cuts) keep the minimum
+            # :meth:`_flush` would give
+            ends = np.array([e for e, _ in self._deferred], dtype=np.float64)
+            ns = np.array([k for _, k in self._deferred], dtype=np.int64)
+            order = np.argsort(ends, kind="stable")
+            ends = ends[order]
+            # held[m]: devices of the bookings from the m-th smallest end on
+            held = np.concatenate((np.cumsum(ns[order][::-1])[::-1], np.zeros(1, dtype=np.int64)))
+            vals -= held[np.searchsorted(ends, pts, side="right")]
         return int(vals.min()) >= n
 
     def fits(self, start: float, duration: float, n: int) -> bool:
