@@ -2,12 +2,15 @@
 
 ``Profile.fits_with`` reads the deferred bookings (starts booked at ``now`` while the profile
 only rises) without merging them into its breakpoints: on random profiles, bookings, windows and
-given-back ranges its answer must be the merged profile's answer.
+given-back ranges its answer must be the merged profile's answer.  ``Profile.add`` gives a
+victim's devices back without merging the deferred bookings first: the profile (merged later)
+and its rising flag must be those of the plain path.
 
 ``ClusterState.allocate`` checks a whole-device request's slots one by one from the host's
 rows instead of building the host's fit array (``slot_fit``): on random cluster states (shares
 and whole devices taken, unhealthy slots, two device models, memory floors) it must accept
-exactly the slot sets ``slot_fit`` accepts.
+exactly the slot sets ``slot_fit`` accepts.  ``QueuePlacer._fewest_free_slots`` reads the
+host's rows as lists: the same slots as its array form, degraded slots and memory floors included.
 """
 
 from __future__ import annotations
@@ -35,13 +38,16 @@ def _twin_profiles(rng: random.Random) -> tuple[Profile, Profile]:
         if r < 0.94:  # a start booked now: deferred while the profile only rises
             end = now + rng.choice([rng.uniform(0.5, 600), float(rng.randint(1, 50))])
             args = (now, end, rng.randint(1, 8))
-        elif r < 0.97:  # a victim gives devices back from now (usually keeps it rising)
-            args = (now, now + rng.uniform(1, 600), -rng.randint(1, 4))
+        elif r < 0.97:  # a victim gives devices back from now (at a release: the profile keeps rising)
+            at = rng.choice([*(float(t) for t in a.ts[1:]), now + rng.uniform(1, 600)])
+            args = (now, at, -rng.randint(1, 4))
         else:  # a reservation later: free(t) dips, the deferred ones are merged
             s = now + rng.uniform(1, 300)
             args = (s, s + rng.uniform(1, 300), rng.randint(1, 8))
         a.add(*args)
+        b._flush()  # ``b`` merges its deferred bookings before every booking: the plain path
         b.add(*args)
+        assert a._monotone == b._monotone
     return a, b
 
 
@@ -116,3 +122,47 @@ def test_allocate_accepts_the_slots_slot_fit_accepts(seed: int) -> None:
             if rng.random() < 0.7:
                 cl.release(alloc)
     assert accepted > 30 and refused > 100
+
+
+def _fewest_free_slots_arrays(cl: ClusterState, req: Request, host: int) -> tuple[int, ...]:
+    """``QueuePlacer._fewest_free_slots`` as numpy arrays (its form before it read lists)."""
+    left, cap = cl.dev_left[host], cl.dev_cap[host]
+    free = cl.eligible_slots(req)[host] & (left == cap) & (cap > 0)
+    idx = free.nonzero()[0]
+    k = req.devices
+    if k == 1 or k == len(idx):
+        return tuple(idx[:k].tolist())
+    if req.selector.min_memory_bytes:
+        idx = (free & (cl.dev_mem_cap[host] >= req.selector.min_memory_bytes)).nonzero()[0]
+    degraded = cl.dev_degraded[host][idx]
+    return tuple((idx[~degraded].tolist() + idx[degraded].tolist())[:k])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_fewest_free_slots_lists_equal_the_arrays(seed: int) -> None:
+    from accel.scheduler.queueing import QueueingScheduler
+
+    rng = random.Random(seed)
+    cl = _mixed_cluster(rng, 16)
+    for h in range(cl.n_hosts):
+        for d in range(cl.n_slots):
+            if cl.dev_class[h, d] < 0:
+                continue
+            r = rng.random()
+            if r < 0.2:
+                cl.allocate(Request(f"w{h}.{d}", devices=1), h, [d])
+            elif r < 0.3:
+                cl.set_device_health(h, d, usable=False)
+            elif r < 0.5:
+                cl.set_device_health(h, d, usable=True, degraded=True)
+    placer = QueueingScheduler(cl)._st.placer
+    for i in range(400):
+        h = rng.randrange(cl.n_hosts)
+        sel = DeviceSelector(models=rng.choice([(), ("P100",), ("V100",)]),
+                             min_memory_bytes=rng.choice([0, 0, 12 * GIB]))
+        free = len(_fewest_free_slots_arrays(cl, Request(f"r{i}", devices=8, selector=sel), h))
+        if not free:
+            continue
+        req = Request(f"r{i}", devices=rng.randint(1, free), selector=sel)
+        want = _fewest_free_slots_arrays(cl, req, h)
+        assert placer._fewest_free_slots(req, h) == want
