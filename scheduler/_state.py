@@ -256,11 +256,9 @@ class ClusterState:
         if not (self.cpu_free[host] >= req.cpu_milli and self.mem_free[host] >= req.memory_bytes
                 and self.pods_used[host] < self.pods_cap[host]):
             raise SchedulerStateError(f"{req.name}: host {self.host_names[host]} lacks CPU/memory/pods")
-        if devs:
-            fit = self.slot_fit(req, np.array([host]))[0]
-            if not all(fit[d] for d in devs):
-                raise SchedulerStateError(f"{req.name}: devices {devs} on {self.host_names[host]} "
-                                          "cannot serve it")
+        if devs and not self._slots_fit(req, host, devs):
+            raise SchedulerStateError(f"{req.name}: devices {devs} on {self.host_names[host]} "
+                                      "cannot serve it")
         milli = self.partition_milli(req, host, devs[0]) if devs else 0
         dmem = req.share.memory_bytes if req.share is not None else 0
         self.cpu_free[host] -= req.cpu_milli
@@ -278,6 +276,20 @@ class ClusterState:
                            tuple(self.dev_ids[host][d] for d in devs), milli, dmem, self._seq)
         self.live[alloc.seq] = alloc
         return alloc
+
+    def _slots_fit(self, req: Request, host: int, devs: Sequence[int]) -> bool:
+        """``slot_fit(req, [host])`` at each of ``devs``.  A whole-device request (every queued
+        start binds one) reads the host's rows as lists, the same tests slot by slot, instead
+        of building the host's whole fit array."""
+        if not req.devices:
+            fit = self.slot_fit(req, np.array([host]))[0]
+            return all(fit[d] for d in devs)
+        elig = self.eligible_slots(req)[host].tolist()
+        left, cap = self.dev_left[host].tolist(), self.dev_cap[host].tolist()
+        need_mem = req.selector.min_memory_bytes
+        mem = self.dev_mem_cap[host].tolist() if need_mem else []
+        return all(elig[d] and left[d] == cap[d] and left[d] > 0 and (not need_mem or mem[d] >= need_mem)
+                   for d in devs)
 
     def release(self, alloc: Allocation) -> None:
         """Return what ``alloc`` holds.  Releasing twice raises :class:`SchedulerStateError`."""

@@ -76,12 +76,14 @@ def on_placed(st: EngineState, ev: Event) -> None:
         pools = st.slot_pool[h].tolist()
         was_free = [d for d in devs if usable[d] and left[d] == cap[d] and pools[d] >= 0]
         allocs.append(cl.allocate(req, h, devs))
+        totals = st.pool_totals  # kept in step (the per-pool sums of ``host_free``), not recounted
         for d in was_free:
             st.host_free[h, pools[d]] -= 1
+            if totals is not None:
+                totals[pools[d]] -= 1
         if was_free and st.free_index is not None:
             for p in {pools[d] for d in was_free}:
                 st.free_index.moved(h, p)
-        st.pool_totals = None
     job.allocs = allocs
     job.pool = pool
     job.state = JobState.RUNNING

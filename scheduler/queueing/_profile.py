@@ -117,6 +117,19 @@ class Profile:
             self._deferred.append((end, n))
             self._held += n
             return
+        if n < 0 and start == self.now and self._monotone and self._deferred:
+            # a preemption victim gives devices back from now while bookings are deferred: give
+            # them back on the breakpoints alone (adding ranges commutes with merging the
+            # deferred ones later: the same breakpoints, the same counts).  If the breakpoints
+            # alone still never decrease, neither does the merged profile (each deferred booking
+            # only raises free(t) where it ends); else merge and check as below
+            j = self._split(end) if math.isfinite(end) else len(self.ts)
+            self.fs[:j] -= n
+            if bool((np.diff(self.fs) >= 0).all()):
+                return
+            self._flush()
+            self._monotone = bool((np.diff(self.fs) >= 0).all())
+            return
         self._flush()
         i = self._split(start)
         j = self._split(end) if math.isfinite(end) else len(self.ts)
@@ -158,12 +171,22 @@ class Profile:
         """:meth:`fits`, as if ``k`` more devices were free from ``start`` until ``end`` for each
         ``(end, k)`` of ``extra`` (devices a preemption would give back), without copying."""
         start = max(start, self.now)
-        self._flush()
+        if len(self._deferred) > 256 or len(self._deferred) * 4 > len(self.ts):
+            self._flush()  # many deferred bookings: merging them once is cheaper than reading them per call
         i = max(int(np.searchsorted(self.ts, start, side="right")) - 1, 0)
         end = start + duration
         j = int(np.searchsorted(self.ts, end, side="left")) if math.isfinite(end) else len(self.ts)
         j = max(j, i + 1)
         extra = list(extra)
+        if all(k >= 0 for _u, k in extra):
+            # bounds that answer without the window's arrays: free(t) over the window is at
+            # least its least breakpoint count less every deferred booking still held at its
+            # start (given-back devices only add), and at most what is free at its start
+            held = sum(k for e, k in self._deferred if e > start)
+            if int(self.fs[i:j].min()) - held >= n:
+                return True
+            if int(self.fs[i]) + sum(k for u, k in extra if u > start) - held < n:
+                return False
         # the minimum is at a segment start or where a given-back range ends inside the window;
         # segment k of the window is free fs[k] from its start (``ts`` strictly increases, and
         # the first starts at ``start``), so only the cuts are looked up
@@ -176,6 +199,20 @@ class Profile:
             vals = np.concatenate([vals, self.fs[np.searchsorted(self.ts, at, side="right") - 1]])
         for until, k in extra:
             vals[pts < until] += k
+        if self._deferred:
+            # the deferred bookings, read without merging them (a preemption storm asks this
+            # between every few starts, and a merge costs a pass over thousands of breakpoints):
+            # each holds its devices over [now, end), so free(p) loses the sum of those ending
+            # after p; where one ends, free(t) only rises, so no new minimum starts there and the
+            # points above (the window's start, its breakpoints, the cuts) keep the minimum
+            # :meth:`_flush` would give
+            ends = np.array([e for e, _ in self._deferred], dtype=np.float64)
+            ns = np.array([k for _, k in self._deferred], dtype=np.int64)
+            order = np.argsort(ends, kind="stable")
+            ends = ends[order]
+            # held_from[m]: devices of the bookings from the m-th smallest end on
+            held_from = np.concatenate((np.cumsum(ns[order][::-1])[::-1], np.zeros(1, dtype=np.int64)))
+            vals -= held_from[np.searchsorted(ends, pts, side="right")]
         return int(vals.min()) >= n
 
     def fits(self, start: float, duration: float, n: int) -> bool:

@@ -123,10 +123,14 @@ class EngineState:
         free = usable & (st.dev_left[h] == st.dev_cap[h])
         n = len(self.pools)
         row = np.bincount(pools[free], minlength=n)[:n]
-        moved = (row != self.host_free[h]).nonzero()[0].tolist()
+        old = self.host_free[h]
+        moved = (row != old).nonzero()[0].tolist()
+        totals = self.pool_totals
+        if totals is not None:  # kept in step with the moved counts, not recounted
+            for p in moved:
+                totals[p] += int(row[p]) - int(old[p])
         self.host_free[h] = row
         self.host_usable[h] = np.bincount(pools[usable], minlength=n)[:n]
-        self.pool_totals = None
         index = self.free_index
         if index is not None:
             for p in moved:
