@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import os
 import sys
 import time
@@ -23,7 +24,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from accel.scheduler import load_openb_nodes, load_openb_pods, openb_order, replay
+from accel.scheduler import BUILTIN_SCORERS, Scorer, load_openb_nodes, load_openb_pods, openb_order, replay
 
 SHARED = Path(os.environ.get("ACCEL_SHARED", Path(__file__).resolve().parents[3] / "shared"))
 OPENB = SHARED / "traces" / "openb"
@@ -58,13 +59,39 @@ def published() -> dict[tuple[str, str, int], float]:
     return out
 
 
+def make_policy(spec: str) -> str | Scorer:
+    """``name`` or ``name:key=value,key=value`` (a built-in scorer with constructor arguments,
+    for tuning runs: ``fgd-plus-demand:horizon=1.1``); values are numbers."""
+    if ":" not in spec:
+        return spec
+    name, _, args = spec.partition(":")
+    if name not in BUILTIN_SCORERS:
+        raise SystemExit(f"--policies {spec!r}: {name!r} is not a built-in scorer")
+    module, _, attr = BUILTIN_SCORERS[name].partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    kwargs: dict[str, float | int] = {}
+    for item in filter(None, args.split(",")):
+        key, eq, val = item.partition("=")
+        if not eq:
+            raise SystemExit(f"--policies {spec!r}: {item!r} is not key=value")
+        try:
+            kwargs[key] = int(val) if val.lstrip("-").isdigit() else float(val)
+        except ValueError:
+            raise SystemExit(f"--policies {spec!r}: {val!r} is not a number") from None
+    try:
+        scorer: Scorer = cls(**kwargs)
+    except TypeError as exc:
+        raise SystemExit(f"--policies {spec!r}: {exc}") from None
+    return scorer
+
+
 def run_one(trace: str, policy: str, seed: int) -> dict[str, Any]:
     hosts = load_openb_nodes(OPENB / "openb_node_list_gpu_node.csv")
     pods = load_openb_pods(OPENB / f"openb_pod_list_{trace}.csv")
     capacity = sum(len(h.devices) for h in hosts) * 1000
     order = openb_order(pods, capacity, seed)
     t0 = time.perf_counter()
-    res = replay(hosts, order, policy, workload=[p.request for p in pods], seed=seed)
+    res = replay(hosts, order, make_policy(policy), workload=[p.request for p in pods], seed=seed)
     wall = time.perf_counter() - t0
     return {"trace": trace, "policy": policy, "seed": seed, "curve": res.curve(), "wall": wall,
             "attempts": len(order), "placed": int(res.placed.sum())}
@@ -109,13 +136,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="default trace, seed 42 only (CI smoke)")
     ap.add_argument("--traces", nargs="*", default=None)
-    ap.add_argument("--policies", nargs="*", default=None)
+    ap.add_argument("--policies", nargs="*", default=None,
+                    help="scorer names, or name:key=value,... for a built-in scorer with arguments")
     ap.add_argument("--seeds", nargs="*", type=int, default=None)
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = ap.parse_args()
     traces = args.traces or (["default"] if args.quick else list(TRACES))
     policies = args.policies or list(POLICIES)
+    for spec in policies:
+        make_policy(spec)  # a bad name or argument fails here, before any run
     seeds = args.seeds or ([42] if args.quick else list(range(42, 52)))
     args.out.mkdir(parents=True, exist_ok=True)
     tasks = [(t, p, s) for t in traces for p in policies for s in seeds]
