@@ -26,6 +26,7 @@ import numpy as np
 
 from accel.scheduler import BUILTIN_SCORERS, Scorer, load_openb_nodes, load_openb_pods, openb_order, replay
 
+HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("ACCEL_SHARED", Path(__file__).resolve().parents[3] / "shared"))
 OPENB = SHARED / "traces" / "openb"
 TRACES = ("default", "gpushare40", "multigpu20", "gpuspec33", "cpu050")
@@ -97,6 +98,17 @@ def run_one(trace: str, policy: str, seed: int) -> dict[str, Any]:
             "attempts": len(order), "placed": int(res.placed.sum())}
 
 
+def add_bound_columns(rows: list[dict[str, Any]], dist: list[dict[str, Any]]) -> None:
+    """Add ``bound_<k>`` and ``gap_closed_<k>`` (the share of the way from published FGD to the
+    offline bound, over the seeds that have a bound; None where none has) to each summary row."""
+    by = {(d["trace"], d["policy"], d["arrived_pct"]): d for d in dist}
+    for r in rows:
+        for k in (100, 130):
+            d = by.get((r["trace"], r["policy"], k))
+            r[f"bound_{k}"] = d["bound"] if d else None
+            r[f"gap_closed_{k}"] = d["way_from_fgd"] if d else None
+
+
 def plot(results: list[dict[str, Any]], pub: dict[tuple[str, str, int], float], out: Path) -> list[Path]:
     try:
         import matplotlib
@@ -140,7 +152,9 @@ def main() -> int:
                     help="scorer names, or name:key=value,... for a built-in scorer with arguments")
     ap.add_argument("--seeds", nargs="*", type=int, default=None)
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    ap.add_argument("--out", type=Path, default=HERE / "results")
+    ap.add_argument("--bound", type=Path, nargs="*", default=None,
+                    help="bound_openb.py outputs to read (default: results/bound.csv and --out/bound.csv)")
     args = ap.parse_args()
     traces = args.traces or (["default"] if args.quick else list(TRACES))
     policies = args.policies or list(POLICIES)
@@ -181,6 +195,12 @@ def main() -> int:
                          "vs_published_fgd_100": ours100 - f100 if f100 else None,
                          "vs_published_fgd_130": ours130 - f130 if f130 else None,
                          "mean_wall_s": float(np.mean([r["wall"] for r in rs]))})
+    # distance to the offline bound (bound_openb.py's bound.csv, same seeds), per trace and policy
+    from bound_distance import distance_rows, load_bound, show, write
+    curves = {(r["trace"], r["policy"], r["seed"], k): float(r["curve"][k]) for r in results for k in (100, 130)
+              if np.isfinite(r["curve"][k])}
+    dist = distance_rows(curves, load_bound(*(args.bound or [HERE / "results" / "bound.csv", args.out / "bound.csv"])))
+    add_bound_columns(rows, dist)
     with open(args.out / "summary.csv", "w", newline="") as fh:
         dw = csv.DictWriter(fh, fieldnames=list(rows[0]))
         dw.writeheader()
@@ -195,11 +215,11 @@ def main() -> int:
         print(f"{r['trace']:11} {r['policy']:15} {r['seeds']:2d} {fmt(r['ours_100']):>8} "
               f"{fmt(r['published_100']):>8} {fmt(r['ours_130']):>8} {fmt(r['published_130']):>8} "
               f"{fmt(r['vs_published_fgd_100']):>11} {fmt(r['vs_published_fgd_130']):>11} {r['mean_wall_s']:7.1f}s")
-    # distance to the offline bound (bound_openb.py's results/bound.csv, same seeds), per policy
-    from bound_distance import distance_rows, load_bound, show, write
-    curves = {(r["trace"], r["policy"], r["seed"], k): float(r["curve"][k]) for r in results for k in (100, 130)
-              if np.isfinite(r["curve"][k])}
-    dist = distance_rows(curves, load_bound(Path(__file__).resolve().parent / "results" / "bound.csv"))
+    print(f"\n{'trace':11} {'policy':15} {'bound@100':>9} {'closed@100':>10} {'bound@130':>9} {'closed@130':>10}"
+          "   (closed: share of the way from published FGD to the bound, same seeds)")
+    for r in rows:
+        print(f"{r['trace']:11} {r['policy']:15} {fmt(r['bound_100']):>9} {fmt(r['gap_closed_100']):>10} "
+              f"{fmt(r['bound_130']):>9} {fmt(r['gap_closed_130']):>10}")
     if dist:
         write(dist, args.out / "bound_distance.csv")
         print()
