@@ -138,7 +138,8 @@ class FGDPlusScorer(BalancedFGDScorer):
 
     def __init__(self, *, reserve: float = MAX_SCORE, weight: float = 10.0, scale: float = 4000.0,
                  popularity: float = 95.0) -> None:
-        super().__init__(weight=weight, scale=scale, popularity=popularity)
+        # fgd-balance's selector guard is off: this policy handles constrained pods itself
+        super().__init__(weight=weight, scale=scale, popularity=popularity, selector_guard=False)
         self.reserve = reserve
         self.share = np.zeros(0)
         self.kappa = np.zeros(1)

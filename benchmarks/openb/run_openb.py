@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import os
 import sys
 import time
@@ -23,8 +24,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from accel.scheduler import load_openb_nodes, load_openb_pods, openb_order, replay
+from accel.scheduler import BUILTIN_SCORERS, Scorer, load_openb_nodes, load_openb_pods, openb_order, replay
 
+HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("ACCEL_SHARED", Path(__file__).resolve().parents[3] / "shared"))
 OPENB = SHARED / "traces" / "openb"
 TRACES = ("default", "gpushare40", "multigpu20", "gpuspec33", "cpu050")
@@ -58,16 +60,53 @@ def published() -> dict[tuple[str, str, int], float]:
     return out
 
 
+def make_policy(spec: str) -> str | Scorer:
+    """``name`` or ``name:key=value,key=value`` (a built-in scorer with constructor arguments,
+    for tuning runs: ``fgd-plus-demand:horizon=1.1``); values are numbers."""
+    if ":" not in spec:
+        return spec
+    name, _, args = spec.partition(":")
+    if name not in BUILTIN_SCORERS:
+        raise SystemExit(f"--policies {spec!r}: {name!r} is not a built-in scorer")
+    module, _, attr = BUILTIN_SCORERS[name].partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    kwargs: dict[str, float | int] = {}
+    for item in filter(None, args.split(",")):
+        key, eq, val = item.partition("=")
+        if not eq:
+            raise SystemExit(f"--policies {spec!r}: {item!r} is not key=value")
+        try:
+            kwargs[key] = int(val) if val.lstrip("-").isdigit() else float(val)
+        except ValueError:
+            raise SystemExit(f"--policies {spec!r}: {val!r} is not a number") from None
+    try:
+        scorer: Scorer = cls(**kwargs)
+    except TypeError as exc:
+        raise SystemExit(f"--policies {spec!r}: {exc}") from None
+    return scorer
+
+
 def run_one(trace: str, policy: str, seed: int) -> dict[str, Any]:
     hosts = load_openb_nodes(OPENB / "openb_node_list_gpu_node.csv")
     pods = load_openb_pods(OPENB / f"openb_pod_list_{trace}.csv")
     capacity = sum(len(h.devices) for h in hosts) * 1000
     order = openb_order(pods, capacity, seed)
     t0 = time.perf_counter()
-    res = replay(hosts, order, policy, workload=[p.request for p in pods], seed=seed)
+    res = replay(hosts, order, make_policy(policy), workload=[p.request for p in pods], seed=seed)
     wall = time.perf_counter() - t0
     return {"trace": trace, "policy": policy, "seed": seed, "curve": res.curve(), "wall": wall,
             "attempts": len(order), "placed": int(res.placed.sum())}
+
+
+def add_bound_columns(rows: list[dict[str, Any]], dist: list[dict[str, Any]]) -> None:
+    """Add ``bound_<k>`` and ``gap_closed_<k>`` (the share of the way from published FGD to the
+    offline bound, over the seeds that have a bound; None where none has) to each summary row."""
+    by = {(d["trace"], d["policy"], d["arrived_pct"]): d for d in dist}
+    for r in rows:
+        for k in (100, 130):
+            d = by.get((r["trace"], r["policy"], k))
+            r[f"bound_{k}"] = d["bound"] if d else None
+            r[f"gap_closed_{k}"] = d["way_from_fgd"] if d else None
 
 
 def plot(results: list[dict[str, Any]], pub: dict[tuple[str, str, int], float], out: Path) -> list[Path]:
@@ -109,13 +148,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="default trace, seed 42 only (CI smoke)")
     ap.add_argument("--traces", nargs="*", default=None)
-    ap.add_argument("--policies", nargs="*", default=None)
+    ap.add_argument("--policies", nargs="*", default=None,
+                    help="scorer names, or name:key=value,... for a built-in scorer with arguments")
     ap.add_argument("--seeds", nargs="*", type=int, default=None)
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    ap.add_argument("--out", type=Path, default=HERE / "results")
+    ap.add_argument("--bound", type=Path, nargs="*", default=None,
+                    help="bound_openb.py outputs to read (default: results/bound.csv and --out/bound.csv)")
     args = ap.parse_args()
     traces = args.traces or (["default"] if args.quick else list(TRACES))
     policies = args.policies or list(POLICIES)
+    for spec in policies:
+        make_policy(spec)  # a bad name or argument fails here, before any run
     seeds = args.seeds or ([42] if args.quick else list(range(42, 52)))
     args.out.mkdir(parents=True, exist_ok=True)
     tasks = [(t, p, s) for t in traces for p in policies for s in seeds]
@@ -151,6 +195,12 @@ def main() -> int:
                          "vs_published_fgd_100": ours100 - f100 if f100 else None,
                          "vs_published_fgd_130": ours130 - f130 if f130 else None,
                          "mean_wall_s": float(np.mean([r["wall"] for r in rs]))})
+    # distance to the offline bound (bound_openb.py's bound.csv, same seeds), per trace and policy
+    from bound_distance import distance_rows, load_bound, show, write
+    curves = {(r["trace"], r["policy"], r["seed"], k): float(r["curve"][k]) for r in results for k in (100, 130)
+              if np.isfinite(r["curve"][k])}
+    dist = distance_rows(curves, load_bound(*(args.bound or [HERE / "results" / "bound.csv", args.out / "bound.csv"])))
+    add_bound_columns(rows, dist)
     with open(args.out / "summary.csv", "w", newline="") as fh:
         dw = csv.DictWriter(fh, fieldnames=list(rows[0]))
         dw.writeheader()
@@ -165,11 +215,11 @@ def main() -> int:
         print(f"{r['trace']:11} {r['policy']:15} {r['seeds']:2d} {fmt(r['ours_100']):>8} "
               f"{fmt(r['published_100']):>8} {fmt(r['ours_130']):>8} {fmt(r['published_130']):>8} "
               f"{fmt(r['vs_published_fgd_100']):>11} {fmt(r['vs_published_fgd_130']):>11} {r['mean_wall_s']:7.1f}s")
-    # distance to the offline bound (bound_openb.py's results/bound.csv, same seeds), per policy
-    from bound_distance import distance_rows, load_bound, show, write
-    curves = {(r["trace"], r["policy"], r["seed"], k): float(r["curve"][k]) for r in results for k in (100, 130)
-              if np.isfinite(r["curve"][k])}
-    dist = distance_rows(curves, load_bound(Path(__file__).resolve().parent / "results" / "bound.csv"))
+    print(f"\n{'trace':11} {'policy':15} {'bound@100':>9} {'closed@100':>10} {'bound@130':>9} {'closed@130':>10}"
+          "   (closed: share of the way from published FGD to the bound, same seeds)")
+    for r in rows:
+        print(f"{r['trace']:11} {r['policy']:15} {fmt(r['bound_100']):>9} {fmt(r['gap_closed_100']):>10} "
+              f"{fmt(r['bound_130']):>9} {fmt(r['gap_closed_130']):>10}")
     if dist:
         write(dist, args.out / "bound_distance.csv")
         print()

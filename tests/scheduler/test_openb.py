@@ -94,14 +94,22 @@ def test_matches_published_simulator_attempt_by_attempt(openb_dir: Path, policy:
     assert np.array_equal(res.used_milli, ref)
 
 
-@pytest.mark.parametrize("policy", ["fgd-balance", "gpu-clustering"])
+@pytest.mark.parametrize("policy", ["fgd-balance", "fgd-balance-unguarded", "gpu-clustering"])
 def test_score_cache_does_not_change_results(openb_dir: Path, policy: str) -> None:
+    from accel.scheduler import BalancedFGDScorer, Scorer
+
     hosts = load_openb_nodes(openb_dir / "openb_node_list_gpu_node.csv")
     pods = load_openb_pods(openb_dir / "openb_pod_list_gpuspec33.csv")
     order = openb_order(pods, CAPACITY, seed=3)[:400]
     wl = [p.request for p in pods]
-    fast = replay(hosts, order, policy, workload=wl, seed=3)
-    slow = replay(hosts, order, policy, workload=wl, seed=3, cache=False)
+
+    def scorer() -> str | Scorer:
+        # gpuspec33 has gpu_spec pods, so fgd-balance's guard makes it FGD there: the unguarded
+        # scorer keeps the balance term's cache under test
+        return BalancedFGDScorer(selector_guard=False) if policy == "fgd-balance-unguarded" else policy
+
+    fast = replay(hosts, order, scorer(), workload=wl, seed=3)
+    slow = replay(hosts, order, scorer(), workload=wl, seed=3, cache=False)
     assert np.array_equal(fast.used_milli, slow.used_milli)
     assert np.array_equal(fast.placed, slow.placed)
     assert fast.rescored_hosts < slow.rescored_hosts
