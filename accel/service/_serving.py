@@ -423,7 +423,7 @@ class ServingManager:
         job_id = self.service.submit(self._principal(g), req)
         self.store.add_replica(job_id, g.id, idx, port, kv_port)
         self._set_info(job_id, group=g.name, group_id=g.id, index=idx, state="queued", address=None, ready=False,
-                       engine_pid=None)
+                       engine_pid=None, port=port)
 
     def _cancel_job(self, g: GroupRow, job_id: str, why: str) -> None:
         with contextlib.suppress(SchedulerStateError, NotFoundError):  # ended meanwhile
@@ -490,6 +490,8 @@ class ServingManager:
         with self.lock:
             g = self._group(who, name)
             rows = self.store.replicas(g.id)
+            ports = {job_id: self.store.ports(job_id)[0] for job_id, _i in rows} if g.engine.get("mode") == "command" \
+                else {}
         replicas, ended = [], 0
         for job_id, idx in rows:
             state = self._state(job_id)
@@ -500,7 +502,7 @@ class ServingManager:
             ready = bool(info.get("ready"))
             replicas.append({"job": job_id, "index": idx, "state": state, "ready": ready,
                              "address": info.get("address"), "kv_events": info.get("kv_events") if ready else None,
-                             "port": info.get("port"), "engine_pid": info.get("engine_pid"), "role": "both"})
+                             "port": ports.get(job_id), "engine_pid": info.get("engine_pid"), "role": "both"})
         return {"id": g.id, "name": g.name, "tenant": g.tenant, "state": g.state, "reason": g.reason,
                 "replicas_wanted": g.desired, "replicas_ready": sum(1 for r in replicas if r["ready"]),
                 "replicas": replicas, "replicas_ended": ended, "engine": g.engine, "request": g.request,

@@ -1,6 +1,8 @@
 """Serving groups through the API: every refused body names its field, groups are per tenant, their
 replicas are jobs, a scale down cancels the replicas not running first, a service without the sim
-executor refuses them.  (The engines' processes, restarts and clean-up: tests/router/test_from_serve.py.)"""
+executor takes each group's engine command, checked as a job's, with the ports it chose filled in.  (The
+engines' processes, restarts and clean-up: tests/router/test_from_serve.py; engine commands under real
+executors: tests/service_exec/test_serving_local.py and test_serving_slurm.py.)"""
 
 from __future__ import annotations
 
@@ -14,9 +16,9 @@ import pytest
 
 pytest.importorskip("starlette")
 
-from accel.scheduler import SchedulerStateError
 from accel.service._app import build_app
 from accel.service._auth import Principal, TokenBook
+from accel.service._jobreq import EnvAllowlist, RequestError
 from accel.service._serving import MAX_FAILURES, ServingManager
 from tests.service._servesim import auth
 from tests.service._svc import FakeWall, open_service, serving
@@ -84,14 +86,62 @@ def test_groups_are_per_tenant_and_replicas_are_jobs(tmp_path: Path) -> None:
         assert r.status_code == 201 and r.json()["id"] != a["id"] and r.json()["replicas"] == []
 
 
-def test_refused_without_the_sim_executor(tmp_path: Path) -> None:
+def test_without_the_sim_executor_a_group_gives_its_engine_command(tmp_path: Path) -> None:
     # the refusal comes first: nothing of the service is read (the only part a manager opens is its state)
-    manager = ServingManager(SimpleNamespace(state=tmp_path), spawn=False)
+    manager = ServingManager(SimpleNamespace(state=tmp_path, env_allow=EnvAllowlist()), spawn=False)
     try:
-        with pytest.raises(SchedulerStateError, match="--sim"):
+        with pytest.raises(RequestError, match="ACCEL_REPLICA_PORT") as err:
             manager.create(Principal("t", "team-a", False), {"name": "chat"})
+        assert err.value.field == "command"
     finally:
         manager.close()
+
+
+def test_an_engine_command_is_checked_as_a_jobs_and_gets_its_ports(tmp_path: Path) -> None:
+    with _api(tmp_path, spawn=False) as (client, alice, bob, manager):
+        cmd = ["vllm", "serve", "m", "--port", "{port}"]
+        ok = {"name": "chat", "replicas": 2, "command": cmd}
+        for body, field in (({"name": "chat"}, "command"), ({**ok, "command": "vllm serve m"}, "command"),
+                            ({**ok, "command": []}, "command"), ({**ok, "command": ["vllm", 3]}, "command"),
+                            ({**ok, "command": ["vllm", "a\0b"]}, "command[1]"),
+                            ({**ok, "command": ["x"] * 300}, "command"),
+                            ({**ok, "command": [*cmd, "tcp://*:{kv_port}"]}, "command"),
+                            ({**ok, "engine": {"model": "m"}}, "engine"),
+                            ({**ok, "engine": {"kv_events": "yes"}}, "engine.kv_events"),
+                            ({**ok, "engine": {"ready_timeout_s": 0}}, "engine.ready_timeout_s"),
+                            ({**ok, "engine": {"health_path": "health"}}, "engine.health_path"),
+                            ({**ok, "engine": {"health_path": "/h?x=1"}}, "engine.health_path"),
+                            ({**ok, "env": {"ACCEL_REPLICA_PORT": "80"}}, "env"),
+                            ({**ok, "env": {"LD_PRELOAD": "/tmp/x.so"}}, "env"),
+                            ({**ok, "checkpoint": {"signal": "USR1"}}, "checkpoint")):
+            r = client.post("/v1/serving", json=body, headers=auth(alice))
+            assert r.status_code == 400, (body, r.text)
+            assert r.json()["error"].get("field") == field, (body, r.text)
+        assert client.get("/v1/jobs", headers=auth(alice)).json()["jobs"] == []  # nothing was submitted
+        body = {**ok, "command": [*cmd, "--kv-events-config", '{"endpoint": "tcp://*:{kv_port}"}'],
+                "engine": {"kv_events": True}}
+        r = client.post("/v1/serving", json=body, headers=auth(alice))
+        assert r.status_code == 201, r.text
+        assert r.json()["engine"] == {"mode": "command", "kv_events": True, "ready_timeout_s": 600.0,
+                                      "health_path": "/health"}
+        ports = set()
+        envs = {j.id: dict(j.request["env"]) for j in manager.service.store.jobs()}  # the record hides env values
+        for rep in r.json()["replicas"]:
+            job = client.get(f"/v1/jobs/{rep['job']}", headers=auth(alice)).json()
+            env = envs[rep["job"]]
+            port, kv = int(env["ACCEL_REPLICA_PORT"]), int(env["ACCEL_REPLICA_KV_PORT"])
+            # the tokens replaced in the job's own argv, the JSON's braces left alone
+            assert job["request"]["command"] == ["vllm", "serve", "m", "--port", str(port), "--kv-events-config",
+                                                 f'{{"endpoint": "tcp://*:{kv}"}}']
+            assert rep["port"] == port and rep["address"] is None and not rep["ready"]  # not running: not ready
+            ports |= {port, kv}
+        assert len(ports) == 4  # every replica its own ports
+        assert client.get("/v1/serving/chat", headers=auth(bob)).status_code == 404
+        # the group keeps the tokens: a replica submitted later gets ports of its own
+        assert client.post("/v1/serving/chat/scale", json={"replicas": 3}, headers=auth(alice)).status_code == 200
+        view = client.get("/v1/serving/chat", headers=auth(alice)).json()
+        assert view["request"]["command"][4] == "{port}"
+        assert len({r["port"] for r in view["replicas"]} | ports) == 5
 
 
 def test_the_routers_autoscaler_sets_the_count_and_the_router_follows(tmp_path: Path) -> None:
