@@ -30,7 +30,7 @@ from accel.service.executors._visibility import placed_devices
 from accel.tools import ReplayRunner
 from tests.slurm._cluster import Cluster, cluster, missing
 
-from ._common import crash_jobs, crash_test, host, wait_end, wait_for
+from ._common import crash_jobs, crash_test, host, start_serve, wait_end, wait_for
 
 PROFILE = "mixed-nvidia-ascend"
 
@@ -320,3 +320,21 @@ def test_a_sigkill_chain_over_accel_serve_with_local_and_slurm_jobs(slurm: Clust
     models = {r["allocation"]["devices"][0]["model"] for r in chain.records.values()}
     assert models == {"NVIDIA GeForce RTX 4090", "NVIDIA H100 PCIe"}
     assert {r["launches"][0]["executor"] for r in chain.records.values()} == {"local", "slurm"}
+
+
+@needs_slurm
+def test_a_serving_group_of_engine_commands_on_slurm(slurm: Cluster, tmp_path: Path) -> None:
+    # accel serve --executor slurm: each replica job is an sbatch of the group's engine command (accel's fake vLLM
+    # engine), on the ports the service chose, reached at the node's NodeAddr; the router follows the group and
+    # consumes its KV events; scale and cancel stop the engines (scancel), none is left (by pid).
+    pytest.importorskip("zmq")
+    from ._serving_e2e import run_group
+
+    state, ready = tmp_path / "state", tmp_path / "ready"
+    ready.mkdir()
+    served = start_serve(state, ["--executor", "slurm", "--executor-option", f"nodes=sim:{PROFILE}",
+                                 "--executor-option", f"slurm_conf={slurm.env['SLURM_CONF']}"])
+    try:
+        run_group(served, state, ready)
+    finally:
+        served.stop()
