@@ -308,3 +308,30 @@ def test_a_hung_engine_is_killed_and_one_deaf_to_sigterm_gets_sigkill(tmp_path: 
     finally:
         procs.stop_all(timeout_s=1)
         store.close()
+
+
+def test_a_version_1_state_file_is_brought_up_to_date(tmp_path: Path) -> None:
+    import sqlite3
+
+    from accel.service._serving_store import APPLICATION_ID, ServingStore
+
+    path = tmp_path / "serving.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(f"""PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 1;
+        CREATE TABLE groups (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL, desired INTEGER NOT NULL,
+            state TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', request TEXT NOT NULL, engine TEXT NOT NULL,
+            token_id TEXT NOT NULL, created_t REAL NOT NULL, failures INTEGER NOT NULL DEFAULT 0);
+        CREATE TABLE replicas (job_id TEXT PRIMARY KEY, group_id TEXT NOT NULL, idx INTEGER NOT NULL);
+        CREATE TABLE engines (job_id TEXT PRIMARY KEY, attempt INTEGER NOT NULL, pid INTEGER NOT NULL,
+            start_ticks INTEGER NOT NULL, ready_file TEXT NOT NULL, url TEXT, restarts INTEGER NOT NULL DEFAULT 0);
+        INSERT INTO replicas VALUES ('j1', 's1', 0);""")
+    db.commit()
+    db.close()
+    store = ServingStore(path)
+    try:
+        assert store.replica("j1") == ("s1", 0) and store.ports("j1") == (None, None)  # kept, no port: a sim replica
+        store.add_replica("j2", "s1", 1, 8000, 8001)
+        assert store.ports("j2") == (8000, 8001)
+    finally:
+        store.close()
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2
