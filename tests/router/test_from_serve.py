@@ -1,6 +1,6 @@
 """The whole path on loopback: accel serve --sim places a serving group's replicas (fake engines), the
-router takes them from the service and subscribes to their KV events, requests go through, the group scales and is cancelled, no engine
-process is left; another tenant neither sees nor routes to the replicas."""
+router takes them from the service and subscribes to their KV events, requests go through, the group
+scales and is cancelled, no engine process is left; another tenant neither sees nor routes to the replicas."""
 
 from __future__ import annotations
 
