@@ -258,7 +258,7 @@ def test_the_serving_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                "--label", "team=x")
         assert code == 0, err
         assert out.splitlines()[0].startswith("serving chat (s") and "tenant team-a: active" in out
-        assert "0 ready of 2 wanted" in out and "engine: m (llama-2-70b on h100-80gb, time scale 20)" in out
+        assert "0 ready of 2 wanted" in out and "engine: m (llama-2-70b on h100-80gb, time scale 20, KV events)" in out
         code, out, _ = accel("job", "serving", "scale", "chat", "3")
         assert code == 0 and "of 3 wanted" in out and out.count(" queued ") == 3
         code, out, _ = accel("job", "serving", "show", "chat", "--json")
@@ -271,9 +271,19 @@ def test_the_serving_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         code, _, err = accel("job", "serving", "scale", "chat", "65")
         assert code != 0 and "replicas must be an integer from 0 to 64" in err
         code, _, err = accel("job", "serving", "create", "--name", "x", "--", "vllm", "serve")
-        assert code != 0 and "give no command" in err
+        assert code != 0 and "a serving group's command is its engine's" in err  # --sim: the fake engine's
         code, out, _ = accel("job", "serving", "cancel", "chat")
         assert code == 0 and ": cancelled" in out
+    # a service of real executors: the engine's command, with {port}
+    with _api(tmp_path / "real", spawn=False) as (client, alice, _bob, _m):
+        monkeypatch.setenv("ACCEL_SERVER", str(client.base_url))
+        monkeypatch.setenv("ACCEL_TOKEN", alice)
+        code, _, err = accel("job", "serving", "create", "--name", "chat")
+        assert code != 0 and "ACCEL_REPLICA_PORT" in err
+        code, out, err = accel("job", "serving", "create", "--name", "chat", "--engine-kv-events",
+                               "--engine-ready-timeout", "300", "--", "vllm", "serve", "m", "--port", "{port}")
+        assert code == 0, err
+        assert "engine: vllm serve m --port {port} (health /health, ready within 300 s, KV events on {kv_port})" in out
 
 
 def test_a_hung_engine_is_killed_and_one_deaf_to_sigterm_gets_sigkill(tmp_path: Path) -> None:
