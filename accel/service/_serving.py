@@ -316,28 +316,38 @@ class ServingManager:
         if not self._running(job_id):
             if info.get("url") is not None or info.get("state") != self._state(job_id):
                 self._set_info(job_id, **base, state=self._state(job_id), address=None, ready=False, url=None,
-                               attempt=None)
+                               attempt=None, pending_attempt=None)
             return
         view = self.service.views.get(job_id)
+        timeout_s = float(g.engine.get("ready_timeout_s", 600.0))
         if info.get("attempt") != view.attempts:
+            if info.get("pending_attempt") != view.attempts:  # first seen running: its clock starts
+                self._set_info(job_id, **base, state="running", pending_attempt=view.attempts, address=None,
+                               ready=False, url=None, attempt_served=False, running_since=time.monotonic(),
+                               engine_pid=None)
+                info = self._info[job_id]
             port, kv_port = self.store.ports(job_id)
             run = self.service.runs[job_id]
             devices = run.launch.devices
             host = str(devices[0]["host"]) if devices else ""
             finder = getattr(run.executor, "node_address", None)
-            addr = finder(host) if callable(finder) else None
-            if addr is None or port is None:
-                return  # the node's address is not known yet: asked again next pass
-            self._set_info(job_id, **base, state="running", attempt=view.attempts, node=str(addr), port=port,
-                           url=replica_url(str(addr), port), kv_events=None if kv_port is None else
-                           replica_url(str(addr), kv_port, "tcp"), address=None, ready=False, failed_checks=0,
-                           checked_at=0.0, running_since=time.monotonic(), engine_pid=None)
-            return
-        if not info.get("served") and not info.get("ready") and \
-                time.monotonic() - info.get("running_since", 0.0) > float(g.engine.get("ready_timeout_s", 600.0)):
+            if not callable(finder) or port is None:
+                # an executor whose jobs cannot serve (the sim executor beside real ones), or a replica with no port
+                g = self._failed_once(g, job_id, "not reachable")
+                if g.state == "active":
+                    self._cancel_job(g, job_id, f"executor {run.executor.name} does not say where its jobs listen")
+                return
+            addr = finder(host)
+            if addr is not None:
+                self._set_info(job_id, attempt=view.attempts, node=str(addr), port=port,
+                               url=replica_url(str(addr), port), kv_events=None if kv_port is None else
+                               replica_url(str(addr), kv_port, "tcp"), failed_checks=0, checked_at=0.0)
+                return
+            # the node's address is not known yet: asked again next pass (the timeout below still runs)
+        if not info.get("attempt_served") and time.monotonic() - info.get("running_since", 0.0) > timeout_s:
             g = self._failed_once(g, job_id, "not healthy in time")
             if g.state == "active":
-                self._cancel_job(g, job_id, f"not healthy {g.engine.get('ready_timeout_s'):g} s after it started")
+                self._cancel_job(g, job_id, f"not healthy {timeout_s:g} s after it started")
             return
         if info.get("state") != "running":
             self._set_info(job_id, state="running")
@@ -363,8 +373,8 @@ class ServingManager:
                     if cur.get("url") != info["url"] or cur.get("attempt") != info.get("attempt"):
                         continue  # changed meanwhile
                     if ok:
-                        self._set_info(job_id, ready=True, served=True, address=info["url"], failed_checks=0,
-                                       checked_at=time.monotonic())
+                        self._set_info(job_id, ready=True, served=True, attempt_served=True, address=info["url"],
+                                       failed_checks=0, checked_at=time.monotonic())
                     else:
                         fails = int(cur.get("failed_checks", 0)) + 1
                         still = bool(cur.get("ready")) and fails < UNHEALTHY_AFTER

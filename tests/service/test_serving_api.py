@@ -345,3 +345,72 @@ def test_a_version_1_state_file_is_brought_up_to_date(tmp_path: Path) -> None:
     finally:
         store.close()
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2
+
+
+def test_an_engine_command_replica_is_ready_at_its_health_check_and_not_after_failed_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the live loop and the checks are driven by hand over the sim executor, which runs no process: the test's
+    # own HTTP server on the replica's port stands for its engine
+    import http.server
+    import threading
+    import time
+
+    import accel.service._serving as serving_mod
+
+    monkeypatch.setattr(serving_mod, "RECHECK_S", 0.0)
+    svc = open_service(tmp_path / "state", FakeWall(), profiles="dgx-h100")
+    manager = svc.serving = ServingManager(svc, spawn=False)
+    who = Principal("t", "team-a", False)
+    group = {"replicas": 1, "duration_s": 10**6, "command": ["engine", "--port", "{port}"]}
+    server = None
+    try:
+        # an executor that does not say where its jobs listen: the replica cannot serve, a failure, replaced
+        manager.create(who, {**group, "name": "g"})
+        svc.tick()
+        manager.step()
+        assert manager.store.group_named("team-a", "g").failures == 1  # type: ignore[union-attr]
+        manager.step()  # the replacement
+        view = manager.view(who, "g")
+        assert view["replicas_ended"] == 1 and [r["state"] for r in view["replicas"]] == ["queued"]
+
+        svc.executors[0].node_address = lambda host: "127.0.0.1"  # type: ignore[attr-defined]
+        svc.tick()
+        manager.step()
+        rep = manager.view(who, "g")["replicas"][0]
+        assert rep["state"] == "running" and not rep["ready"] and rep["address"] is None
+        manager.probe()  # nothing listens: not ready
+        assert not manager.view(who, "g")["replicas"][0]["ready"]
+
+        class Health(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200 if self.path == "/health" else 404)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", rep["port"]), Health)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        manager.probe()
+        rep = manager.view(who, "g")["replicas"][0]
+        assert rep["ready"] and rep["address"] == f"http://127.0.0.1:{rep['port']}"
+        server.shutdown()
+        server.server_close()
+        server = None
+        for expected in (True, True, False):  # three failed checks in a row: not ready (the router drops it)
+            manager.probe()
+            assert manager.view(who, "g")["replicas"][0]["ready"] is expected
+        # it served in this attempt: no timeout for it; a group whose replica never answers is cancelled in time
+        manager.create(who, {**group, "name": "h", "engine": {"ready_timeout_s": 1}})
+        svc.tick()
+        manager.step()
+        time.sleep(1.1)
+        manager.step()
+        assert manager.store.group_named("team-a", "h").failures == 1  # type: ignore[union-attr]
+        assert manager.view(who, "h")["replicas_ended"] == 1
+        assert manager.view(who, "g")["replicas"][0]["state"] == "running"
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        svc.close()
