@@ -107,6 +107,21 @@ def test_a_job_the_controller_forgot_is_read_from_sacct(tmp_path: Path) -> None:
         ex.poll(Handle("slurm", "j", "42; scancel 1"))
 
 
+def test_a_nodes_address_is_its_nodeaddr(tmp_path: Path) -> None:
+    # where a serving replica placed on a node is reached: scontrol's NodeAddr (read once), nothing else
+    line = ("NodeName=gpu01 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 NodeAddr=10.1.2.3 NodeHostName=gpu01 "
+            "Version=23.11.4 OS=Linux State=IDLE\n")
+    runner = ReplayRunner.from_mapping({
+        "scontrol show node --oneliner gpu01": {"returncode": 0, "stdout": line},
+        "scontrol show node --oneliner gpu02": {"returncode": 1, "stderr": "Node gpu02 not found\n"},
+        "scontrol show node --oneliner gpu03": {"returncode": 0, "stdout": "NodeName=gpu03 NodeAddr=$(id) x\n"},
+    })
+    ex = SlurmExecutor(tmp_path, node_inventory=_sim, runner=runner)
+    assert ex.node_address("gpu01") == "10.1.2.3" and ex.node_address("gpu01") == "10.1.2.3"
+    assert ex.node_address("gpu02") is None and ex.node_address("gpu03") is None
+    assert ex.node_address("a b;c") is None  # not a node name: no command runs
+
+
 # ------------------------------------------------------------------------ on real Slurm
 needs_slurm = pytest.mark.skipif(missing() is not None, reason=missing() or "")
 
