@@ -350,6 +350,6 @@ def test_a_serving_group_of_engine_commands_on_slurm(slurm: Cluster, tmp_path: P
     served = start_serve(state, ["--executor", "slurm", "--executor-option", f"nodes=sim:{PROFILE}",
                                  "--executor-option", f"slurm_conf={slurm.env['SLURM_CONF']}"])
     try:
-        run_group(served, state, ready)
+        run_group(served, state, ready, replicas=1, scale_to=0)  # two replicas and a scale to one: the local test's
     finally:
         served.stop()
