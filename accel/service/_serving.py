@@ -33,6 +33,7 @@ import secrets
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -363,10 +364,14 @@ class ServingManager:
             todo = [(j, dict(i)) for j, i in list(self._info.items())
                     if i.get("url") and i.get("state") == "running"
                     and (not i.get("ready") or now - i.get("checked_at", 0.0) >= RECHECK_S)]
-            results = []
-            for job_id, info in todo:
-                path = str(self._health_path(info))
-                results.append((job_id, info, healthy(str(info["node"]), int(info["port"]), path, CHECK_TIMEOUT_S)))
+            checks = [(str(i["node"]), int(i["port"]), str(self._health_path(i))) for _j, i in todo]
+            if len(checks) > 1:
+                # at once: a node that drops packets costs one timeout a round, not one per replica
+                with ThreadPoolExecutor(min(16, len(checks)), thread_name_prefix="accel-serve-health") as pool:
+                    oks = list(pool.map(lambda c: healthy(c[0], c[1], c[2], CHECK_TIMEOUT_S), checks))
+            else:
+                oks = [healthy(c[0], c[1], c[2], CHECK_TIMEOUT_S) for c in checks]
+            results = [(job_id, info, ok) for (job_id, info), ok in zip(todo, oks, strict=True)]
             with self.lock:
                 for job_id, info, ok in results:
                     cur = self._info.get(job_id, {})
