@@ -6,8 +6,12 @@ replicas' KV events; the group scales and is cancelled; no engine process is lef
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +125,28 @@ def run_group(served: Serve, state: Path, ready_dir: Path, *, replicas: int = 2,
     finally:
         if router is not None:
             router.close()
+        _clean_up(served, alice, ready_dir, seen)
     assert len(seen) == replicas and not any(engine_alive(p, t) for p, t in seen.items())
+
+
+def _clean_up(served: Serve, tok: str, ready_dir: Path, seen: dict[int, int | None]) -> None:
+    """After a failure part-way: the engines are the executor's jobs, which outlive the service by design;
+    cancel the group, then SIGKILL by pid (and start time) any engine a ready file names that is still there."""
+    for path in ready_dir.glob("engine-*.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            pid = int(json.loads(path.read_text())["pid"])
+            seen.setdefault(pid, read_start_ticks(pid))
+    if not any(engine_alive(p, t) for p, t in seen.items()):
+        return
+    with contextlib.suppress(httpx.HTTPError):
+        httpx.post(f"{served.url}/v1/serving/chat/cancel", headers=auth(tok), timeout=10)
+    end = time.monotonic() + 20
+    while any(engine_alive(p, t) for p, t in seen.items()) and time.monotonic() < end:
+        time.sleep(0.1)
+    for p, t in seen.items():
+        if engine_alive(p, t):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGKILL)
 
 
 def _requests_by_backend(router: Any) -> dict[str, float]:
