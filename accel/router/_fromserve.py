@@ -9,6 +9,11 @@ timeout, and an answer of at most ``max_bytes``.  A failed poll (service down, b
 keeps the last set (the health checks still guard each replica) and is reported on the router's
 ``/health``; a 404 (the group was cancelled, or never was) empties it.
 
+A replica whose engine publishes vLLM's KV events says where (``kv_events``: ``tcp://HOST:PORT``;
+``accel serve --sim``'s fake engines do, a group of real engines does when it declares a KV-event
+port): with ``attach_kv``, each replica that joins with one gets a subscriber there (the router's
+view of its cache then follows the engine's own events), closed when the replica leaves.
+
 With ``scale`` the autoscaler's desired count (:attr:`Monitor.desired`) is sent to the service
 (``POST /v1/serving/NAME/scale``) when it differs from the group's count: the service places or
 cancels replica jobs, and the next polls follow.
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from ._backends import BackendSet, Role
+from ._backends import Backend, BackendSet, Role
 from ._errors import RouterError
 
 __all__ = ["ServeDiscovery", "ServeSource", "read_token_file"]
@@ -34,6 +39,7 @@ MAX_ANSWER_BYTES = 1024 * 1024
 #: Most replicas taken from one answer.
 MAX_REPLICAS = 1024
 _ROLES: tuple[Role, ...] = ("both", "prefill", "decode")
+_MAX_ENDPOINT = 300
 
 
 def read_token_file(path: str) -> str:
@@ -71,10 +77,13 @@ class ServeDiscovery:
     """Polls the service on a daemon thread (see the module doc); :meth:`close` stops it."""
 
     def __init__(self, source: ServeSource, backends: BackendSet, *,
-                 desired: Callable[[], int | None] | None = None) -> None:
+                 desired: Callable[[], int | None] | None = None,
+                 attach_kv: Callable[[Backend, str], object] | None = None) -> None:
         self.source = source
         self.backends = backends
         self.desired = desired
+        self.attach_kv = attach_kv
+        self._kv: dict[str, str] = {}  # replica URL -> its KV-event endpoint, from the last answer
         self.error: str | None = None
         self.polled_at: float | None = None
         self.wanted: int | None = None  # the group's replica count as the service last said
@@ -96,6 +105,9 @@ class ServeDiscovery:
         if self._thread.is_alive():
             self._thread.join(timeout=self.source.timeout_s + 2)
         self._http.close()
+        for b in self.backends:
+            if b.kv is not None:
+                b.kv.close()
 
     def status(self) -> dict[str, Any]:
         return {"service": self.source.service, "from": self.source.url, "error": self.error,
@@ -138,7 +150,7 @@ class ServeDiscovery:
             return
         self.polled_at = time.monotonic()
         if status == 404:
-            self.backends.sync({})
+            self._follow({})
             self.wanted = None
             self.error = f"no serving group {self.source.service} for this token"
             return
@@ -148,12 +160,27 @@ class ServeDiscovery:
         wanted = self._replicas(data)
         if wanted is None:
             return
-        self.backends.sync(wanted)
+        self._follow(wanted)
         raw = data.get("replicas_wanted")
         self.wanted = raw if isinstance(raw, int) and not isinstance(raw, bool) else None
         self.error = None if data.get("state") == "active" else f"serving group is {data.get('state')}"
         if self.source.scale and data.get("state") == "active":
             self._scale()
+
+    def _follow(self, wanted: dict[str, Role]) -> None:
+        added, removed = self.backends.sync(wanted)
+        for b in removed:
+            if b.kv is not None:
+                b.kv.close()
+        if self.attach_kv is None:
+            return
+        for b in added:
+            endpoint = self._kv.get(b.url)
+            if endpoint is not None:
+                try:
+                    self.attach_kv(b, endpoint)
+                except Exception as exc:  # noqa: BLE001 - a bad endpoint costs its events, not the router
+                    self.error = f"KV events of {b.url} at {endpoint}: {type(exc).__name__}: {exc}"
 
     def _replicas(self, data: dict[str, Any]) -> dict[str, Role] | None:
         import httpx
@@ -163,6 +190,7 @@ class ServeDiscovery:
             self.error = "the service's answer has no replica list"
             return None
         out: dict[str, Role] = {}
+        self._kv = {}
         for r in reps[:MAX_REPLICAS]:
             if not isinstance(r, dict) or r.get("ready") is not True or not isinstance(r.get("address"), str):
                 continue
@@ -175,6 +203,9 @@ class ServeDiscovery:
             if parsed.scheme not in ("http", "https") or not parsed.host or role not in _ROLES:
                 continue
             out[addr] = role
+            kv = r.get("kv_events")
+            if isinstance(kv, str) and _kv_endpoint(kv):
+                self._kv[addr] = kv
         return out
 
     def _scale(self) -> None:
@@ -192,6 +223,15 @@ class ServeDiscovery:
             self.error = f"scale to {want}: HTTP {status}: {_message(data)}"
             return
         self.wanted = want
+
+
+def _kv_endpoint(text: str) -> bool:
+    """``tcp://HOST:PORT`` (what a replica's ``kv_events`` may be; anything else is ignored)."""
+    if len(text) > _MAX_ENDPOINT or not text.startswith("tcp://"):
+        return False
+    host, sep, port = text[6:].rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536
+                and all(c.isalnum() or c in ".-_[]:" for c in host))
 
 
 def _message(data: Any) -> str:

@@ -128,10 +128,9 @@ def start_router(backends: Sequence[str], *, listen: str = "127.0.0.1", port: in
     picker = Picker(router, reps)
     reps.on_removed = picker.forget
     subscribers = []
-    for b in reps:
-        endpoint = kv_events.get(b.url)
-        if endpoint is None:
-            continue
+
+    def attach_kv(b: Backend, endpoint: str) -> KVSubscriber:
+        """``b``'s cache view fed by the engine's KV events at ``endpoint``."""
         cache = (router.event_cache(b.id) if isinstance(router, EngineFedCacheAware)
                  else EventCache(cache_blocks))
         block_map = BlockMap(cache, hasher.block_size, model)
@@ -141,8 +140,13 @@ def start_router(backends: Sequence[str], *, listen: str = "127.0.0.1", port: in
             with picker.lock:
                 m.apply(batch)
 
-        b.kv = KVSubscriber(endpoint, on_batch)
-        subscribers.append(b.kv.start())
+        b.kv = KVSubscriber(endpoint, on_batch).start()
+        return b.kv
+
+    for b in reps:
+        endpoint = kv_events.get(b.url)
+        if endpoint is not None:
+            subscribers.append(attach_kv(b, endpoint))
     live = LiveLoad(reps)
     monitor = Monitor(reps, monitor_config, live=live, autoscaler=autoscaler, min_replicas=min_replicas,
                       max_replicas=max_replicas)
@@ -151,7 +155,8 @@ def start_router(backends: Sequence[str], *, listen: str = "127.0.0.1", port: in
     proxy = Proxy(picker, hasher, metrics, config, on_routed=live.routed, on_finished=live.done)
     discovery = None
     if from_serve is not None:
-        discovery = ServeDiscovery(from_serve, reps, desired=lambda: monitor.desired)
+        # each replica's KV events (the endpoint the service reports) feed its cache view
+        discovery = ServeDiscovery(from_serve, reps, desired=lambda: monitor.desired, attach_kv=attach_kv)
         discovery.poll_once()  # start with the group's replicas (a failed poll: reported, retried)
     app = build_app(proxy, metrics, discovery.status if discovery is not None else None)
     try:
@@ -324,7 +329,7 @@ def fake_main(args: argparse.Namespace) -> int:
           flush=True)
     try:
         if args.ready_file:
-            _write_ready(args.ready_file, {"url": url, "pid": os.getpid()})
+            _write_ready(args.ready_file, {"url": url, "pid": os.getpid(), "kv_events": engine.kv_endpoint})
         _wait_for_signal(args.exit_with_parent)
     finally:
         server.close()

@@ -63,17 +63,26 @@ _SERVING_NAME = {"name": "name", "in": "path", "required": True,
 _REPLICAS = {"type": "integer", "minimum": 0, "maximum": 64}
 _SERVING_REQUEST: dict[str, Any] = {
     "type": "object", "additionalProperties": False, "required": ["name"],
-    "description": "a JobRequest without command (each replica's job), and the group's fields",
+    "description": "a JobRequest (each replica's job) and the group's fields.  Under --sim: no command (each "
+                   "replica is accel's fake vLLM engine, engine holds its options).  Under real executors: command "
+                   "is the engine's, required, with {port} (and {kv_port} when engine.kv_events) replaced by the "
+                   "ports the service chose (also in ACCEL_REPLICA_PORT / ACCEL_REPLICA_KV_PORT)",
     "properties": {
-        **{k: v for k, v in _JOB_REQUEST["properties"].items() if k not in ("command", "checkpoint")},
+        **{k: v for k, v in _JOB_REQUEST["properties"].items() if k != "checkpoint"},
         "name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,47}$"},
         "replicas": {**_REPLICAS, "default": 1},
         "engine": {"type": "object", "additionalProperties": False, "properties": {
-            "model": {"type": "string", "description": "the model name the engine serves (default llama-2-70b)"},
+            "model": {"type": "string", "description": "--sim: the model name the engine serves (default llama-2-70b)"},
             "cost_model": {"type": "string"}, "cost_device": {"type": "string",
                                                               "description": "the cost profile of scheduler.serving"},
             "time_scale": {"type": "number", "exclusiveMinimum": 0, "maximum": 10000},
-            "max_num_seqs": {"type": "integer", "minimum": 1, "maximum": 4096}}},
+            "max_num_seqs": {"type": "integer", "minimum": 1, "maximum": 4096},
+            "kv_events": {"type": "boolean", "description": "the replicas publish vLLM KV events (--sim: default "
+                          "true; an engine command: false, true declares the {kv_port})"},
+            "ready_timeout_s": {"type": "number", "minimum": 1, "maximum": 86400,
+                                "description": "an engine command: seconds to its first healthy answer (default 600)"},
+            "health_path": {"type": "string", "description": "an engine command: its health check (default /health)"},
+        }},
     },
 }
 
@@ -83,7 +92,8 @@ def _serving_paths(auth: list[dict[str, list[str]]]) -> dict[str, Any]:
     return {
     "/v1/serving": {
         "post": {"operationId": "serving_create", "summary": "a serving group: replica jobs kept at a count "
-                 "(under --sim each running replica is a fake vLLM engine on a loopback port)",
+                 "(under --sim each running replica is a fake vLLM engine on a loopback port; under local / slurm each "
+                 "replica job runs the group's engine command on the port the service chose)",
                  "security": auth, "requestBody": {"required": True, "content": {"application/json": {
                      "schema": _ref("ServingRequest")}}},
                  "responses": {"201": _json("Serving", "the group"), "400": _ERR, "409": _ERR, **_COMMON}},
@@ -148,6 +158,9 @@ def openapi(version: str) -> dict[str, Any]:
                     "replicas": {"type": "array", "items": {"type": "object", "properties": {
                         "job": {"type": "string"}, "index": {"type": "integer"}, "state": {"type": "string"},
                         "ready": {"type": "boolean"}, "address": {"type": ["string", "null"]},
+                        "kv_events": {"type": ["string", "null"],
+                                      "description": "the replica's KV-event endpoint (tcp://HOST:PORT) once ready"},
+                        "port": {"type": ["integer", "null"], "description": "the port chosen for an engine command"},
                         "engine_pid": {"type": ["integer", "null"]},
                         "role": {"enum": ["both", "prefill", "decode"]}}}}}},
                 "ServingList": {"type": "object", "properties": {"serving": {"type": "array",

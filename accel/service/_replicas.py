@@ -1,8 +1,10 @@
 """The engine processes of ``accel serve --sim``'s serving replicas: started, found ready, stopped by pid.
 
 One process per running replica job: ``accel router fake-engine --listen 127.0.0.1:0
---ready-file F --exit-with-parent PID`` (accel's fake vLLM engine on a loopback port the kernel
-picks; it writes its URL to ``F`` once it serves, and ends when the service is gone).  Nothing
+[--kv-events tcp://127.0.0.1:*] --ready-file F --exit-with-parent PID`` (accel's fake vLLM engine
+on a loopback port the kernel picks, publishing vLLM's KV events on a second port the kernel picks
+when the group's ``engine.kv_events`` is on, its default; it writes its URL and its KV-event
+endpoint to ``F`` once it serves, and ends when the service is gone).  Nothing
 here blocks: :meth:`EngineProcs.spawn` starts the process and returns; :meth:`EngineProcs.step`
 (each pass of the serving manager) reads the ready files of starting engines, reaps engines that
 exited and sends SIGKILL to those still there ``stop_grace_s`` after their SIGTERM.  Every
@@ -38,9 +40,12 @@ _MAX_READY_BYTES = 4096
 
 def engine_argv(engine: Mapping[str, Any]) -> list[str]:
     """The replica's engine options as ``accel router fake-engine`` spells them (shown as the job's command)."""
-    return ["accel", "router", "fake-engine", "--listen", "127.0.0.1:0", "--model", str(engine["model"]),
+    argv = ["accel", "router", "fake-engine", "--listen", "127.0.0.1:0", "--model", str(engine["model"]),
             "--cost-model", str(engine["cost_model"]), "--cost-device", str(engine["cost_device"]),
             "--time-scale", repr(float(engine["time_scale"])), "--max-num-seqs", str(int(engine["max_num_seqs"]))]
+    if engine.get("kv_events"):
+        argv += ["--kv-events", "tcp://127.0.0.1:*"]  # ZMQ's "any free port"; the bound one is in the ready file
+    return argv
 
 
 @dataclass
@@ -126,10 +131,10 @@ class EngineProcs:
                 _send(p, _signal.SIGKILL)  # hung before serving: the next step sees it gone, as died
                 continue
             if p.row.url is None:
-                url = _read_ready(Path(p.row.ready_file), p.row.pid)
-                if url is not None:
+                ready = _read_ready(Path(p.row.ready_file), p.row.pid)
+                if ready is not None:
                     p.row = EngineRow(p.row.job_id, p.row.attempt, p.row.pid, p.row.start_ticks, p.row.ready_file,
-                                      url, p.row.restarts)
+                                      ready[0], p.row.restarts, ready[1])
                     self.store.put_engine(p.row)
         return died
 
@@ -177,8 +182,9 @@ def _send(p: _Proc, signum: int) -> None:
         os.kill(p.row.pid, signum)
 
 
-def _read_ready(path: Path, pid: int) -> str | None:
-    """The engine's URL once its ready file is there (written whole by the engine), else ``None``."""
+def _read_ready(path: Path, pid: int) -> tuple[str, str | None] | None:
+    """The engine's URL and KV-event endpoint once its ready file is there (written whole by the
+    engine), else ``None``."""
     try:
         if path.stat().st_size > _MAX_READY_BYTES:
             return None
@@ -188,4 +194,5 @@ def _read_ready(path: Path, pid: int) -> str | None:
     url = data.get("url") if isinstance(data, dict) else None
     if not isinstance(url, str) or not url.startswith("http://127.0.0.1:") or data.get("pid") != pid:
         return None
-    return url
+    kv = data.get("kv_events")
+    return url, kv if isinstance(kv, str) and kv.startswith("tcp://127.0.0.1:") else None

@@ -116,7 +116,8 @@ def main(args: argparse.Namespace) -> int:
     holder["svc"] = service
     from ._serving import ServingManager
 
-    # serving groups (/v1/serving): replicas get fake engines on the sim executor; elsewhere refused
+    # serving groups (/v1/serving): replicas get fake engines on the sim executor; elsewhere each replica
+    # job runs the group's engine command
     service.serving = ServingManager(service, spawn=all(ex.name == "sim" for ex in executors))
     if args.attribution_dir:
         from ._attribution import AttributionWriter
@@ -155,8 +156,7 @@ def main(args: argparse.Namespace) -> int:
     # bounds that wait (benchmarks/service/README.md).
     sys.setswitchinterval(0.001)
     service.start_loop()
-    if service.serving.spawn:
-        service.serving.start()
+    service.serving.start()
     _run(server, service)
     return 0
 

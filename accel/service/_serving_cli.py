@@ -17,7 +17,9 @@ def add_serving_arguments(parser: argparse.ArgumentParser, add_job: Any, add_cli
     """``serving``'s subcommands under ``accel job`` (``add_job`` / ``add_client``: the job and client options)."""
     sub = parser.add_subparsers(dest="serving_action", metavar="{create,ls,show,scale,cancel}", required=True)
     create = sub.add_parser("create", help="a serving group --name NAME: its replica jobs kept at --replicas (under "
-                            "accel serve --sim each running replica is a fake vLLM engine on a loopback port)")
+                            "accel serve --sim each running replica is a fake vLLM engine on a loopback port; under "
+                            "local / slurm give the engine's command after --, with {port} where its port goes: "
+                            "-- vllm serve MODEL --port {port})")
     create.add_argument("--replicas", type=int, default=1, help="replicas wanted (default 1, at most 64)")
     create.add_argument("--engine-model", default=None, help="the model name the engines serve (default llama-2-70b)")
     create.add_argument("--engine-time-scale", type=float, default=None,
@@ -25,6 +27,13 @@ def add_serving_arguments(parser: argparse.ArgumentParser, add_job: Any, add_cli
     create.add_argument("--engine-cost-model", default=None, help="the cost profile's model (default llama-2-70b)")
     create.add_argument("--engine-cost-device", default=None, help="the cost profile's device (default h100-80gb)")
     create.add_argument("--engine-max-num-seqs", type=int, default=None, help="requests an engine runs at once")
+    create.add_argument("--engine-kv-events", action=argparse.BooleanOptionalAction, default=None,
+                        help="the replicas publish vLLM KV events (--sim: on by default; an engine command: declares "
+                        "{kv_port} / ACCEL_REPLICA_KV_PORT for vLLM's --kv-events-config)")
+    create.add_argument("--engine-ready-timeout", type=float, default=None, metavar="SECONDS",
+                        help="an engine command: seconds until its health check first answers 200 (default 600)")
+    create.add_argument("--engine-health-path", default=None, metavar="PATH",
+                        help="an engine command: the health check's path (default /health, as vLLM's)")
     add_job(create)
     add_client(create)
     ls = sub.add_parser("ls", help="your serving groups")
@@ -45,8 +54,8 @@ def _body(args: argparse.Namespace) -> dict[str, Any]:
     from ._client import request_body
 
     body = request_body(args)
-    if body.pop("command"):
-        raise ConfigError("accel job serving create: a replica's command is its engine's; give no command")
+    if not body["command"]:
+        del body["command"]  # --sim: the fake engine's; a real executor's service asks for one
     if "checkpoint" in body:
         raise ConfigError("accel job serving create: replicas do not checkpoint")
     if not args.name:
@@ -54,10 +63,22 @@ def _body(args: argparse.Namespace) -> dict[str, Any]:
     body["replicas"] = args.replicas
     engine = {k: v for k, v in (("model", args.engine_model), ("time_scale", args.engine_time_scale),
                                 ("cost_model", args.engine_cost_model), ("cost_device", args.engine_cost_device),
-                                ("max_num_seqs", args.engine_max_num_seqs)) if v is not None}
+                                ("max_num_seqs", args.engine_max_num_seqs), ("kv_events", args.engine_kv_events),
+                                ("ready_timeout_s", args.engine_ready_timeout),
+                                ("health_path", args.engine_health_path)) if v is not None}
     if engine:
         body["engine"] = engine
     return body
+
+
+def _engine_line(view: dict[str, Any]) -> str:
+    e = view["engine"]
+    if e.get("mode") == "command":
+        command = " ".join(view["request"].get("command", []))
+        kv = ", KV events on {kv_port}" if e.get("kv_events") else ""
+        return f"  engine: {command} (health {e['health_path']}, ready within {e['ready_timeout_s']:g} s{kv})"
+    return (f"  engine: {e['model']} ({e['cost_model']} on {e['cost_device']}, time scale {e['time_scale']:g}"
+            + (", KV events" if e.get("kv_events") else "") + ")")
 
 
 def describe(view: dict[str, Any]) -> str:
@@ -65,10 +86,10 @@ def describe(view: dict[str, Any]) -> str:
              + (f" ({view['reason']})" if view.get("reason") else ""),
              f"  replicas: {view['replicas_ready']} ready of {view['replicas_wanted']} wanted"
              f" ({view['replicas_ended']} ended)",
-             f"  engine: {view['engine']['model']} ({view['engine']['cost_model']} on {view['engine']['cost_device']}, "
-             f"time scale {view['engine']['time_scale']:g})"]
+             _engine_line(view)]
     for r in view["replicas"]:
-        lines.append(f"  r{r['index']}  {r['job']}  {r['state']:<10} {r['address'] or '-'}")
+        kv = f"  KV events {r['kv_events']}" if r.get("kv_events") else ""
+        lines.append(f"  r{r['index']}  {r['job']}  {r['state']:<10} {r['address'] or '-'}{kv}")
     return "\n".join(lines)
 
 

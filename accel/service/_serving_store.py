@@ -6,10 +6,15 @@ one connection, guarded by the serving manager's lock):
 
 - ``groups``: one row per serving group (a tenant's name, the replica count wanted, the job
   request every replica is submitted with, the engine's options, active / cancelled / failed);
-- ``replicas``: which job is which replica of which group (a job is a replica of one group);
-- ``engines``: the engine process of a running replica (pid and its start time in clock ticks,
-  so a recycled pid is never signalled), kept so that a service restarted after a crash stops
-  what the crashed one started.
+- ``replicas``: which job is which replica of which group (a job is a replica of one group), and
+  the ports the service chose for it when the replica runs the group's own engine command (its
+  serving port, and its KV-event port when the group declares one);
+- ``engines``: the engine process of a running ``--sim`` replica (pid and its start time in clock
+  ticks, so a recycled pid is never signalled, and the KV-event endpoint it bound), kept so that a
+  service restarted after a crash stops what the crashed one started.
+
+Schema version 2 added ``replicas.port``, ``replicas.kv_port`` and ``engines.kv_events``; a
+version-1 file is brought up to date in place (the columns added, nothing else changed).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from accel.errors import ConfigError
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "EngineRow", "GroupRow", "ServingStore"]
 
 APPLICATION_ID = 0x41435347  # "ACSG": accel serving groups
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = f"""
 PRAGMA application_id = {APPLICATION_ID};
@@ -36,11 +41,17 @@ CREATE TABLE IF NOT EXISTS groups (
     token_id TEXT NOT NULL, created_t REAL NOT NULL, failures INTEGER NOT NULL DEFAULT 0);
 CREATE UNIQUE INDEX IF NOT EXISTS groups_active_name ON groups (tenant, name) WHERE state = 'active';
 CREATE TABLE IF NOT EXISTS replicas (
-    job_id TEXT PRIMARY KEY, group_id TEXT NOT NULL, idx INTEGER NOT NULL);
+    job_id TEXT PRIMARY KEY, group_id TEXT NOT NULL, idx INTEGER NOT NULL, port INTEGER, kv_port INTEGER);
 CREATE INDEX IF NOT EXISTS replicas_group ON replicas (group_id);
 CREATE TABLE IF NOT EXISTS engines (
     job_id TEXT PRIMARY KEY, attempt INTEGER NOT NULL, pid INTEGER NOT NULL, start_ticks INTEGER NOT NULL,
-    ready_file TEXT NOT NULL, url TEXT, restarts INTEGER NOT NULL DEFAULT 0);
+    ready_file TEXT NOT NULL, url TEXT, restarts INTEGER NOT NULL DEFAULT 0, kv_events TEXT);
+"""
+_UPGRADE_1 = """
+ALTER TABLE replicas ADD COLUMN port INTEGER;
+ALTER TABLE replicas ADD COLUMN kv_port INTEGER;
+ALTER TABLE engines ADD COLUMN kv_events TEXT;
+PRAGMA user_version = 2;
 """
 
 
@@ -68,6 +79,8 @@ class EngineRow:
     ready_file: str
     url: str | None
     restarts: int
+    #: The KV-event endpoint the engine bound (``tcp://127.0.0.1:PORT``), once it serves.
+    kv_events: str | None = None
 
 
 class ServingStore:
@@ -85,6 +98,8 @@ class ServingStore:
         if app == 0 and tables == 0:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.executescript(_SCHEMA)
+        elif (app, version) == (APPLICATION_ID, 1):
+            self._db.executescript(_UPGRADE_1)
         elif (app, version) != (APPLICATION_ID, SCHEMA_VERSION):
             self._db.close()
             raise ConfigError(f"serving state {path}: not this accel's serving tables (application id {app:#x}, "
@@ -123,8 +138,22 @@ class ServingStore:
         self._db.execute(f"UPDATE groups SET {cols} WHERE id = ?", (*values.values(), group_id))
 
     # -- replicas ----------------------------------------------------------------------------------------
-    def add_replica(self, job_id: str, group_id: str, idx: int) -> None:
-        self._db.execute("INSERT OR IGNORE INTO replicas VALUES (?,?,?)", (job_id, group_id, idx))
+    def add_replica(self, job_id: str, group_id: str, idx: int, port: int | None = None,
+                    kv_port: int | None = None) -> None:
+        self._db.execute("INSERT OR IGNORE INTO replicas VALUES (?,?,?,?,?)", (job_id, group_id, idx, port, kv_port))
+
+    def ports(self, job_id: str) -> tuple[int | None, int | None]:
+        """The (serving, KV-event) ports chosen for a replica of an engine command (``None``: none)."""
+        row = self._db.execute("SELECT port, kv_port FROM replicas WHERE job_id = ?", (job_id,)).fetchone()
+        return (row[0], row[1]) if row is not None else (None, None)
+
+    def ports_in_use(self) -> set[int]:
+        """Every port chosen for a replica of an active group (a new replica gets none of them)."""
+        out: set[int] = set()
+        for port, kv in self._db.execute("SELECT r.port, r.kv_port FROM replicas r JOIN groups g ON g.id = r.group_id "
+                                         "WHERE g.state = 'active'"):
+            out.update(p for p in (port, kv) if p is not None)
+        return out
 
     def replicas(self, group_id: str) -> list[tuple[str, int]]:
         return [(str(r[0]), int(r[1])) for r in
@@ -136,11 +165,11 @@ class ServingStore:
 
     # -- engine processes --------------------------------------------------------------------------------
     def put_engine(self, e: EngineRow) -> None:
-        self._db.execute("INSERT OR REPLACE INTO engines VALUES (?,?,?,?,?,?,?)",
-                         (e.job_id, e.attempt, e.pid, e.start_ticks, e.ready_file, e.url, e.restarts))
+        self._db.execute("INSERT OR REPLACE INTO engines VALUES (?,?,?,?,?,?,?,?)",
+                         (e.job_id, e.attempt, e.pid, e.start_ticks, e.ready_file, e.url, e.restarts, e.kv_events))
 
     def engines(self) -> list[EngineRow]:
-        return [EngineRow(str(r[0]), int(r[1]), int(r[2]), int(r[3]), str(r[4]), r[5], int(r[6]))
+        return [EngineRow(str(r[0]), int(r[1]), int(r[2]), int(r[3]), str(r[4]), r[5], int(r[6]), r[7])
                 for r in self._db.execute("SELECT * FROM engines")]
 
     def drop_engine(self, job_id: str) -> None:

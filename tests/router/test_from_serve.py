@@ -1,6 +1,6 @@
 """The whole path on loopback: accel serve --sim places a serving group's replicas (fake engines), the
-router takes them from the service, requests go through, the group scales and is cancelled, no engine
-process is left; another tenant neither sees nor routes to the replicas."""
+router takes them from the service and subscribes to their KV events, requests go through, the group
+scales and is cancelled, no engine process is left; another tenant neither sees nor routes to the replicas."""
 
 from __future__ import annotations
 
@@ -57,16 +57,26 @@ def test_whole_path_on_loopback(tmp_path: Path) -> None:
             assert job["serving"]["group"] == "chat" and job["serving"]["address"] == view["replicas"][0]["address"]
             assert job["quote"]["pool"] and len(job["allocation"]["devices"]) == 1 and job["state"] == "running"
 
-            router = start_router([], policy="round-robin", monitor_config=CHECKS,
+            # each fake engine publishes vLLM's KV events on a port of its own, which the service reports
+            assert all(x["kv_events"].startswith("tcp://127.0.0.1:") for x in view["replicas"])
+            assert len({x["kv_events"] for x in view["replicas"]}) == 2
+
+            router = start_router([], policy="round-robin", monitor_config=CHECKS, model="m",
                                   from_serve=ServeSource(served.url, alice, "chat", interval_s=0.1))
             routers.append(router)
             assert sorted(router.picker.backends.urls()) == sorted(x["address"] for x in view["replicas"])
+            # the router subscribed to each replica's KV events, at the endpoint the service gave
+            by_url = {x["address"]: x["kv_events"] for x in view["replicas"]}
+            assert {b.url: b.kv_endpoint for b in router.picker.backends} == by_url
             with httpx.Client(base_url=router.url, timeout=10) as rc:
                 for i in range(4):
-                    r = rc.post("/v1/completions", json={"model": "m", "prompt": f"hello {i}", "max_tokens": 4})
+                    r = rc.post("/v1/completions", json={"model": "m", "prompt": f"hello {i} " * 40, "max_tokens": 4})
                     assert r.status_code == 200, r.text
                     assert r.json()["usage"]["completion_tokens"] == 4
                 assert set(_requests_by_backend(router)) == set(router.picker.backends.urls())  # both replicas served
+                # both engines' stored blocks reached the router's view of their caches, through the events
+                wait_for(lambda: all(b.block_map is not None and b.block_map.stored > 0 and b.block_map.unplaced == 0
+                                     for b in router.picker.backends), what="KV events from both replicas")
                 chunks = []
                 chat = {"model": "m", "stream": True, "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}
                 with rc.stream("POST", "/v1/chat/completions", json=chat) as s:

@@ -1,6 +1,8 @@
 """Serving groups through the API: every refused body names its field, groups are per tenant, their
 replicas are jobs, a scale down cancels the replicas not running first, a service without the sim
-executor refuses them.  (The engines' processes, restarts and clean-up: tests/router/test_from_serve.py.)"""
+executor takes each group's engine command, checked as a job's, with the ports it chose filled in.  (The
+engines' processes, restarts and clean-up: tests/router/test_from_serve.py; engine commands under real
+executors: tests/service_exec/test_serving_local.py and test_serving_slurm.py.)"""
 
 from __future__ import annotations
 
@@ -14,9 +16,9 @@ import pytest
 
 pytest.importorskip("starlette")
 
-from accel.scheduler import SchedulerStateError
 from accel.service._app import build_app
 from accel.service._auth import Principal, TokenBook
+from accel.service._jobreq import EnvAllowlist, RequestError
 from accel.service._serving import MAX_FAILURES, ServingManager
 from tests.service._servesim import auth
 from tests.service._svc import FakeWall, open_service, serving
@@ -84,14 +86,62 @@ def test_groups_are_per_tenant_and_replicas_are_jobs(tmp_path: Path) -> None:
         assert r.status_code == 201 and r.json()["id"] != a["id"] and r.json()["replicas"] == []
 
 
-def test_refused_without_the_sim_executor(tmp_path: Path) -> None:
+def test_without_the_sim_executor_a_group_gives_its_engine_command(tmp_path: Path) -> None:
     # the refusal comes first: nothing of the service is read (the only part a manager opens is its state)
-    manager = ServingManager(SimpleNamespace(state=tmp_path), spawn=False)
+    manager = ServingManager(SimpleNamespace(state=tmp_path, env_allow=EnvAllowlist()), spawn=False)
     try:
-        with pytest.raises(SchedulerStateError, match="--sim"):
+        with pytest.raises(RequestError, match="ACCEL_REPLICA_PORT") as err:
             manager.create(Principal("t", "team-a", False), {"name": "chat"})
+        assert err.value.field == "command"
     finally:
         manager.close()
+
+
+def test_an_engine_command_is_checked_as_a_jobs_and_gets_its_ports(tmp_path: Path) -> None:
+    with _api(tmp_path, spawn=False) as (client, alice, bob, manager):
+        cmd = ["vllm", "serve", "m", "--port", "{port}"]
+        ok = {"name": "chat", "replicas": 2, "command": cmd}
+        for body, field in (({"name": "chat"}, "command"), ({**ok, "command": "vllm serve m"}, "command"),
+                            ({**ok, "command": []}, "command"), ({**ok, "command": ["vllm", 3]}, "command"),
+                            ({**ok, "command": ["vllm", "a\0b"]}, "command[1]"),
+                            ({**ok, "command": ["x"] * 300}, "command"),
+                            ({**ok, "command": [*cmd, "tcp://*:{kv_port}"]}, "command"),
+                            ({**ok, "engine": {"model": "m"}}, "engine"),
+                            ({**ok, "engine": {"kv_events": "yes"}}, "engine.kv_events"),
+                            ({**ok, "engine": {"ready_timeout_s": 0}}, "engine.ready_timeout_s"),
+                            ({**ok, "engine": {"health_path": "health"}}, "engine.health_path"),
+                            ({**ok, "engine": {"health_path": "/h?x=1"}}, "engine.health_path"),
+                            ({**ok, "env": {"ACCEL_REPLICA_PORT": "80"}}, "env"),
+                            ({**ok, "env": {"LD_PRELOAD": "/tmp/x.so"}}, "env"),
+                            ({**ok, "checkpoint": {"signal": "USR1"}}, "checkpoint")):
+            r = client.post("/v1/serving", json=body, headers=auth(alice))
+            assert r.status_code == 400, (body, r.text)
+            assert r.json()["error"].get("field") == field, (body, r.text)
+        assert client.get("/v1/jobs", headers=auth(alice)).json()["jobs"] == []  # nothing was submitted
+        body = {**ok, "command": [*cmd, "--kv-events-config", '{"endpoint": "tcp://*:{kv_port}"}'],
+                "engine": {"kv_events": True}}
+        r = client.post("/v1/serving", json=body, headers=auth(alice))
+        assert r.status_code == 201, r.text
+        assert r.json()["engine"] == {"mode": "command", "kv_events": True, "ready_timeout_s": 600.0,
+                                      "health_path": "/health"}
+        ports = set()
+        envs = {j.id: dict(j.request["env"]) for j in manager.service.store.jobs()}  # the record hides env values
+        for rep in r.json()["replicas"]:
+            job = client.get(f"/v1/jobs/{rep['job']}", headers=auth(alice)).json()
+            env = envs[rep["job"]]
+            port, kv = int(env["ACCEL_REPLICA_PORT"]), int(env["ACCEL_REPLICA_KV_PORT"])
+            # the tokens replaced in the job's own argv, the JSON's braces left alone
+            assert job["request"]["command"] == ["vllm", "serve", "m", "--port", str(port), "--kv-events-config",
+                                                 f'{{"endpoint": "tcp://*:{kv}"}}']
+            assert rep["port"] == port and rep["address"] is None and not rep["ready"]  # not running: not ready
+            ports |= {port, kv}
+        assert len(ports) == 4  # every replica its own ports
+        assert client.get("/v1/serving/chat", headers=auth(bob)).status_code == 404
+        # the group keeps the tokens: a replica submitted later gets ports of its own
+        assert client.post("/v1/serving/chat/scale", json={"replicas": 3}, headers=auth(alice)).status_code == 200
+        view = client.get("/v1/serving/chat", headers=auth(alice)).json()
+        assert view["request"]["command"][4] == "{port}"
+        assert len({r["port"] for r in view["replicas"]} | ports) == 5
 
 
 def test_the_routers_autoscaler_sets_the_count_and_the_router_follows(tmp_path: Path) -> None:
@@ -208,7 +258,7 @@ def test_the_serving_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                "--label", "team=x")
         assert code == 0, err
         assert out.splitlines()[0].startswith("serving chat (s") and "tenant team-a: active" in out
-        assert "0 ready of 2 wanted" in out and "engine: m (llama-2-70b on h100-80gb, time scale 20)" in out
+        assert "0 ready of 2 wanted" in out and "engine: m (llama-2-70b on h100-80gb, time scale 20, KV events)" in out
         code, out, _ = accel("job", "serving", "scale", "chat", "3")
         assert code == 0 and "of 3 wanted" in out and out.count(" queued ") == 3
         code, out, _ = accel("job", "serving", "show", "chat", "--json")
@@ -221,9 +271,19 @@ def test_the_serving_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         code, _, err = accel("job", "serving", "scale", "chat", "65")
         assert code != 0 and "replicas must be an integer from 0 to 64" in err
         code, _, err = accel("job", "serving", "create", "--name", "x", "--", "vllm", "serve")
-        assert code != 0 and "give no command" in err
+        assert code != 0 and "a serving group's command is its engine's" in err  # --sim: the fake engine's
         code, out, _ = accel("job", "serving", "cancel", "chat")
         assert code == 0 and ": cancelled" in out
+    # a service of real executors: the engine's command, with {port}
+    with _api(tmp_path / "real", spawn=False) as (client, alice, _bob, _m):
+        monkeypatch.setenv("ACCEL_SERVER", str(client.base_url))
+        monkeypatch.setenv("ACCEL_TOKEN", alice)
+        code, _, err = accel("job", "serving", "create", "--name", "chat")
+        assert code != 0 and "ACCEL_REPLICA_PORT" in err
+        code, out, err = accel("job", "serving", "create", "--name", "chat", "--engine-kv-events",
+                               "--engine-ready-timeout", "300", "--", "vllm", "serve", "m", "--port", "{port}")
+        assert code == 0, err
+        assert "engine: vllm serve m --port {port} (health /health, ready within 300 s, KV events on {kv_port})" in out
 
 
 def test_a_hung_engine_is_killed_and_one_deaf_to_sigterm_gets_sigkill(tmp_path: Path) -> None:
@@ -258,3 +318,99 @@ def test_a_hung_engine_is_killed_and_one_deaf_to_sigterm_gets_sigkill(tmp_path: 
     finally:
         procs.stop_all(timeout_s=1)
         store.close()
+
+
+def test_a_version_1_state_file_is_brought_up_to_date(tmp_path: Path) -> None:
+    import sqlite3
+
+    from accel.service._serving_store import APPLICATION_ID, ServingStore
+
+    path = tmp_path / "serving.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(f"""PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 1;
+        CREATE TABLE groups (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL, desired INTEGER NOT NULL,
+            state TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', request TEXT NOT NULL, engine TEXT NOT NULL,
+            token_id TEXT NOT NULL, created_t REAL NOT NULL, failures INTEGER NOT NULL DEFAULT 0);
+        CREATE TABLE replicas (job_id TEXT PRIMARY KEY, group_id TEXT NOT NULL, idx INTEGER NOT NULL);
+        CREATE TABLE engines (job_id TEXT PRIMARY KEY, attempt INTEGER NOT NULL, pid INTEGER NOT NULL,
+            start_ticks INTEGER NOT NULL, ready_file TEXT NOT NULL, url TEXT, restarts INTEGER NOT NULL DEFAULT 0);
+        INSERT INTO replicas VALUES ('j1', 's1', 0);""")
+    db.commit()
+    db.close()
+    store = ServingStore(path)
+    try:
+        assert store.replica("j1") == ("s1", 0) and store.ports("j1") == (None, None)  # kept, no port: a sim replica
+        store.add_replica("j2", "s1", 1, 8000, 8001)
+        assert store.ports("j2") == (8000, 8001)
+    finally:
+        store.close()
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2
+
+
+def test_an_engine_command_replica_is_ready_at_its_health_check_and_not_after_failed_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the live loop and the checks are driven by hand over the sim executor, which runs no process: the test's
+    # own HTTP server on the replica's port stands for its engine
+    import http.server
+    import threading
+    import time
+
+    import accel.service._serving as serving_mod
+
+    monkeypatch.setattr(serving_mod, "RECHECK_S", 0.0)
+    svc = open_service(tmp_path / "state", FakeWall(), profiles="dgx-h100")
+    manager = svc.serving = ServingManager(svc, spawn=False)
+    who = Principal("t", "team-a", False)
+    group = {"replicas": 1, "duration_s": 10**6, "command": ["engine", "--port", "{port}"]}
+    server = None
+    try:
+        # an executor that does not say where its jobs listen: the replica cannot serve, a failure, replaced
+        manager.create(who, {**group, "name": "g"})
+        svc.tick()
+        manager.step()
+        assert manager.store.group_named("team-a", "g").failures == 1  # type: ignore[union-attr]
+        manager.step()  # the replacement
+        view = manager.view(who, "g")
+        assert view["replicas_ended"] == 1 and [r["state"] for r in view["replicas"]] == ["queued"]
+
+        svc.executors[0].node_address = lambda host: "127.0.0.1"  # type: ignore[attr-defined]
+        svc.tick()
+        manager.step()
+        rep = manager.view(who, "g")["replicas"][0]
+        assert rep["state"] == "running" and not rep["ready"] and rep["address"] is None
+        manager.probe()  # nothing listens: not ready
+        assert not manager.view(who, "g")["replicas"][0]["ready"]
+
+        class Health(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200 if self.path == "/health" else 404)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", rep["port"]), Health)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        manager.probe()
+        rep = manager.view(who, "g")["replicas"][0]
+        assert rep["ready"] and rep["address"] == f"http://127.0.0.1:{rep['port']}"
+        server.shutdown()
+        server.server_close()
+        server = None
+        for expected in (True, True, False):  # three failed checks in a row: not ready (the router drops it)
+            manager.probe()
+            assert manager.view(who, "g")["replicas"][0]["ready"] is expected
+        # it served in this attempt: no timeout for it; a group whose replica never answers is cancelled in time
+        manager.create(who, {**group, "name": "h", "engine": {"ready_timeout_s": 1}})
+        svc.tick()
+        manager.step()
+        time.sleep(1.1)
+        manager.step()
+        assert manager.store.group_named("team-a", "h").failures == 1  # type: ignore[union-attr]
+        assert manager.view(who, "h")["replicas_ended"] == 1
+        assert manager.view(who, "g")["replicas"][0]["state"] == "running"
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        svc.close()

@@ -30,7 +30,7 @@ from accel.service.executors._visibility import placed_devices
 from accel.tools import ReplayRunner
 from tests.slurm._cluster import Cluster, cluster, missing
 
-from ._common import crash_jobs, crash_test, host, wait_end, wait_for
+from ._common import crash_jobs, crash_test, host, start_serve, wait_end, wait_for
 
 PROFILE = "mixed-nvidia-ascend"
 
@@ -105,6 +105,21 @@ def test_a_job_the_controller_forgot_is_read_from_sacct(tmp_path: Path) -> None:
         ex.poll(Handle("slurm", "j", "43"))
     with pytest.raises(JobLostError, match="not a Slurm job id"):
         ex.poll(Handle("slurm", "j", "42; scancel 1"))
+
+
+def test_a_nodes_address_is_its_nodeaddr(tmp_path: Path) -> None:
+    # where a serving replica placed on a node is reached: scontrol's NodeAddr (read once), nothing else
+    line = ("NodeName=gpu01 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 NodeAddr=10.1.2.3 NodeHostName=gpu01 "
+            "Version=23.11.4 OS=Linux State=IDLE\n")
+    runner = ReplayRunner.from_mapping({
+        "scontrol show node --oneliner gpu01": {"returncode": 0, "stdout": line},
+        "scontrol show node --oneliner gpu02": {"returncode": 1, "stderr": "Node gpu02 not found\n"},
+        "scontrol show node --oneliner gpu03": {"returncode": 0, "stdout": "NodeName=gpu03 NodeAddr=$(id) x\n"},
+    })
+    ex = SlurmExecutor(tmp_path, node_inventory=_sim, runner=runner)
+    assert ex.node_address("gpu01") == "10.1.2.3" and ex.node_address("gpu01") == "10.1.2.3"
+    assert ex.node_address("gpu02") is None and ex.node_address("gpu03") is None
+    assert ex.node_address("a b;c") is None  # not a node name: no command runs
 
 
 # ------------------------------------------------------------------------ on real Slurm
@@ -320,3 +335,21 @@ def test_a_sigkill_chain_over_accel_serve_with_local_and_slurm_jobs(slurm: Clust
     models = {r["allocation"]["devices"][0]["model"] for r in chain.records.values()}
     assert models == {"NVIDIA GeForce RTX 4090", "NVIDIA H100 PCIe"}
     assert {r["launches"][0]["executor"] for r in chain.records.values()} == {"local", "slurm"}
+
+
+@needs_slurm
+def test_a_serving_group_of_engine_commands_on_slurm(slurm: Cluster, tmp_path: Path) -> None:
+    # accel serve --executor slurm: each replica job is an sbatch of the group's engine command (accel's fake vLLM
+    # engine), on the ports the service chose, reached at the node's NodeAddr; the router follows the group and
+    # consumes its KV events; scale and cancel stop the engines (scancel), none is left (by pid).
+    pytest.importorskip("zmq")
+    from ._serving_e2e import run_group
+
+    state, ready = tmp_path / "state", tmp_path / "ready"
+    ready.mkdir()
+    served = start_serve(state, ["--executor", "slurm", "--executor-option", f"nodes=sim:{PROFILE}",
+                                 "--executor-option", f"slurm_conf={slurm.env['SLURM_CONF']}"])
+    try:
+        run_group(served, state, ready, replicas=1, scale_to=0)  # two replicas and a scale to one: the local test's
+    finally:
+        served.stop()

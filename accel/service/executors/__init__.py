@@ -9,7 +9,9 @@ load nothing for a ``--sim`` demo).
 Besides the :class:`accel.service.Executor` contract, an executor may offer
 :class:`DeviceSampler` (device readings while a job runs, for the job's charts) and set
 ``relaunch_safe = True`` when starting a job whose launch was cut short by a crash cannot run it
-twice (the ``sim`` executor keeps no outside state); see ``docs/service.md``.
+twice (the ``sim`` executor keeps no outside state); see ``docs/service.md``.  An executor whose
+jobs can serve (a serving group's replicas run the group's engine command) offers
+:class:`NodeAddresses`: the address a job placed on one of its hosts is reached at.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from accel.errors import ConfigError
 
 from .._executor import Executor, PlacedDevice
 
-__all__ = ["EXECUTORS", "DeviceSample", "DeviceSampler", "ExecutorContext", "build_executor", "executor_names"]
+__all__ = ["EXECUTORS", "DeviceSample", "DeviceSampler", "ExecutorContext", "NodeAddresses", "build_executor",
+           "executor_names"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,16 @@ class DeviceSampler(Protocol):
 
     def sample(self, devices: Sequence[PlacedDevice]) -> list[DeviceSample]:
         """One reading per device it could read (a device it cannot read is left out)."""
+        ...
+
+
+@runtime_checkable
+class NodeAddresses(Protocol):
+    """An executor that says where a job placed on one of its hosts listens (serving replicas)."""
+
+    def node_address(self, host: str) -> str | None:
+        """The IP address or DNS name a process of a job on ``host`` (a host name of
+        :meth:`~accel.service.Executor.hosts`) is reached at from the service; ``None``: unknown now."""
         ...
 
 

@@ -186,6 +186,10 @@ class LocalExecutor:
         return entry if entry.pw_uid != euid else None
 
     # ------------------------------------------------------------------ hosts
+    def node_address(self, host: str) -> str:
+        """Jobs run on this host: a serving replica is reached on loopback (its engine listens there)."""
+        return "127.0.0.1"
+
     def hosts(self) -> Sequence[HostInventory]:
         """This host, read now."""
         self._last = self._inventory()

@@ -140,6 +140,10 @@ def classify_state(state: str, exit_code: str, reason: str = "") -> RunStatus:
     return RunStatus(running=False, exit_code=code, reason=ExitReason.FAILED, detail=detail)
 
 
+_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_ADDR = re.compile(r"^[A-Za-z0-9.:_-]{1,253}$")  # an IPv4 / IPv6 address or a host name, nothing else
+
+
 def _fields(line: str) -> dict[str, str]:
     """``scontrol show job -o``: ``Key=value`` words (values hold no spaces in the keys read here)."""
     out: dict[str, str] = {}
@@ -188,6 +192,7 @@ class SlurmExecutor:
         self._timeout_s = timeout_s
         self._wall_to_clock = wall_to_clock  # EndTime / End (Unix time) on the service's clock
         self._confs: dict[str, tuple[HostInventory, GresConf]] = {}
+        self._addrs: dict[str, str] = {}
 
     # ------------------------------------------------------------------ commands
     def _run(self, *argv: str, check: bool = True) -> tuple[int, str, str]:
@@ -207,6 +212,23 @@ class SlurmExecutor:
         pair = (inv, generate(inv))
         self._confs[node] = pair
         return pair
+
+    def node_address(self, host: str) -> str | None:
+        """The node's ``NodeAddr`` (``scontrol show node --oneliner NODE``; kept once read): where a
+        serving replica placed on it is reached.  ``None`` when Slurm does not say (read again next time)."""
+        if host in self._addrs:
+            return self._addrs[host]
+        if not _NODE.match(host):
+            return None
+        try:
+            rc, out, _ = self._run("scontrol", "show", "node", "--oneliner", host, check=False)
+        except ExecutorError:
+            return None
+        addr = _fields(out).get("NodeAddr", "") if rc == 0 else ""
+        if not addr or not _ADDR.match(addr):
+            return None
+        self._addrs[host] = addr
+        return addr
 
     def hosts(self) -> Sequence[HostInventory]:
         """Every node Slurm lists, with its devices and, where it takes no job, their state."""
