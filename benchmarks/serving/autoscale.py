@@ -184,9 +184,12 @@ AZURE_OBJ = Objective(2.0, 0.2, 0.99, tbt_s=0.2)
 MOONCAKE_OBJ = Objective(30.0, 0.3, 0.99, tbt_s=0.3)
 #: Engine replicas (this benchmark's default): objective on the largest time between tokens.
 ENGINE_CASES = {
-    "azure": Case("azure", AZURE_OBJ, 4, 3600.0, 1200.0, 64.0, 0.0, 120.0, ERROR_Q, down_band=0.1),
+    # cap_derate (round 4): the smallest oracle derating over the tuning variants, as the previous
+    # --tune printed them on minutes 0-20 (Azure 1.000, 1.000, 0.953, 1.000; Mooncake all 1.000).
+    "azure": Case("azure", AZURE_OBJ, 4, 3600.0, 1200.0, 64.0, 0.0, 120.0, ERROR_Q, down_band=0.1,
+                  cap_derate=0.953),
     "mooncake": Case("mooncake", MOONCAKE_OBJ, 1, 3600.0, 1200.0, 32.0, 0.0, 300.0, ERROR_Q,
-                     down_band=0.1, cap_target=0.99),
+                     down_band=0.1, cap_target=0.99, cap_derate=1.0),
     "azure-quick": Case("azure-quick", AZURE_OBJ, 1, 900.0, 300.0, 48.0, 0.0, 120.0, ERROR_Q,
                         down_band=0.1, cap_replicas=(1, 2), cap_sample=1000),
 }
