@@ -37,6 +37,7 @@ from ._autoscale import (
     measure_capacities,
     measure_capacity,
     oracle_plan,
+    prefill_rate,
     work_tokens,
 )
 from ._bridge import BridgeResult, ReplicaRecord, ServingBridge
@@ -123,6 +124,7 @@ __all__ = [
     "measure_capacity",
     "oracle_plan",
     "percentile",
+    "prefill_rate",
     "replay_hits",
     "simulate",
     "work_tokens",

@@ -66,6 +66,7 @@ __all__ = [
     "measure_capacities",
     "measure_capacity",
     "oracle_plan",
+    "prefill_rate",
     "work_tokens",
 ]
 
@@ -86,6 +87,13 @@ def decode_weight(profile: CostProfile | OperatorProfile) -> float:
     else:
         step = profile.decode_step_seconds(64)
     return (step / 64.0) / (profile.prefill_seconds(8192) / 8192.0)
+
+
+def prefill_rate(profile: OperatorProfile, token_budget: int) -> float:
+    """Prompt tokens per second one replica prefills in chunks of ``token_budget`` (nothing cached)."""
+    if token_budget < 1:
+        raise InvalidRequestError(f"token_budget must be >= 1, got {token_budget}", field="token_budget")
+    return token_budget / profile.prefill_seconds(token_budget)
 
 
 def work_tokens(prompt_tokens: int, output_tokens: float, weight: float) -> float:
@@ -231,8 +239,20 @@ class Predictive:
                  down_window_s: float = 120.0, prior_output: float = 256.0, trend_weight: float = 1.0,
                  error_quantile: float | None = None, error_window_s: float = 1800.0,
                  noise_z: float | None = None, noise_s: float = 60.0, noise_window_s: float = 1800.0,
-                 down_band: float = 0.0, sync_s: float = 15.0) -> None:
+                 down_band: float = 0.0, sync_s: float = 15.0, ttft_s: float | None = None,
+                 prefill_tokens_per_s: float | None = None, queue_absorb: float = 0.5) -> None:
         self.capacity = Capacity.of(capacity)
+        if (ttft_s is None) != (prefill_tokens_per_s is None):
+            raise InvalidRequestError("the queue-aware term needs both ttft_s and prefill_tokens_per_s",
+                                      field="ttft_s")
+        if ttft_s is not None and prefill_tokens_per_s is not None:
+            _positive(ttft_s, "ttft_s")
+            _positive(prefill_tokens_per_s, "prefill_tokens_per_s")
+        if not 0 <= queue_absorb <= 1:
+            raise InvalidRequestError(f"queue_absorb must be in [0, 1], got {queue_absorb!r}", field="queue_absorb")
+        self.ttft_s = ttft_s
+        self.prefill_tokens_per_s = prefill_tokens_per_s
+        self.queue_absorb = queue_absorb
         for value, name in ((weight, "weight"), (short_s, "short_s"),
                             (trend_s, "trend_s"), (drain_s, "drain_s"), (sync_s, "sync_s")):
             _positive(value, name)
@@ -349,6 +369,28 @@ class Predictive:
         k = min(len(errs) - 1, max(0, math.ceil(self.error_quantile * len(errs)) - 1))
         return max(room, errs[k])
 
+    def queue_wait_s(self, obs: ServingSnapshot) -> float | None:
+        """Predicted wait of the queue: its prompt tokens over the ready replicas' prefill rate
+        (``None`` without the queue-aware term)."""
+        if self.prefill_tokens_per_s is None:
+            return None
+        return obs.queued_prompt_tokens / (max(obs.ready, 1) * self.prefill_tokens_per_s)
+
+    def queue_rate(self, obs: ServingSnapshot) -> float:
+        """Work-token rate that clears the queued prefill work in ``drain_s``.
+
+        Queue-aware (``ttft_s`` and ``prefill_tokens_per_s`` given): only the backlog beyond what
+        the objective absorbs counts, i.e. beyond ``queue_absorb`` x ``ttft_s`` seconds of the
+        ready replicas' prefill.  A backlog that waits well within the TTFT bound (a few long
+        prompts at a 30 s bound) is served in time by the replicas already there; counting it
+        as load would buy a replica for a queue that drains in seconds.
+        """
+        queued = float(obs.queued_prompt_tokens)
+        if self.ttft_s is not None and self.prefill_tokens_per_s is not None:
+            tolerated = self.queue_absorb * self.ttft_s * max(obs.ready, 1) * self.prefill_tokens_per_s
+            queued = max(0.0, queued - tolerated)
+        return queued / self.drain_s
+
     def need(self, obs: ServingSnapshot) -> int:
         """Replicas for the forecast load with headroom, plus those that clear the queue in ``drain_s``."""
         return self._needs_now(obs)[0]
@@ -357,7 +399,7 @@ class Predictive:
         """(need to scale up to, need to keep): the second adds ``down_band`` to the headroom."""
         rate = self.forecast(obs)
         room = self.headroom_now()
-        queue = obs.queued_prompt_tokens / self.drain_s
+        queue = self.queue_rate(obs)
         up = self.capacity.replicas_for(rate * (1.0 + room) + queue)
         if self.down_band <= 0:
             return up, up

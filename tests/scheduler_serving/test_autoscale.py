@@ -21,6 +21,7 @@ from accel.scheduler.serving import (
     load_operator_profile,
     measure_capacity,
     oracle_plan,
+    prefill_rate,
     simulate,
 )
 
@@ -113,6 +114,37 @@ def test_predictive_counts_the_queue_and_waits_before_scaling_down() -> None:
     assert pol.decide(snap(200.0), 2) == 0
     with pytest.raises(InvalidRequestError):
         Predictive(0.0, 1.0, 10.0)
+
+
+def test_predictive_queue_aware_counts_only_the_backlog_the_ttft_bound_cannot_absorb() -> None:
+    # 2 ready replicas prefill 10,000 tokens/s each; TTFT bound 4 s, half of it absorbed:
+    # 0.5 x 4 s x 2 x 10,000 = 40,000 queued tokens wait within the bound and cost no replica
+    def pol() -> Predictive:
+        return Predictive(1000.0, weight=1.0, lead_s=0.0, headroom=0.0, drain_s=60.0, ttft_s=4.0,
+                          prefill_tokens_per_s=10_000.0)
+    p = pol()
+    assert p.queue_wait_s(snap(0.0, queued_prompt=40_000, ready=2)) == pytest.approx(2.0)
+    assert p.queue_rate(snap(0.0, queued_prompt=40_000, ready=2)) == 0.0
+    assert p.decide(snap(0.0, queued_prompt=40_000, ready=2), 2) == 2  # no load, the queue drains in time
+    # 160,000 queued: 120,000 beyond what the bound absorbs, 2,000 tokens/s over 60 s: 2 replicas
+    p = pol()
+    assert p.queue_rate(snap(0.0, queued_prompt=160_000, ready=2)) == pytest.approx(2000.0)
+    assert p.decide(snap(0.0, queued_prompt=160_000, ready=2), 2) == 2
+    # the previous rule (no TTFT bound) counts the whole queue: 160,000 / 60 s = 3 replicas
+    assert Predictive(1000.0, 1.0, 0.0, headroom=0.0).decide(snap(0.0, queued_prompt=160_000, ready=2), 2) == 3
+    # no replica ready: the bound is measured against one replica's prefill
+    assert pol().queue_rate(snap(0.0, queued_prompt=40_000, ready=0)) == pytest.approx(20_000 / 60.0)
+    with pytest.raises(InvalidRequestError):
+        Predictive(1000.0, 1.0, 0.0, ttft_s=2.0)  # needs the prefill rate too
+    with pytest.raises(InvalidRequestError):
+        Predictive(1000.0, 1.0, 0.0, ttft_s=2.0, prefill_tokens_per_s=1.0, queue_absorb=1.5)
+
+
+def test_prefill_rate_is_the_budget_chunk_over_its_time() -> None:
+    op = load_operator_profile("llama-2-70b", "h100-80gb")
+    assert prefill_rate(op, 2048) == pytest.approx(2048 / op.prefill_seconds(2048))
+    with pytest.raises(InvalidRequestError):
+        prefill_rate(op, 0)
 
 
 def spec(startup: float = 100.0) -> ReplicaSpec:
