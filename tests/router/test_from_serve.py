@@ -18,22 +18,22 @@ pytest.importorskip("starlette")
 from accel.router import MonitorConfig, RouterError, start_router
 from accel.router._fromserve import ServeSource
 from accel.service.executors._wrap import read_start_ticks
-from tests.service._servesim import auth, engine_alive, ready_view, start_serve, stop_serve, token, wait_for
+from tests.service._servesim import (
+    auth,
+    engine_alive,
+    ready_view,
+    requests_by_backend,
+    start_serve,
+    stop_serve,
+    token,
+    wait_for,
+)
 
 # Replicas from the service are routable at once (it saw them serve): the checks run, rarely (their CPU is the
 # test's cost on a loaded machine).
 CHECKS = MonitorConfig(health_interval_s=1.0, health_timeout_s=3.0, unhealthy_after=3, scrape_interval_s=10.0)
 
 
-def _requests_by_backend(router: object) -> dict[str, float]:
-    text = router.metrics.render().decode()  # type: ignore[attr-defined]
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("accel_router_requests_total{"):
-            labels, value = line.rsplit(" ", 1)
-            backend = labels.split('backend="', 1)[1].split('"', 1)[0]
-            out[backend] = out.get(backend, 0.0) + float(value)
-    return out
 
 
 def test_whole_path_on_loopback(tmp_path: Path) -> None:
@@ -73,7 +73,7 @@ def test_whole_path_on_loopback(tmp_path: Path) -> None:
                     r = rc.post("/v1/completions", json={"model": "m", "prompt": f"hello {i} " * 40, "max_tokens": 4})
                     assert r.status_code == 200, r.text
                     assert r.json()["usage"]["completion_tokens"] == 4
-                assert set(_requests_by_backend(router)) == set(router.picker.backends.urls())  # both replicas served
+                assert set(requests_by_backend(router)) == set(router.picker.backends.urls())  # both replicas served
                 # both engines' stored blocks reached the router's view of their caches, through the events
                 wait_for(lambda: all(b.block_map is not None and b.block_map.stored > 0 and b.block_map.unplaced == 0
                                      for b in router.picker.backends), what="KV events from both replicas")
@@ -121,7 +121,7 @@ def test_whole_path_on_loopback(tmp_path: Path) -> None:
                 for i in range(6):
                     assert rc.post("/v1/completions", json={"model": "m", "prompt": f"again {i}",
                                                             "max_tokens": 2}).status_code == 200
-                assert set(_requests_by_backend(router)) >= set(router.picker.backends.urls())
+                assert set(requests_by_backend(router)) >= set(router.picker.backends.urls())
 
                 # back to 1: two engines stop, by pid; requests still go through
                 assert client.post("/v1/serving/chat/scale", json={"replicas": 1},

@@ -116,3 +116,15 @@ def ready_view(client: httpx.Client, tok: str, name: str, n: int) -> dict[str, A
 
     out: dict[str, Any] = wait_for(check, what=f"{n} ready replicas of {name}")
     return out
+
+
+def requests_by_backend(router: Any) -> dict[str, float]:
+    """The requests a running router's own metrics count per replica URL."""
+    text = router.metrics.render().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("accel_router_requests_total{"):
+            labels, value = line.rsplit(" ", 1)
+            backend = labels.split('backend="', 1)[1].split('"', 1)[0]
+            out[backend] = out.get(backend, 0.0) + float(value)
+    return out

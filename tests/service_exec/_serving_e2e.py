@@ -21,7 +21,7 @@ from accel.router import MonitorConfig, start_router
 from accel.router._fromserve import ServeSource
 from accel.router._prefix import PromptHasher
 from accel.service.executors._wrap import read_start_ticks
-from tests.service._servesim import auth, engine_alive, ready_view, token, wait_for
+from tests.service._servesim import auth, engine_alive, ready_view, requests_by_backend, token, wait_for
 
 from ._common import Serve
 
@@ -101,7 +101,7 @@ def run_group(served: Serve, state: Path, ready_dir: Path, *, replicas: int = 2,
                     r = rc.post("/v1/completions", json={"model": "m", "prompt": prompt + f"again {i}",
                                                          "max_tokens": 2})
                     assert r.status_code == 200, r.text
-                assert set(_requests_by_backend(router)) <= set(backends)
+                assert set(requests_by_backend(router)) <= set(backends)
 
                 # scale down: the extra replica job is cancelled, its engine stops (the executor's doing)
                 r = client.post("/v1/serving/chat/scale", json={"replicas": scale_to}, headers=auth(alice))
@@ -149,12 +149,3 @@ def _clean_up(served: Serve, tok: str, ready_dir: Path, seen: dict[int, int | No
                 os.kill(p, signal.SIGKILL)
 
 
-def _requests_by_backend(router: Any) -> dict[str, float]:
-    text = router.metrics.render().decode()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("accel_router_requests_total{"):
-            labels, value = line.rsplit(" ", 1)
-            backend = labels.split('backend="', 1)[1].split('"', 1)[0]
-            out[backend] = out.get(backend, 0.0) + float(value)
-    return out
