@@ -13,6 +13,11 @@ then is marked ``partial``), so a replay stopped early still says how far it got
 
     python benchmarks/philly/deep_plan.py --vcs 0e4a51,2869ce --depths 0,64
     python benchmarks/philly/deep_plan.py --vcs 6214e9 --depths 0        # whole trace: long
+    python benchmarks/philly/deep_plan.py --vcs 6214e9 --depths default  # the engine's default depth
+
+``--depths default`` gives no depth (the engine's default: every job ahead where
+``_walk.exact_case`` holds, ``plan_depth`` elsewhere); the column ``outside_exact_case`` counts
+the estimates the kept plan could not answer because a job ahead was outside its case.
 """
 
 from __future__ import annotations
