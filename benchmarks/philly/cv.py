@@ -335,6 +335,14 @@ def metrics(outs: Sequence[JobOutcome]) -> dict[str, float]:
     queued = sorted(max(0.0, end - o.submit_s - o.duration_s - o.lost_s) for o, _, end in fin)
     waited = [(o, start) for o, start, _ in fin if start - o.submit_s >= 60.0]
     rel = [abs(o.estimate_s - start) / (start - o.submit_s) for o, start in waited if o.estimate_s is not None]
+    # the estimate's interval at submission (p50 / p90 start; p50 = p90 = the plan with true
+    # durations, the engine's calibration with the history estimator), over the same waiters:
+    # median relative error of p50, share of starts at or before p90 (coverage) and p50
+    iv = [(o.submit_s, start, o.estimate_p50_s, o.estimate_p90_s) for o, start in waited
+          if o.estimate_p50_s is not None and o.estimate_p90_s is not None]
+    p50_err = [abs(p50 - start) / (start - sub) for sub, start, p50, _ in iv]
+    cover90 = [start <= p90 + 1e-6 for _, start, _, p90 in iv]
+    below50 = [start <= p50 + 1e-6 for _, start, p50, _ in iv]
     return {
         "n": float(len(outs)), "avg_jct_s": statistics.fmean(jct) if jct else math.nan,
         "p99_jct_s": _pct(jct, 0.99), "p50_wait_s": _pct(wait, 0.5), "p99_wait_s": _pct(wait, 0.99),
@@ -342,6 +350,10 @@ def metrics(outs: Sequence[JobOutcome]) -> dict[str, float]:
         "p99_queued_s": _pct(queued, 0.99), "p999_queued_s": _pct(queued, 0.999),
         "max_queued_s": queued[-1] if queued else math.nan,
         "waited_1min": float(len(waited)), "est_err_median": statistics.median(rel) if rel else math.nan,
+        "est_within_10pct": sum(r < 0.10 for r in rel) / len(rel) if rel else math.nan,
+        "p50_err_median": statistics.median(p50_err) if p50_err else math.nan,
+        "cover_p90": sum(cover90) / len(iv) if iv else math.nan,
+        "at_or_below_p50": sum(below50) / len(iv) if iv else math.nan,
         "lost_s": sum(o.lost_s for o in outs),
     }
 
@@ -513,6 +525,8 @@ def main(argv: list[str] | None = None) -> int:
             "avg_jct_h_true": _h(t["avg_jct_s"]), "p99_jct_h_true": _h(t["p99_jct_s"]),
             "p50_wait_s_true": round(t["p50_wait_s"], 1), "p99_wait_s_true": round(t["p99_wait_s"], 1),
             "est_err_median_true": _r(t["est_err_median"]), "waited_1min_true": int(t["waited_1min"]),
+            "est_within_10pct_true": _r(t["est_within_10pct"]), "p50_err_median_true": _r(t["p50_err_median"]),
+            "cover_p90_true": _r(t["cover_p90"]),
             "p999_queued_h_true": _h(t["p999_queued_s"]), "max_queued_h_true": _h(t["max_queued_s"]),
         }
         if "history" in ests:
@@ -523,7 +537,10 @@ def main(argv: list[str] | None = None) -> int:
                         "p50_wait_s_history": round(h["p50_wait_s"], 1),
                         "p99_wait_s_history": round(h["p99_wait_s"], 1),
                         "est_err_median_history": _r(h["est_err_median"]),
-                        "waited_1min_history": int(h["waited_1min"])})
+                        "waited_1min_history": int(h["waited_1min"]),
+                        "p50_err_median_history": _r(h["p50_err_median"]),
+                        "cover_p90_history": _r(h["cover_p90"]),
+                        "at_or_below_p50_history": _r(h["at_or_below_p50"])})
         # the guard's effect at the fold's tier (true durations): the guard setting flipped
         if other != p:
             o = m[key(vc, other, "true")]
@@ -551,7 +568,9 @@ def main(argv: list[str] | None = None) -> int:
                        "p99_jct_h": _h(pm["p99_jct_s"]), "p50_wait_s": round(pm["p50_wait_s"], 1),
                        "p99_wait_s": round(pm["p99_wait_s"], 1), "p999_queued_h": _h(pm["p999_queued_s"]),
                        "max_queued_h": _h(pm["max_queued_s"]), "est_err_median": _r(pm["est_err_median"]),
-                       "waited_1min": int(pm["waited_1min"])})
+                       "waited_1min": int(pm["waited_1min"]), "est_within_10pct": _r(pm["est_within_10pct"]),
+                       "p50_err_median": _r(pm["p50_err_median"]), "cover_p90": _r(pm["cover_p90"]),
+                       "at_or_below_p50": _r(pm["at_or_below_p50"])})
     grid_rows = []
     for vc in train:  # the table the folds choose from (an evaluation-only VC has no grid)
         for pt in [None, *points]:
@@ -618,6 +637,23 @@ def _markdown(per_vc: list[dict[str, object]], pooled: list[dict[str, object]], 
                      f"| {r['gain_pooled']:.2f} | {r['gain_geomean_per_vc']:.2f} | {r['p99_jct_h']} "
                      f"| {r['p50_wait_s']} / {r['p99_wait_s']} | {r['p999_queued_h']} / {r['max_queued_h']} "
                      f"| {g(r, 'est_err_median')} ({r['waited_1min']}) |")
+    # the start estimates' intervals at submission, per VC and pooled (waiters >= 1 min)
+    lines += ["", "| VC | fold | gain true / history | waiters true | p50 err true | within 10% true "
+              "| waiters history | p50 err history | p90 coverage history | <= p50 history |", "|" + "---|" * 10]
+    for r in per_vc:
+        gain_h = f"{r['gain_history']:.2f}" if isinstance(r.get("gain_history"), float) else "-"
+        lines.append(f"| {r['vc']} | {r.get('fold', '-')} | {r['gain_true']:.2f} / {gain_h} "
+                     f"| {r['waited_1min_true']} | {g(r, 'p50_err_median_true')} | {g(r, 'est_within_10pct_true')} "
+                     f"| {g(r, 'waited_1min_history')} | {g(r, 'p50_err_median_history')} "
+                     f"| {g(r, 'cover_p90_history')} | {g(r, 'at_or_below_p50_history')} |")
+    by_est = {str(r["estimator"]): r for r in pooled}
+    t, h = by_est.get("true", {}), by_est.get("history", {})
+    if t:
+        gain_h = f"{h['gain_pooled']:.2f}" if h else "-"
+        lines.append(f"| pooled ({t['vcs']} VCs) | - | {t['gain_pooled']:.2f} / {gain_h} "
+                     f"| {t['waited_1min']} | {g(t, 'p50_err_median')} "
+                     f"| {g(t, 'est_within_10pct')} | {g(h, 'waited_1min')} | {g(h, 'p50_err_median')} "
+                     f"| {g(h, 'cover_p90')} | {g(h, 'at_or_below_p50')} |")
     return "\n".join(lines)
 
 

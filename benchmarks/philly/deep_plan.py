@@ -13,6 +13,11 @@ then is marked ``partial``), so a replay stopped early still says how far it got
 
     python benchmarks/philly/deep_plan.py --vcs 0e4a51,2869ce --depths 0,64
     python benchmarks/philly/deep_plan.py --vcs 6214e9 --depths 0        # whole trace: long
+    python benchmarks/philly/deep_plan.py --vcs 6214e9 --depths default  # the engine's default depth
+
+``--depths default`` gives no depth (the engine's default: every job ahead where
+``_walk.exact_case`` holds, ``plan_depth`` elsewhere); the column ``outside_exact_case`` counts
+the estimates the kept plan could not answer because a job ahead was outside its case.
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ HERE = Path(__file__).resolve().parent
 EVAL_ONLY = ("6214e9", "6c71a0")
 FIELDS = ["vc", "role", "status", "planner", "n", "submitted", "devices", "tier_s", "depth", "waiters",
           "est_err_median", "est_err_mean", "within_10pct", "avg_jct_h", "estimates", "estimate_cpu_s", "replay_cpu_s",
-          "max_waiting"]
+          "max_waiting", "outside_exact_case"]
+DEFAULT_DEPTH = "default"  # --depths entry: no depth given, the engine's default (exact where _walk.exact_case)
 
 
 def fold_tiers(path: Path) -> dict[str, float]:
@@ -55,8 +61,10 @@ def errors(outs: Sequence[JobOutcome]) -> list[float]:
             if o.start_s is not None and o.estimate_s is not None and o.start_s - o.submit_s >= 60.0]
 
 
-def replay(vc: str, traces: Path, tier: float, depth: int, limit: int | None, progress_s: float,
+def replay(vc: str, traces: Path, tier: float, depth: int | None, limit: int | None, progress_s: float,
            on_row: Any) -> dict[str, Any]:
+    """One VC at ``depth`` jobs ahead planned exactly (0: every job ahead; ``None``: the engine's
+    default, every job ahead where ``_walk.exact_case`` holds, ``plan_depth`` elsewhere)."""
     alljobs = load_philly(traces / f"trace_{vc}.csv")
     devices = cv.size_cluster(alljobs)  # sized on the whole trace, as cv.py
     jobs = alljobs[:limit] if limit else alljobs
@@ -76,7 +84,18 @@ def replay(vc: str, traces: Path, tier: float, depth: int, limit: int | None, pr
             spent[2] = max(spent[2], len(state.waiting))  # the queue it planned through
 
     eng.estimate = timed  # type: ignore[method-assign]
-    sim = Simulator(eng, jobs, None, estimate_depth=depth or sys.maxsize)
+    # the estimates the kept plan could not answer because a job ahead was outside its case
+    # (another tier or pool): with the default depth those were planned to plan_depth, fluid past it
+    outside = [0]
+    fast = _walk._fast_plan
+
+    def counted(st: Any, now: float, mode: Any, view: Any) -> Any:
+        r = fast(st, now, mode, view)
+        outside[0] += r is None
+        return r
+
+    _walk._fast_plan = counted  # type: ignore[assignment]
+    sim = Simulator(eng, jobs, None, estimate_depth=None if depth is None else depth or sys.maxsize)
     c0 = last = time.process_time()
 
     def row(status: str) -> dict[str, Any]:
@@ -88,21 +107,25 @@ def replay(vc: str, traces: Path, tier: float, depth: int, limit: int | None, pr
         return {"vc": vc, "role": "evaluation-only" if vc in EVAL_ONLY else "training", "status": status,
                 "planner": "kept" if _walk.KEEP_PLANS else "full-walk",
                 "n": len(jobs), "submitted": len(outs), "devices": devices, "tier_s": tier,
-                "depth": depth or "all", "waiters": len(errs),
+                "depth": DEFAULT_DEPTH if depth is None else depth or "all", "waiters": len(errs),
                 "est_err_median": round(statistics.median(errs), 4) if errs else "",
                 "est_err_mean": round(statistics.fmean(errs), 4) if errs else "",
                 "within_10pct": round(sum(e <= 0.1 for e in errs) / len(errs), 4) if errs else "",
                 "avg_jct_h": round(statistics.fmean(jct) / 3600, 3) if jct and status == "complete" else "",
                 "estimates": spent[1], "estimate_cpu_s": round(spent[0], 1),
-                "replay_cpu_s": round(time.process_time() - c0, 1), "max_waiting": spent[2]}
+                "replay_cpu_s": round(time.process_time() - c0, 1), "max_waiting": spent[2],
+                "outside_exact_case": outside[0] if _walk.KEEP_PLANS else ""}
 
-    while sim.step():
-        if time.process_time() - last >= progress_s:
-            last = time.process_time()
-            r = row("partial")
-            print(json.dumps(r), file=sys.stderr, flush=True)
-            on_row(r)
-    r = row("complete")
+    try:
+        while sim.step():
+            if time.process_time() - last >= progress_s:
+                last = time.process_time()
+                r = row("partial")
+                print(json.dumps(r), file=sys.stderr, flush=True)
+                on_row(r)
+        r = row("complete")
+    finally:
+        _walk._fast_plan = fast
     on_row(r)
     return r
 
@@ -110,7 +133,8 @@ def replay(vc: str, traces: Path, tier: float, depth: int, limit: int | None, pr
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--vcs", required=True, help="comma-separated VC ids")
-    ap.add_argument("--depths", default="0", help="comma-separated exact depths (0 = every job ahead)")
+    ap.add_argument("--depths", default="0",
+                    help="comma-separated exact depths (0 = every job ahead; 'default' = the engine's default)")
     ap.add_argument("--traces", type=Path, default=Path(run_philly.TRACES) if Path(run_philly.TRACES).is_dir()
                     else Path("/work/shared/traces/philly"))
     ap.add_argument("--tiers-from", type=Path, default=HERE / "results" / "cv_per_vc.csv")
@@ -142,7 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         tmp.replace(args.out)
 
     for vc in [v for v in args.vcs.split(",") if v]:
-        for depth in [int(d) for d in args.depths.split(",") if d.strip()]:
+        for d in [d.strip() for d in args.depths.split(",") if d.strip()]:
+            depth = None if d == DEFAULT_DEPTH else int(d)
             r = replay(vc, args.traces, tiers[vc], depth, args.limit, args.progress_s, write)
             print(json.dumps(r), flush=True)
     return 0

@@ -152,6 +152,23 @@ def test_metrics_refuse_a_partial_run(cv: Any) -> None:
         cv.metrics([done, left])
 
 
+def test_metrics_score_the_interval_over_the_waiters(cv: Any) -> None:
+    outs = [
+        JobOutcome("a", "vc", 1, 100.0, 0.0, 100.0, 200.0, 100.0, 0.0, 100.0, 150.0, 0.0),  # p50 exact, covered
+        JobOutcome("b", "vc", 1, 100.0, 0.0, 200.0, 300.0, 150.0, 0.0, 180.0, 190.0, 0.0),  # after p90
+        JobOutcome("c", "vc", 1, 100.0, 0.0, 30.0, 130.0, 90.0, 0.0, 90.0, 90.0, 0.0),  # waited < 1 min: not scored
+        JobOutcome("d", "vc", 1, 100.0, 0.0, 100.0, 200.0, 120.0, 0.0),  # no interval: the point error only
+    ]
+    m = cv.metrics(outs)
+    assert m["waited_1min"] == 3
+    assert m["est_err_median"] == pytest.approx(0.2)  # 0, 0.25, 0.2
+    assert m["est_within_10pct"] == pytest.approx(1 / 3)
+    assert m["p50_err_median"] == pytest.approx(0.05)  # 0 and 0.1 (a and b)
+    assert m["cover_p90"] == pytest.approx(0.5)
+    assert m["at_or_below_p50"] == pytest.approx(0.5)
+    assert math.isnan(cv.metrics(outs[2:3])["cover_p90"])  # no waiter: unknown, not 0
+
+
 def _rows(path: Path) -> list[dict[str, str]]:
     with path.open() as fh:
         return list(csv.DictReader(fh))
