@@ -60,6 +60,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -248,24 +249,23 @@ def simulate(key: RunKey, traces: str) -> Run:
     return Run(key, res.outcomes, res.busy_device_s, res.makespan_s, time.perf_counter() - t0)
 
 
-def save(run: Run, cache: Path) -> None:
+def outcome_rows(outcomes: Sequence[JobOutcome]) -> list[list[object]]:
+    """A replay's outcomes as the cache stores them (``JobOutcome(*row)`` reads one back)."""
+    return [[o.id, o.tenant, o.devices, o.duration_s, o.submit_s, o.start_s, o.end_s, o.estimate_s,
+             o.lost_s, o.estimate_p50_s, o.estimate_p90_s, o.estimate_log_spread] for o in outcomes]
+
+
+def write_cache(path: Path, body: Mapping[str, object]) -> None:
     """Write atomically: a killed run leaves no half-written cache file."""
-    cache.mkdir(parents=True, exist_ok=True)
-    body = {"version": CACHE_VERSION, "key": asdict(run.key), "busy_device_s": run.busy_device_s,
-            "makespan_s": run.makespan_s, "wall_s": run.wall_s,
-            "outcomes": [[o.id, o.tenant, o.devices, o.duration_s, o.submit_s, o.start_s, o.end_s, o.estimate_s,
-                          o.lost_s, o.estimate_p50_s, o.estimate_p90_s, o.estimate_log_spread]
-                         for o in run.outcomes]}
-    path = cache / run.key.filename()
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     with gzip.open(tmp, "wt") as fh:
         json.dump(body, fh)
     os.replace(tmp, path)
 
 
-def load(key: RunKey, cache: Path) -> Run | None:
-    """The cached run of ``key``, or None if absent or made for another key / format."""
-    path = cache / key.filename()
+def read_cache(path: Path, version: int, key: RunKey) -> dict[str, Any] | None:
+    """The cached body at ``path``, or None if absent, unreadable, or made for another key / format."""
     if not path.exists():
         return None
     try:
@@ -273,7 +273,23 @@ def load(key: RunKey, cache: Path) -> Run | None:
             body = json.load(fh)
     except (OSError, ValueError):
         return None  # unreadable: recompute rather than trust it
-    if body.get("version") != CACHE_VERSION or body.get("key") != json.loads(json.dumps(asdict(key))):
+    if not isinstance(body, dict) or body.get("version") != version or \
+            body.get("key") != json.loads(json.dumps(asdict(key))):
+        return None
+    return body
+
+
+def save(run: Run, cache: Path) -> None:
+    """Write atomically: a killed run leaves no half-written cache file."""
+    write_cache(cache / run.key.filename(),
+                {"version": CACHE_VERSION, "key": asdict(run.key), "busy_device_s": run.busy_device_s,
+                 "makespan_s": run.makespan_s, "wall_s": run.wall_s, "outcomes": outcome_rows(run.outcomes)})
+
+
+def load(key: RunKey, cache: Path) -> Run | None:
+    """The cached run of ``key``, or None if absent or made for another key / format."""
+    body = read_cache(cache / key.filename(), CACHE_VERSION, key)
+    if body is None:
         return None
     outs = [JobOutcome(*row) for row in body["outcomes"]]
     return Run(key, outs, body["busy_device_s"], body["makespan_s"], body["wall_s"])

@@ -37,10 +37,8 @@ from __future__ import annotations
 import argparse
 import bisect
 import csv
-import gzip
 import json
 import math
-import os
 import statistics
 import sys
 import time
@@ -346,29 +344,15 @@ def simulate_mc(key: cv.RunKey, traces: str, mc: MonteCarloPlan = DEFAULT_MONTE_
 
 
 def _save_mc(run: McRun, cache: Path, mc: MonteCarloPlan) -> None:
-    cache.mkdir(parents=True, exist_ok=True)
-    body = {"version": MC_CACHE_VERSION, "key": asdict(run.key), "draws": run.draws,
-            "cost": [run.estimate_cpu_s, run.mc_cpu_s, run.n_estimates, run.n_mc, run.wall_s],
-            "outcomes": [[o.id, o.tenant, o.devices, o.duration_s, o.submit_s, o.start_s, o.end_s, o.estimate_s,
-                          o.lost_s, o.estimate_p50_s, o.estimate_p90_s, o.estimate_log_spread]
-                         for o in run.outcomes]}
-    path = cache / _mc_name(run.key, mc)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with gzip.open(tmp, "wt") as fh:
-        json.dump(body, fh)
-    os.replace(tmp, path)
+    cv.write_cache(cache / _mc_name(run.key, mc),
+                   {"version": MC_CACHE_VERSION, "key": asdict(run.key), "draws": run.draws,
+                    "cost": [run.estimate_cpu_s, run.mc_cpu_s, run.n_estimates, run.n_mc, run.wall_s],
+                    "outcomes": cv.outcome_rows(run.outcomes)})
 
 
 def _load_mc(key: cv.RunKey, cache: Path, mc: MonteCarloPlan) -> McRun | None:
-    path = cache / _mc_name(key, mc)
-    if not path.exists():
-        return None
-    try:
-        with gzip.open(path, "rt") as fh:
-            body = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    if body.get("version") != MC_CACHE_VERSION or body.get("key") != json.loads(json.dumps(asdict(key))):
+    body = cv.read_cache(cache / _mc_name(key, mc), MC_CACHE_VERSION, key)
+    if body is None:
         return None
     est, mcs, n_est, n_mc, wall = body["cost"]
     return McRun(key, [JobOutcome(*r) for r in body["outcomes"]], body["draws"], est, mcs, n_est, n_mc, wall)

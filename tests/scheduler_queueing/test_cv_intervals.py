@@ -4,6 +4,7 @@ whose inner folds cover 85-95%."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import sys
@@ -128,3 +129,16 @@ def test_monte_carlo_levels_rule(cvi: Any) -> None:
     assert cvi.choose_levels({"x": late[:10]})[1] == 0.8
     # nothing to read: the defaults
     assert cvi.choose_levels({})[:2] == (0.5, 0.9)
+
+
+def test_monte_carlo_replays_round_trip_through_the_shared_cache(cvi: Any, tmp_path: Path) -> None:
+    cv = cvi.cv
+    key = cv.RunKey("vc1", "conservative", 3600.0, None, "history", 64, 2000, 0.0, "h")
+    outcome = JobOutcome("j1", "t", 1, *([1.0] * 9))
+    run = cvi.McRun(key, [outcome], 32, 1.0, 2.0, 3, 4, 5.0)
+    cvi._save_mc(run, tmp_path, cvi.DEFAULT_MONTE_CARLO)
+    assert cvi._load_mc(key, tmp_path, cvi.DEFAULT_MONTE_CARLO) == run
+    other = dataclasses.replace(key, vc="vc2")
+    assert cvi._load_mc(other, tmp_path, cvi.DEFAULT_MONTE_CARLO) is None  # another key: not this file
+    (tmp_path / cvi._mc_name(key, cvi.DEFAULT_MONTE_CARLO)).write_bytes(b"not gzip")
+    assert cvi._load_mc(key, tmp_path, cvi.DEFAULT_MONTE_CARLO) is None  # unreadable: recomputed, not trusted
