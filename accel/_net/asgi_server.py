@@ -75,47 +75,69 @@ async def read_body(receive: Any, limit_bytes: int, timeout_s: float, scope: Any
         raise BodyTimeoutError(f"the request body did not arrive within {timeout_s:g} s") from exc
 
 
+class HeadDeadline:
+    """A deadline for each request head, mixed into a uvicorn HTTP protocol (h11 here, httptools
+    in :mod:`accel._net.fast_server`): a complete head within :attr:`header_timeout_s` of the
+    connection opening or of the previous response, else the connection is closed.  uvicorn makes
+    a new ``cycle`` object when a head is complete, which is how the protocol tells it arrived."""
+
+    header_timeout_s: float = 10.0
+    _deadline: asyncio.TimerHandle | None = None
+    _waiting_cycle: object = None
+    # the uvicorn protocol's own attributes
+    cycle: Any
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._waiting_cycle = self.cycle
+        self._deadline = self.loop.call_later(self.header_timeout_s, self._expire)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expire(self) -> None:
+        self._deadline = None
+        if self.cycle is self._waiting_cycle and not self.transport.is_closing():
+            self.transport.close()  # no complete request head in time
+
+    def _waiting_for_head(self) -> bool:
+        """After data came in: whether a head is still awaited (a head now complete disarms the
+        deadline: the app, and its body timeout, take over)."""
+        if self._deadline is None:
+            return False
+        if self.cycle is not self._waiting_cycle:
+            self._disarm()
+            return False
+        return True
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+
 def _protocol_class(header_timeout_s: float) -> type:
     """uvicorn's h11 protocol with a deadline for each request head."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class DeadlineProtocol(H11Protocol):
-        _deadline: asyncio.TimerHandle | None = None
-        _waiting_cycle: object = None
-
-        def _arm(self) -> None:
-            self._disarm()
-            self._waiting_cycle = self.cycle  # a new request replaces uvicorn's cycle object
-            self._deadline = self.loop.call_later(header_timeout_s, self._expire)
-
-        def _disarm(self) -> None:
-            if self._deadline is not None:
-                self._deadline.cancel()
-                self._deadline = None
-
-        def _expire(self) -> None:
-            self._deadline = None
-            if self.cycle is self._waiting_cycle and not self.transport.is_closing():
-                self.transport.close()  # no complete request head in time
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm()
-
+    class DeadlineProtocol(HeadDeadline, H11Protocol):
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
-            if self._deadline is not None and self.cycle is not self._waiting_cycle:
-                self._disarm()  # the head is in: the app (and its body timeout) takes over
+            self._waiting_for_head()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
             if not self.transport.is_closing():
                 self._arm()
 
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
-
+    DeadlineProtocol.header_timeout_s = header_timeout_s
     return DeadlineProtocol
 
 

@@ -18,11 +18,10 @@ the CPU a request costs (``benchmarks/router/README.md``, ``benchmarks/service/`
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 from typing import Any
 
-from accel._net.asgi_server import BackgroundServer, ServerLimits
+from accel._net.asgi_server import BackgroundServer, HeadDeadline, ServerLimits
 
 __all__ = ["FastServer", "fast_stack", "serve"]
 
@@ -36,40 +35,18 @@ def _protocol_class(limits: ServerLimits) -> type:
     """uvicorn's httptools protocol with a deadline and a size limit for each request head."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    header_timeout_s = limits.header_timeout_s
     max_head = limits.max_header_bytes
 
-    class DeadlineProtocol(HttpToolsProtocol):
-        _deadline: asyncio.TimerHandle | None = None
-        _waiting_cycle: object = None
+    class DeadlineProtocol(HeadDeadline, HttpToolsProtocol):
         _head_bytes = 0
 
         def _arm(self) -> None:
-            self._disarm()
-            self._waiting_cycle = self.cycle  # a complete head makes a new cycle object
+            super()._arm()
             self._head_bytes = 0
-            self._deadline = self.loop.call_later(header_timeout_s, self._expire)
-
-        def _disarm(self) -> None:
-            if self._deadline is not None:
-                self._deadline.cancel()
-                self._deadline = None
-
-        def _expire(self) -> None:
-            self._deadline = None
-            if self.cycle is self._waiting_cycle and not self.transport.is_closing():
-                self.transport.close()  # no complete request head in time
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm()
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
-            if self._deadline is None:
-                return
-            if self.cycle is not self._waiting_cycle:
-                self._disarm()  # the head is in: the app (and its body timeout) takes over
+            if not self._waiting_for_head():
                 return
             self._head_bytes += len(data)
             if self._head_bytes > max_head and not self.transport.is_closing():
@@ -82,10 +59,7 @@ def _protocol_class(limits: ServerLimits) -> type:
             if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete):
                 self._arm()
 
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
-
+    DeadlineProtocol.header_timeout_s = limits.header_timeout_s
     return DeadlineProtocol
 
 
