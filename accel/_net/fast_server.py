@@ -11,8 +11,9 @@ the CPU a request costs (``benchmarks/router/README.md``, ``benchmarks/service/`
 * a complete request head within ``header_timeout_s`` of the connection opening or of the previous
   response (the same deadline as ``BackgroundServer``'s h11 protocol);
 * a request head of at most ``max_header_bytes`` (h11 enforces this itself; llhttp does not, so the
-  protocol counts the bytes received while a head is incomplete: over the limit, a 400 and the
-  connection closed, as h11 answers);
+  protocol counts the bytes received while a head is incomplete, and the URL and header bytes
+  parsed, for a head that arrives whole in one read: over the limit, a 400 and the connection
+  closed, as h11 answers);
 * ``max_connections`` connections and requests at a time (503 beyond), ``backlog``, ``keep_alive_s``.
 """
 
@@ -38,7 +39,26 @@ def _protocol_class(limits: ServerLimits) -> type:
     max_head = limits.max_header_bytes
 
     class DeadlineProtocol(HeadDeadline, HttpToolsProtocol):
-        _head_bytes = 0
+        _head_bytes = 0  # bytes received while a head is incomplete (one never finished)
+        _head_parsed = 0  # the parsed head's URL and header bytes (one complete in a single read)
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._head_parsed = 0
+
+        def on_url(self, url: bytes) -> None:
+            self._count_head(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count_head(len(name) + len(value) + 4)  # ": " and CRLF
+            super().on_header(name, value)
+
+        def _count_head(self, n: int) -> None:
+            # raised inside the parser's callback: uvicorn answers its 400 for a bad request
+            self._head_parsed += n
+            if self._head_parsed > max_head:
+                raise ValueError(f"request head over {max_head} bytes")
 
         def _arm(self) -> None:
             super()._arm()

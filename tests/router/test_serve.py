@@ -64,6 +64,19 @@ def test_a_head_over_the_limit_is_a_400_and_closed(server: FastServer) -> None:
     assert closed and out.startswith(b"HTTP/1.1 400")
 
 
+@pytest.mark.parametrize("head", [
+    b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20_000 + b"\r\n\r\n",  # one big header, complete
+    b"GET /" + b"a" * 20_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",  # a long URL
+    b"GET / HTTP/1.1\r\n" + b"".join(b"X-%d: %s\r\n" % (i, b"a" * 100) for i in range(200)) + b"\r\n",  # many
+])
+def test_a_head_over_the_limit_that_arrives_whole_is_a_400(server: FastServer, head: bytes) -> None:
+    # the whole head in one read is parsed at once: the limit is counted on what the parser read
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(head)
+        out, closed = _recv_all(s, 5.0)
+    assert closed and out.startswith(b"HTTP/1.1 400"), out[:60]
+
+
 def test_keep_alive_requests_and_a_head_under_the_limit_are_served(server: FastServer) -> None:
     with httpx.Client(base_url=f"http://127.0.0.1:{server.port}") as c:
         for _ in range(3):
